@@ -1,0 +1,55 @@
+import type { FailureMode } from './failure-mode.ts';
+
+/** Where one limit of a check stands after it. Times are durations from now. */
+export interface LimitStatus {
+  readonly policy: string;
+  /** The quota: bucket capacity or events per window. */
+  readonly limit: number;
+  /** Units still available now (after this request's debit, if admitted). */
+  readonly remaining: number;
+  /** Milliseconds until a request of the same cost can pass; 0 when it can now. */
+  readonly retryAfterMs: number;
+  /** Milliseconds until the quota is whole again (bucket full, window empty). */
+  readonly resetAfterMs: number;
+  /** The quota's window in seconds, as `RateLimit-Policy` states it. */
+  readonly windowSeconds: number;
+}
+
+/** Every limit admitted; all were debited. */
+export interface Allowed {
+  readonly outcome: 'allowed';
+  readonly allowed: true;
+  readonly degraded: false;
+  /** The limit closest to refusing (least remaining). */
+  readonly binding: LimitStatus;
+  readonly limits: readonly LimitStatus[];
+  readonly retryAfterMs: 0;
+}
+
+/** At least one limit refused; nothing was debited. */
+export interface Limited {
+  readonly outcome: 'limited';
+  readonly allowed: false;
+  readonly degraded: false;
+  /** The refusing limit with the longest wait. */
+  readonly binding: LimitStatus;
+  readonly limits: readonly LimitStatus[];
+  /** The longest wait among the refusing limits. */
+  readonly retryAfterMs: number;
+}
+
+export type DegradedReason = 'timeout' | 'unavailable' | 'out-of-memory' | 'redis-error';
+
+/** Redis could not decide; the policy's failure mode did. */
+export interface Degraded {
+  readonly outcome: 'degraded';
+  /** `true` for fail-open, `false` for fail-closed. */
+  readonly allowed: boolean;
+  readonly degraded: true;
+  readonly failureMode: FailureMode;
+  readonly reason: DegradedReason;
+  /** A short wait to suggest when fail-closed (503 Retry-After); 0 when open. */
+  readonly retryAfterMs: number;
+}
+
+export type Decision = Allowed | Limited | Degraded;

@@ -1,0 +1,50 @@
+/**
+ * The platform's rate-limit primitive: atomic checks in Redis, decided by Lua
+ * scripts with the Redis clock. See README.md for the model and the rules.
+ */
+import { Limiter, type LimiterOptions } from './limiter.ts';
+import type { CompiledPolicy } from './policy.ts';
+import { productionScripts } from './scripts.ts';
+
+export type { Allowed, Decision, Degraded, DegradedReason, Limited, LimitStatus } from './decision.ts';
+export { type Duration, parseDuration, toMs } from './duration.ts';
+export { InvalidCheckError, InvalidPolicyError, RateLimitError } from './errors.ts';
+export { DEFAULT_FAILURE_MODE, type FailureMode } from './failure-mode.ts';
+export { counterKey, rateKey } from './keys.ts';
+export type {
+  CheckRequest,
+  DegradedEvent,
+  Limiter,
+  LimiterOptions,
+  PolicyResolver,
+  RateChange,
+  RateChangeOutcome,
+  RecordFailureOutcome,
+} from './limiter.ts';
+export {
+  type CompiledPolicy,
+  compilePolicies,
+  compilePolicy,
+  type FailureBackoffPolicy,
+  type PolicyConfig,
+  type SlidingWindowPolicy,
+  type TokenBucketPolicy,
+} from './policy.ts';
+export {
+  createRedisClient,
+  type RedisSettings,
+  redisSettingsFromEnv,
+  sharedRedis,
+} from './redis-connection.ts';
+
+/** Resolves policies from a fixed catalogue (no overrides). */
+export function staticPolicies(catalogue: ReadonlyMap<string, CompiledPolicy>) {
+  return { resolve: (name: string) => catalogue.get(name) };
+}
+
+const REDIS_CLOCK: readonly string[] = [];
+
+/** The limiter. Its clock is always Redis `TIME`: no caller can pass a time. */
+export function createLimiter(options: LimiterOptions): Limiter {
+  return new Limiter(options, { scripts: productionScripts(), timeArgs: () => REDIS_CLOCK });
+}

@@ -1,0 +1,94 @@
+import { once } from 'node:events';
+import { Cluster, Redis, type RedisOptions } from 'ioredis';
+import type { RedisClient } from './run-script.ts';
+
+/**
+ * Where the limiter's Redis is. Resolved once per container, in this order:
+ * explicit option, then environment, then the local default.
+ *
+ * - `REDIS_CLUSTER_NODES`: `host:port,host:port` — Redis Cluster (production)
+ * - `REDIS_URL`: `redis://host:port` or `rediss://…` — a single node
+ * - `REDIS_TLS`: `true` for TLS to cluster nodes (ElastiCache in-transit encryption)
+ */
+export interface RedisSettings {
+  readonly url?: string;
+  readonly clusterNodes?: readonly string[];
+  readonly tls?: boolean;
+  /** Give up a connection attempt after this long. @default 1000 */
+  readonly connectTimeoutMs?: number;
+  /** Longest wait between reconnect attempts. @default 100 */
+  readonly maxReconnectDelayMs?: number;
+  /** Backstop for a command a stalled server never answers. @default 1000 */
+  readonly commandTimeoutMs?: number;
+}
+
+export const DEFAULT_REDIS_URL = 'redis://127.0.0.1:6379';
+
+export function redisSettingsFromEnv(env: NodeJS.ProcessEnv = process.env): RedisSettings {
+  const nodes = env.REDIS_CLUSTER_NODES?.split(',')
+    .map((n) => n.trim())
+    .filter(Boolean);
+  if (nodes && nodes.length > 0) return { clusterNodes: nodes, tls: env.REDIS_TLS === 'true' };
+  return { url: env.REDIS_URL ?? DEFAULT_REDIS_URL };
+}
+
+/**
+ * The ioredis defaults suit a long-lived server, not a Lambda with a 100 ms
+ * budget: with them a dead Redis holds a command ~73 s (offline queue, 20
+ * retries) and a stalled one for minutes. Here a command never waits for a
+ * connection (no offline queue, no retries), and reconnect attempts are at most
+ * `maxReconnectDelayMs` apart so checks succeed again soon after Redis returns.
+ */
+function connectionOptions(settings: RedisSettings): RedisOptions {
+  const maxDelay = settings.maxReconnectDelayMs ?? 100;
+  return {
+    enableOfflineQueue: false,
+    maxRetriesPerRequest: 0,
+    connectTimeout: settings.connectTimeoutMs ?? 1000,
+    commandTimeout: settings.commandTimeoutMs ?? 1000,
+    retryStrategy: (attempt) => Math.min(10 * 2 ** attempt, maxDelay),
+    lazyConnect: true,
+    ...(settings.tls ? { tls: {} } : {}),
+  };
+}
+
+function parseNode(node: string): { host: string; port: number } {
+  const at = node.lastIndexOf(':');
+  return { host: node.slice(0, at), port: Number(node.slice(at + 1)) };
+}
+
+export function createRedisClient(settings: RedisSettings): RedisClient {
+  const options = connectionOptions(settings);
+  const client =
+    settings.clusterNodes && settings.clusterNodes.length > 0
+      ? new Cluster(settings.clusterNodes.map(parseNode), {
+          enableOfflineQueue: false,
+          lazyConnect: true,
+          clusterRetryStrategy: options.retryStrategy,
+          slotsRefreshTimeout: options.connectTimeout,
+          redisOptions: options,
+        })
+      : new Redis(settings.url ?? DEFAULT_REDIS_URL, options);
+  // Connection errors reach callers as degraded decisions (logged and counted
+  // there); without a listener ioredis would also print every failed reconnect.
+  client.on('error', () => {});
+  return client;
+}
+
+/**
+ * Resolves once the client can take commands; connects a lazy client. The
+ * caller bounds the wait (the check's deadline) through `signal`.
+ */
+export async function whenReady(redis: RedisClient, signal: AbortSignal): Promise<void> {
+  if (redis.status === 'ready') return;
+  if (redis.status === 'wait') redis.connect().catch(() => {}); // failures surface as the deadline
+  await once(redis, 'ready', { signal });
+}
+
+let shared: RedisClient | undefined;
+
+/** One connection per Lambda container, created on first use and reused. */
+export function sharedRedis(settings: RedisSettings = redisSettingsFromEnv()): RedisClient {
+  shared ??= createRedisClient(settings);
+  return shared;
+}

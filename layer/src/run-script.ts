@@ -1,0 +1,26 @@
+import type { Cluster, Redis } from 'ioredis';
+import type { LuaScript } from './scripts.ts';
+
+export type RedisClient = Redis | Cluster;
+
+function isNoScript(error: unknown): boolean {
+  return error instanceof Error && error.message.startsWith('NOSCRIPT');
+}
+
+/**
+ * One round trip: EVALSHA, and only when the server has lost the script
+ * (restart, failover, SCRIPT FLUSH) a second one with EVAL, which also caches it.
+ */
+export async function runScript(
+  redis: RedisClient,
+  script: LuaScript,
+  keys: readonly string[],
+  args: readonly string[],
+): Promise<unknown> {
+  try {
+    return await redis.evalsha(script.sha, keys.length, ...keys, ...args);
+  } catch (error) {
+    if (!isNoScript(error)) throw error;
+    return redis.eval(script.source, keys.length, ...keys, ...args);
+  }
+}

@@ -1,0 +1,39 @@
+-- Failure backoff: a growing wait after failed attempts, recorded after the
+-- fact (the login handler knows an attempt failed only once it has run).
+-- State: a hash { n = failures, t = µs of the last failure }; failures are
+-- forgotten `memory_us` after the last one. A check only reads: it never debits.
+-- The wait after n failures is 0 while n <= free, then
+-- base * 2^(n - free - 1), capped at max_us.
+-- Complexity: O(1) time and memory.
+
+local function bo_delay_us(failures, base_us, max_us, free)
+  if failures <= free then return 0 end
+  return math.min(max_us, base_us * 2 ^ (failures - free - 1))
+end
+
+-- Failures still remembered at `now`, and the time of the last one.
+local function bo_read(key, memory_us, now)
+  local v = redis.call('HMGET', key, 'n', 't')
+  local failures = tonumber(v[1]) or 0
+  local last = tonumber(v[2]) or 0
+  if now - last >= memory_us then failures = 0 end
+  return failures, last
+end
+
+local function bo_eval(key, base_us, max_us, free, memory_us, now)
+  local failures, last = bo_read(key, memory_us, now)
+  local wait = last + bo_delay_us(failures, base_us, max_us, free) - now
+  local r = { key = key, kind = 'bo', limit = 1 }
+  if wait > 0 then
+    r.allowed = false
+    r.remaining = 0
+    r.retry_us = math.ceil(wait)
+    r.reset_us = r.retry_us
+  else
+    r.allowed = true
+    r.remaining = 1
+    r.retry_us = 0
+    r.reset_us = 0
+  end
+  return r
+end

@@ -1,0 +1,183 @@
+-- Exact sliding window as a ring of admission times in one string.
+-- Layout (big-endian, read and written with BITFIELD):
+--   bits   0..31  n    stored events (the ring's size in slots)
+--   bits  32..63  h    index of the oldest stored event
+--   bits  64..95  e    stored events, from h on, known to have left the window
+--   bits  96..127 w    the window (ms) e was computed with
+--   bits 128..    n slots, i64 µs admission time of one event (cost c = c slots)
+-- Times in the ring never decrease from h around to h-1, so the events still in
+-- the window are a suffix of it; `e` remembers where that suffix starts, and a
+-- check only looks at the few slots past it: O(1) amortised per event, with a
+-- k-ary search (O(log n) reads) after a long idle gap. Denied requests write
+-- nothing. Memory: 16 + 8 * limit bytes at most per key; the ring grows by
+-- appending until it holds `limit` events, then overwrites the oldest.
+--
+--   key        the window
+--   limit      events allowed in any window
+--   window_us  the window length in µs (a whole number of ms)
+--   cost       events this request adds (>= 1)
+-- Complexity: O(cost + log n) time worst case, O(cost) amortised.
+
+local SW_HEADER_BITS = 128
+
+local function sw_slot_offset(i)
+  return SW_HEADER_BITS + 64 * i
+end
+
+-- Reads the slots at the given ring indexes with one BITFIELD_RO call.
+local function sw_read(key, indexes)
+  local args = { key }
+  for _, i in ipairs(indexes) do
+    args[#args + 1] = 'GET'
+    args[#args + 1] = 'i64'
+    args[#args + 1] = sw_slot_offset(i)
+  end
+  return redis.call('BITFIELD_RO', unpack(args))
+end
+
+-- Time of the event at relative position p (0 = oldest stored), read once.
+local function sw_time_at(key, n, h, times, p)
+  local t = times[p]
+  if t == nil then
+    t = sw_read(key, { (h + p) % n })[1]
+    times[p] = t
+  end
+  return t
+end
+
+-- First relative position >= e whose event is still in the window. The newest
+-- event (position n-1) must be in it. Cached near probes settle steady traffic
+-- without a read; otherwise a k-ary search reads 8 slots per call.
+local function sw_first_in_window(key, n, h, e, times, now, window_us)
+  -- invariant: the answer is in [lo, hi] and position hi is in the window
+  local lo, hi = e, n - 1
+  while lo < hi do
+    local t = times[lo]
+    if t ~= nil then
+      if now - t >= window_us then lo = lo + 1 else hi = lo end
+    else
+      local step = math.max(1, math.floor((hi - lo) / 8))
+      local probe, pos = {}, {}
+      for p = lo, math.min(hi - 1, lo + 7 * step), step do
+        probe[#probe + 1] = (h + p) % n
+        pos[#pos + 1] = p
+      end
+      local got = sw_read(key, probe)
+      for j = 1, #pos do
+        times[pos[j]] = got[j]
+        if now - got[j] < window_us then
+          hi = pos[j]
+          break
+        end
+        lo = pos[j] + 1
+      end
+    end
+  end
+  return lo
+end
+
+local function sw_eval(key, limit, window_us, cost, now)
+  local hdr = redis.call('BITFIELD_RO', key, 'GET', 'u32', 0, 'GET', 'u32', 32, 'GET', 'u32', 64, 'GET', 'u32', 96)
+  local n, h, e, w = hdr[1], hdr[2], hdr[3], hdr[4]
+  local window_ms = window_us / 1000
+  -- A changed window invalidates what `e` knows: count again from the start.
+  if w ~= window_ms then e = 0 end
+  local r = { key = key, kind = 'sw', limit = limit, n = n, h = h, window_ms = window_ms, cost = cost }
+  local times = {} -- relative position (0 = oldest stored) -> time, reads cached
+
+  if n > 0 then
+    -- One read: the newest event and the next few past `e`, which in steady
+    -- traffic is where the window starts.
+    local want, rel = { (h + n - 1) % n }, { n - 1 }
+    for p = e, math.min(e + 3, n - 2) do
+      want[#want + 1] = (h + p) % n
+      rel[#rel + 1] = p
+    end
+    local got = sw_read(key, want)
+    for j = 1, #rel do times[rel[j]] = got[j] end
+    local newest = times[n - 1]
+    -- Redis time can step back (failover, NTP): never let it run behind the ring.
+    if now < newest then now = newest end
+    if now - newest >= window_us then
+      e = n
+    else
+      e = sw_first_in_window(key, n, h, e, times, now, window_us)
+    end
+    r.newest = newest
+  end
+  r.now = now
+  r.e = e
+  local in_window = n - e
+  if in_window + cost <= limit then
+    r.allowed = true
+    r.remaining = limit - in_window - cost
+    r.reset_us = window_us
+    r.retry_us = 0
+  else
+    r.allowed = false
+    r.remaining = limit - in_window
+    -- the `need` oldest events in the window must leave before `cost` fits
+    local need = in_window + cost - limit
+    r.retry_us = sw_time_at(key, n, h, times, e + need - 1) + window_us - now
+    r.reset_us = r.newest + window_us - now
+  end
+  return r
+end
+
+-- Packs a whole fresh window: header plus the given slot times, in order.
+local function sw_pack(n, h, e, window_ms, slot_times)
+  local parts = { struct.pack('>I4I4I4I4', n, h, e, window_ms) }
+  for j = 1, #slot_times do parts[#parts + 1] = struct.pack('>i8', slot_times[j]) end
+  return table.concat(parts)
+end
+
+-- Records `cost` events at `now` for an admitted request. The first write is
+-- SET or BITFIELD (both deny-OOM), so under noeviction at maxmemory the whole
+-- admit fails before anything is written.
+local function sw_apply(r)
+  local key, now, cost, n, h, e, limit = r.key, r.now, r.cost, r.n, r.h, r.e, r.limit
+  local ttl_ms = key_ttl_ms(r.window_ms)
+  if e == n then
+    -- nothing left in the window: start a fresh, exactly sized string
+    local slots = {}
+    for j = 1, cost do slots[j] = now end
+    redis.call('SET', key, sw_pack(cost, 0, 0, r.window_ms, slots), 'PX', ttl_ms)
+    return
+  end
+  if n < limit and h ~= 0 then
+    -- The limit was raised after the ring wrapped: lay it out again from the
+    -- oldest event still in the window (rare, O(n)), then append as usual.
+    local idx = {}
+    for p = e, n - 1 do idx[#idx + 1] = (h + p) % n end
+    local kept = sw_read(key, idx)
+    for j = 1, cost do kept[#kept + 1] = now end
+    local size = #kept
+    redis.call('SET', key, sw_pack(size, 0, 0, r.window_ms, kept), 'PX', ttl_ms)
+    return
+  end
+  local args = { key }
+  local function set_slot(i)
+    args[#args + 1] = 'SET'
+    args[#args + 1] = 'i64'
+    args[#args + 1] = sw_slot_offset(i)
+    args[#args + 1] = now
+  end
+  local left = cost
+  while left > 0 and n < limit do -- growing: append after the newest
+    set_slot(n)
+    n = n + 1
+    left = left - 1
+  end
+  while left > 0 do -- full: overwrite the oldest, which has left the window
+    set_slot(h)
+    h = (h + 1) % n
+    e = e - 1
+    left = left - 1
+  end
+  args[#args + 1] = 'SET'; args[#args + 1] = 'u32'; args[#args + 1] = 0; args[#args + 1] = n
+  args[#args + 1] = 'SET'; args[#args + 1] = 'u32'; args[#args + 1] = 32; args[#args + 1] = h
+  args[#args + 1] = 'SET'; args[#args + 1] = 'u32'; args[#args + 1] = 64; args[#args + 1] = e
+  args[#args + 1] = 'SET'; args[#args + 1] = 'u32'; args[#args + 1] = 96; args[#args + 1] = r.window_ms
+  redis.call('BITFIELD', unpack(args))
+  redis.call('PEXPIRE', key, ttl_ms)
+end

@@ -1,0 +1,94 @@
+import assert from 'node:assert/strict';
+import { after, describe, it } from 'node:test';
+import { createLimiter, InvalidCheckError } from '../../layer/src/index.ts';
+import { policies, targets, unique } from '../support/targets.ts';
+
+for (const target of targets) {
+  describe(`Limiter on a ${target.name}`, () => {
+    const redis = target.client();
+    after(() => redis.quit());
+
+    it('admits a token bucket up to its capacity, then limits with the wait for one token', async () => {
+      // Prepare
+      const name = unique('tb');
+      const limiter = createLimiter({
+        redis,
+        policies: policies({ [name]: { strategy: 'tokenBucket', capacity: 3, refill: { tokens: 1, every: '10 s' } } }),
+      });
+      // Act
+      const decisions = [];
+      for (let i = 0; i < 4; i++) decisions.push(await limiter.check({ policy: name, key: 'k1' }));
+      // Assess
+      assert.deepEqual(
+        decisions.map((d) => d.outcome),
+        ['allowed', 'allowed', 'allowed', 'limited'],
+      );
+      assert.deepEqual(
+        decisions.slice(0, 3).map((d) => (d.outcome === 'allowed' ? d.binding.remaining : -1)),
+        [2, 1, 0],
+      );
+      const denied = decisions[3];
+      assert.ok(denied?.outcome === 'limited');
+      assert.equal(denied.binding.policy, name);
+      // three tokens taken within a few ms: the next one is ~10 s away
+      assert.ok(denied.retryAfterMs > 9_000 && denied.retryAfterMs <= 10_000, `retry ${denied.retryAfterMs}`);
+    });
+
+    it('admits a sliding window exactly up to its limit and records no denied request', async () => {
+      const name = unique('sw');
+      const limiter = createLimiter({
+        redis,
+        policies: policies({ [name]: { strategy: 'slidingWindow', limit: 5, window: '1 m' } }),
+      });
+      const outcomes = [];
+      for (let i = 0; i < 8; i++) outcomes.push((await limiter.check({ policy: name, key: 'ip-1' })).outcome);
+      assert.deepEqual(outcomes, [...Array(5).fill('allowed'), ...Array(3).fill('limited')]);
+      const peek = await limiter.peek([{ policy: name, key: 'ip-1' }]);
+      assert.ok(peek.outcome === 'limited');
+      assert.equal(peek.binding.remaining, 0);
+    });
+
+    it('debits nothing when one limit of a multi-limit check refuses', async () => {
+      const group = unique('g');
+      const [perIp, perAccount] = [`${group}-ip`, `${group}-acct`];
+      const limiter = createLimiter({
+        redis,
+        policies: policies({
+          [perIp]: { strategy: 'slidingWindow', limit: 10, window: '1 m', group },
+          [perAccount]: { strategy: 'tokenBucket', capacity: 2, refill: { tokens: 1, every: '1 m' }, group },
+        }),
+      });
+      const both = (account: string) => [
+        { policy: perIp, key: '10.0.0.1' },
+        { policy: perAccount, key: account },
+      ];
+      assert.equal((await limiter.checkAll(both('a'))).outcome, 'allowed');
+      assert.equal((await limiter.checkAll(both('a'))).outcome, 'allowed');
+      const refused = await limiter.checkAll(both('a'));
+      assert.ok(refused.outcome === 'limited');
+      assert.equal(refused.binding.policy, perAccount);
+      // the per-IP window saw exactly the two admitted requests
+      const ip = await limiter.peek([{ policy: perIp, key: '10.0.0.1' }]);
+      assert.ok(ip.outcome === 'allowed');
+      assert.equal(ip.binding.remaining, 10 - 2 - 1);
+    });
+
+    it('refuses to check ungrouped policies together (they could sit on different shards)', async () => {
+      const [a, b] = [unique('a'), unique('b')];
+      const limiter = createLimiter({
+        redis,
+        policies: policies({
+          [a]: { strategy: 'slidingWindow', limit: 1, window: '1 s' },
+          [b]: { strategy: 'slidingWindow', limit: 1, window: '1 s' },
+        }),
+      });
+      await assert.rejects(
+        limiter.checkAll([
+          { policy: a, key: 'x' },
+          { policy: b, key: 'x' },
+        ]),
+        InvalidCheckError,
+      );
+    });
+  });
+}

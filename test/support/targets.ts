@@ -1,0 +1,51 @@
+/**
+ * The Redis deployments every integration test of the primitive runs on: a
+ * single node and a Redis Cluster, both real (started by ./global-setup.ts).
+ */
+import { randomUUID } from 'node:crypto';
+import { readFileSync } from 'node:fs';
+import { compilePolicies, createRedisClient, staticPolicies } from '../../layer/src/index.ts';
+import { Limiter, type LimiterOptions } from '../../layer/src/limiter.ts';
+import type { RedisClient } from '../../layer/src/run-script.ts';
+import { assembleScripts } from '../../layer/src/scripts.ts';
+
+export interface RedisTarget {
+  readonly name: 'single node' | 'cluster';
+  client(): RedisClient;
+}
+
+function required(name: string): string {
+  const value = process.env[name];
+  if (!value) throw new Error(`${name} is not set: run the tests with npm test (test/support/global-setup.ts)`);
+  return value;
+}
+
+export const targets: readonly RedisTarget[] = [
+  { name: 'single node', client: () => createRedisClient({ url: required('REDIS_URL') }) },
+  {
+    name: 'cluster',
+    client: () => createRedisClient({ clusterNodes: required('REDIS_CLUSTER_NODES').split(',') }),
+  },
+];
+
+/** A fresh policy-name suffix, so tests sharing a server never share a key. */
+export function unique(prefix = 't'): string {
+  return `${prefix}-${randomUUID().slice(0, 8)}`;
+}
+
+/** A test clock in microseconds, read by the pinned-clock scripts. */
+export interface TestClock {
+  nowUs: number;
+}
+
+const pinnedScripts = assembleScripts(readFileSync(new URL('./pinned_clock.lua', import.meta.url), 'utf8'));
+
+/** A limiter whose scripts take their time from `clock` (tests only). */
+export function pinnedLimiter(options: LimiterOptions, clock: TestClock): Limiter {
+  return new Limiter(options, { scripts: pinnedScripts, timeArgs: () => [String(clock.nowUs)] });
+}
+
+/** Policies from a plain catalogue, validated as production validates them. */
+export function policies(catalogue: Record<string, unknown>) {
+  return staticPolicies(compilePolicies(catalogue));
+}
