@@ -235,6 +235,7 @@ export class Limiter {
         );
       }
       const counter = counterKey(policy, request.key);
+      if (keys.includes(counter)) throw new InvalidCheckError(`policy "${policy.name}" is checked twice for one key`);
       keys.push(counter);
       let rateIndex = 0;
       if (policy.config.strategy === 'tokenBucket' && policy.config.adaptive) {
@@ -322,7 +323,8 @@ export class Limiter {
   }
 }
 
-function toDecision(policies: readonly CompiledPolicy[], reply: unknown): Allowed | Limited {
+/** Reads the check script's reply (see lua/check.lua) into a decision. */
+export function toDecision(policies: readonly CompiledPolicy[], reply: unknown): Allowed | Limited {
   if (!Array.isArray(reply) || reply.length !== 3 + 3 * policies.length) {
     throw new TypeError(`unexpected check reply: ${JSON.stringify(reply)}`);
   }

@@ -10,7 +10,8 @@
 -- check only looks at the few slots past it: O(1) amortised per event, with a
 -- k-ary search (O(log n) reads) after a long idle gap. Denied requests write
 -- nothing. Memory: 16 + 8 * limit bytes at most per key; the ring grows by
--- appending until it holds `limit` events, then overwrites the oldest.
+-- appending until it holds `limit` events (then it is copied once into an
+-- exactly sized string), then overwrites the oldest.
 --
 --   key        the window
 --   limit      events allowed in any window
@@ -179,5 +180,11 @@ local function sw_apply(r)
   args[#args + 1] = 'SET'; args[#args + 1] = 'u32'; args[#args + 1] = 64; args[#args + 1] = e
   args[#args + 1] = 'SET'; args[#args + 1] = 'u32'; args[#args + 1] = 96; args[#args + 1] = r.window_ms
   redis.call('BITFIELD', unpack(args))
-  redis.call('PEXPIRE', key, ttl_ms)
+  if n >= limit and r.n < limit then
+    -- Just filled: appends grew the string greedily (up to 2x); copy it once
+    -- into an exactly sized one, so a full window costs ~8 bytes per event.
+    redis.call('SET', key, redis.call('GET', key), 'PX', ttl_ms)
+  else
+    redis.call('PEXPIRE', key, ttl_ms)
+  end
 end
