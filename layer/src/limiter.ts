@@ -287,23 +287,19 @@ export class Limiter {
     work: (redis: RedisClient) => Promise<T>,
   ): Promise<RunResult<T>> {
     const budgetMs = Math.min(...policies.map((p) => p.timeBudgetMs));
-    const controller = new AbortController();
     let timer: NodeJS.Timeout | undefined;
     const deadline = new Promise<never>((_, reject) => {
-      timer = setTimeout(() => {
-        controller.abort();
-        reject(DEADLINE);
-      }, budgetMs);
+      timer = setTimeout(() => reject(DEADLINE), budgetMs);
     });
     try {
       const attempt = (async () => {
-        if (this.#redis.status !== 'ready') await whenReady(this.#redis, controller.signal);
+        if (this.#redis.status !== 'ready') await whenReady(this.#redis);
         return work(this.#redis);
       })();
       attempt.catch(() => {}); // settled after the deadline: already answered
       return { ok: true, reply: await Promise.race([attempt, deadline]) };
     } catch (error) {
-      const reason = error instanceof Error && error.name === 'AbortError' ? 'timeout' : classify(error);
+      const reason = classify(error);
       this.#onDegraded({
         operation,
         policies: policies.map((p) => p.name),

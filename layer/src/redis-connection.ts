@@ -1,4 +1,3 @@
-import { once } from 'node:events';
 import { Cluster, Redis, type RedisOptions } from 'ioredis';
 import type { RedisClient } from './run-script.ts';
 
@@ -75,14 +74,34 @@ export function createRedisClient(settings: RedisSettings): RedisClient {
   return client;
 }
 
+const connecting = new WeakMap<RedisClient, Promise<void>>();
+
 /**
- * Resolves once the client can take commands; connects a lazy client. The
- * caller bounds the wait (the check's deadline) through `signal`.
+ * Resolves once the client can take commands (connecting a lazy client), or
+ * rejects at its next connection error. Every check waiting meanwhile shares
+ * one promise, so a burst of checks adds no listeners. The caller bounds the
+ * wait with its own deadline.
  */
-export async function whenReady(redis: RedisClient, signal: AbortSignal): Promise<void> {
-  if (redis.status === 'ready') return;
-  if (redis.status === 'wait') redis.connect().catch(() => {}); // failures surface as the deadline
-  await once(redis, 'ready', { signal });
+export function whenReady(redis: RedisClient): Promise<void> {
+  if (redis.status === 'ready') return Promise.resolve();
+  let pending = connecting.get(redis);
+  if (!pending) {
+    pending = new Promise<void>((resolve, reject) => {
+      const settle = (error?: unknown) => {
+        redis.off('ready', settle);
+        redis.off('error', settle);
+        connecting.delete(redis);
+        if (error === undefined) resolve();
+        else reject(error);
+      };
+      redis.once('ready', settle);
+      redis.once('error', settle);
+    });
+    pending.catch(() => {}); // each waiting check observes it through its own race
+    connecting.set(redis, pending);
+    if (redis.status === 'wait') redis.connect().catch(() => {}); // failures arrive as 'error'
+  }
+  return pending;
 }
 
 let shared: RedisClient | undefined;

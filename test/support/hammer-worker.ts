@@ -1,0 +1,43 @@
+/**
+ * One OS process hammering the limiter (spawned by the concurrency tests).
+ * argv[2]: JSON { redis: RedisSettings, catalogue, requests, attempts, inFlight }.
+ * Prints one JSON line: how many checks were allowed, limited and degraded.
+ */
+import {
+  compilePolicies,
+  createLimiter,
+  createRedisClient,
+  type RedisSettings,
+  staticPolicies,
+} from '../../layer/src/index.ts';
+import type { CheckRequest } from '../../layer/src/limiter.ts';
+
+interface WorkerInput {
+  redis: RedisSettings;
+  catalogue: Record<string, unknown>;
+  requests: CheckRequest[];
+  attempts: number;
+  inFlight: number;
+}
+
+const input = JSON.parse(process.argv[2] ?? '{}') as WorkerInput;
+const redis = createRedisClient(input.redis);
+const limiter = createLimiter({
+  redis,
+  policies: staticPolicies(compilePolicies(input.catalogue)),
+  onDegraded: (e) => process.stderr.write(`${e.reason} ${e.detail}\n`),
+});
+const counts = { allowed: 0, limited: 0, degraded: 0 };
+let started = 0;
+
+async function lane(): Promise<void> {
+  while (started < input.attempts) {
+    started++;
+    const decision = await limiter.checkAll(input.requests);
+    counts[decision.outcome]++;
+  }
+}
+
+await Promise.all(Array.from({ length: input.inFlight }, lane));
+process.stdout.write(`${JSON.stringify(counts)}\n`);
+redis.disconnect();
