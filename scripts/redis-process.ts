@@ -148,18 +148,16 @@ export async function startRedis(options: RedisProcessOptions = {}): Promise<Red
 }
 
 export interface RedisClusterProcess {
-  readonly nodes: readonly RedisProcess[];
+  nodes: readonly RedisProcess[];
   /** `host:port,host:port,…` as REDIS_CLUSTER_NODES takes it. */
   readonly nodeList: string;
-  stop(): Promise<void>;
+  /** Stops every node; with `keepData` their directories survive for `restart`. */
+  stop(keepData?: boolean): Promise<void>;
+  /** Stops every node and starts them again with their data and cluster config. */
+  restart(): Promise<void>;
 }
 
-/** A local Redis Cluster of `masters` masters (no replicas), all slots covered. */
-export async function startRedisCluster(masters = 3): Promise<RedisClusterProcess> {
-  const nodes: RedisProcess[] = [];
-  for (let i = 0; i < masters; i++) nodes.push(await startRedis({ clusterNode: true }));
-  const addresses = nodes.map((n) => `${n.host}:${n.port}`);
-  await promisify(execFile)(CLI_BIN, ['--cluster', 'create', ...addresses, '--cluster-replicas', '0', '--cluster-yes']);
+async function untilClusterOk(nodes: readonly RedisProcess[]): Promise<void> {
   const deadline = Date.now() + 15_000;
   for (const node of nodes) {
     for (;;) {
@@ -169,11 +167,26 @@ export async function startRedisCluster(masters = 3): Promise<RedisClusterProces
       await delay(50); // polling cluster convergence, bounded by the deadline
     }
   }
-  return {
+}
+
+/** A local Redis Cluster of `masters` masters (no replicas), all slots covered. */
+export async function startRedisCluster(masters = 3, maxmemoryBytes = 0): Promise<RedisClusterProcess> {
+  const nodes: RedisProcess[] = [];
+  for (let i = 0; i < masters; i++) nodes.push(await startRedis({ clusterNode: true, maxmemoryBytes }));
+  const addresses = nodes.map((n) => `${n.host}:${n.port}`);
+  await promisify(execFile)(CLI_BIN, ['--cluster', 'create', ...addresses, '--cluster-replicas', '0', '--cluster-yes']);
+  const cluster: RedisClusterProcess = {
     nodes,
     nodeList: addresses.join(','),
-    async stop() {
-      await Promise.all(nodes.map((n) => n.stop()));
+    async stop(keepData = false) {
+      await Promise.all(cluster.nodes.map((n) => n.stop(keepData)));
+    },
+    async restart() {
+      // same ports and directories: each node keeps its nodes.conf and slots
+      cluster.nodes = await Promise.all(cluster.nodes.map((n) => n.restart()));
+      await untilClusterOk(cluster.nodes);
     },
   };
+  await untilClusterOk(nodes);
+  return cluster;
 }

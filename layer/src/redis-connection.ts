@@ -78,12 +78,16 @@ const connecting = new WeakMap<RedisClient, Promise<void>>();
 
 /**
  * Resolves once the client can take commands (connecting a lazy client), or
- * rejects at its next connection error. Every check waiting meanwhile shares
+ * rejects at its next connection error, or at once when it is known to be down. Every check waiting meanwhile shares
  * one promise, so a burst of checks adds no listeners. The caller bounds the
  * wait with its own deadline.
  */
 export function whenReady(redis: RedisClient): Promise<void> {
   if (redis.status === 'ready') return Promise.resolve();
+  // Known to be down: answer now rather than spend the budget on a reconnect.
+  if (redis.status === 'reconnecting' || redis.status === 'end' || redis.status === 'close') {
+    return Promise.reject(new Error(`Redis connection is ${redis.status}`));
+  }
   let pending = connecting.get(redis);
   if (!pending) {
     pending = new Promise<void>((resolve, reject) => {

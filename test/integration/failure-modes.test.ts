@@ -1,0 +1,259 @@
+/**
+ * When Redis cannot decide: a closed port, a stalled server (SIGSTOP), a
+ * restart, and a server at maxmemory under noeviction. Each deployment here is
+ * private to this file, so stalling or filling it disturbs no other test.
+ * Decision times are asserted against the policy's budget plus a margin for a
+ * loaded 2-core CI machine; the figures themselves are reported as diagnostics.
+ */
+import assert from 'node:assert/strict';
+import { after, before, describe, it } from 'node:test';
+import { setImmediate as nextTurn } from 'node:timers/promises';
+import {
+  compilePolicies,
+  createLimiter,
+  createRedisClient,
+  type Decision,
+  type RedisSettings,
+  staticPolicies,
+} from '../../layer/src/index.ts';
+import type { Limiter } from '../../layer/src/limiter.ts';
+import type { RedisClient } from '../../layer/src/run-script.ts';
+import { freePort, startRedis, startRedisCluster } from '../../scripts/redis-process.ts';
+
+const BUDGET_MS = 100;
+const MARGIN_MS = 150;
+
+const catalogue = {
+  closed: { strategy: 'slidingWindow', limit: 1000, window: '1 m', timeBudget: `${BUDGET_MS} ms` },
+  open: { strategy: 'tokenBucket', capacity: 1000, refill: { tokens: 1000, every: '1 m' }, failureMode: 'open' },
+};
+
+interface Deployment {
+  settings: RedisSettings;
+  pause(): void;
+  resume(): void;
+  stopKeepingData(): Promise<void>;
+  restart(): Promise<void>;
+  stop(): Promise<void>;
+  /** INFO memory figures of every master. */
+  memory(client: RedisClient): Promise<{ used: number; max: number }[]>;
+}
+
+async function memoryOf(client: RedisClient): Promise<{ used: number; max: number }[]> {
+  const nodes = 'nodes' in client ? client.nodes('master') : [client];
+  return Promise.all(
+    nodes.map(async (node) => {
+      const info = await node.info('memory');
+      const field = (name: string) => Number(new RegExp(`${name}:(\\d+)`).exec(info)?.[1]);
+      return { used: field('used_memory'), max: field('maxmemory') };
+    }),
+  );
+}
+
+const deployments: { name: string; start(maxmemoryBytes?: number): Promise<Deployment> }[] = [
+  {
+    name: 'single node',
+    async start(maxmemoryBytes = 0) {
+      let server = await startRedis({ maxmemoryBytes });
+      return {
+        settings: { url: server.url },
+        pause: () => server.pause(),
+        resume: () => server.resume(),
+        stopKeepingData: () => server.stop(true),
+        restart: async () => {
+          server = await server.restart();
+        },
+        stop: () => server.stop(),
+        memory: memoryOf,
+      };
+    },
+  },
+  {
+    name: 'cluster',
+    async start(maxmemoryBytes = 0) {
+      const cluster = await startRedisCluster(3, maxmemoryBytes);
+      return {
+        settings: { clusterNodes: cluster.nodeList.split(',') },
+        pause: () => {
+          for (const node of cluster.nodes) node.pause();
+        },
+        resume: () => {
+          for (const node of cluster.nodes) node.resume();
+        },
+        stopKeepingData: () => cluster.stop(true),
+        restart: () => cluster.restart(),
+        stop: () => cluster.stop(),
+        memory: memoryOf,
+      };
+    },
+  },
+];
+
+async function timed(limiter: Limiter, policy: string, key = 'k'): Promise<{ decision: Decision; ms: number }> {
+  const started = performance.now();
+  const decision = await limiter.check({ policy, key });
+  return { decision, ms: performance.now() - started };
+}
+
+function assertDegraded(result: { decision: Decision; ms: number }, allowed: boolean): void {
+  assert.equal(result.decision.outcome, 'degraded');
+  assert.equal(result.decision.allowed, allowed);
+  assert.ok(result.ms < BUDGET_MS + MARGIN_MS, `decided in ${result.ms.toFixed(1)} ms`);
+}
+
+/** Checks until one is decided by Redis again; returns how long that took. */
+async function untilRecovered(limiter: Limiter): Promise<number> {
+  const started = performance.now();
+  while (performance.now() - started < 10_000) {
+    const { decision } = await timed(limiter, 'closed', `recovery-${Math.random()}`);
+    if (decision.outcome !== 'degraded') return performance.now() - started;
+    await nextTurn(); // let ioredis' reconnect timers run between checks
+  }
+  throw new Error('checks did not recover within 10 s');
+}
+
+for (const deployment of deployments) {
+  describe(`Failure modes on a ${deployment.name}`, () => {
+    const quiet = { onDegraded: () => {} };
+
+    it('answers within the budget from the failure mode when nothing listens on the port', async (t) => {
+      const ports = await Promise.all([freePort(), freePort(), freePort()]);
+      const settings: RedisSettings =
+        deployment.name === 'cluster'
+          ? { clusterNodes: ports.map((p) => `127.0.0.1:${p}`) }
+          : { url: `redis://127.0.0.1:${ports[0]}` };
+      const redis = createRedisClient(settings);
+      const limiter = createLimiter({ redis, policies: staticPolicies(compilePolicies(catalogue)), ...quiet });
+      try {
+        for (let i = 0; i < 3; i++) {
+          const closed = await timed(limiter, 'closed');
+          const open = await timed(limiter, 'open');
+          assertDegraded(closed, false);
+          assertDegraded(open, true);
+          assert.ok(closed.decision.outcome === 'degraded' && closed.decision.retryAfterMs > 0);
+          t.diagnostic(`port closed: fail-closed in ${closed.ms.toFixed(1)} ms, fail-open in ${open.ms.toFixed(1)} ms`);
+        }
+      } finally {
+        redis.disconnect();
+      }
+    });
+
+    describe('with a running deployment', () => {
+      let d: Deployment;
+      let redis: RedisClient;
+      let limiter: Limiter;
+      before(async () => {
+        d = await deployment.start();
+        redis = createRedisClient(d.settings);
+        limiter = createLimiter({ redis, policies: staticPolicies(compilePolicies(catalogue)), ...quiet });
+      });
+      after(async () => {
+        redis.disconnect();
+        await d.stop();
+      });
+
+      it('answers within the budget when Redis stalls, and decides again once it resumes', async (t) => {
+        assert.equal((await timed(limiter, 'closed')).decision.outcome, 'allowed');
+        d.pause();
+        try {
+          const closed = await timed(limiter, 'closed');
+          const open = await timed(limiter, 'open');
+          assertDegraded(closed, false);
+          assertDegraded(open, true);
+          assert.ok(closed.decision.outcome === 'degraded' && closed.decision.reason === 'timeout');
+          t.diagnostic(`stalled: fail-closed in ${closed.ms.toFixed(1)} ms, fail-open in ${open.ms.toFixed(1)} ms`);
+        } finally {
+          d.resume();
+        }
+        assert.equal((await timed(limiter, 'closed', 'after-stall')).decision.outcome, 'allowed');
+      });
+
+      it('answers within the budget while Redis is down, and recovers after a restart without a new client', async (t) => {
+        assert.equal((await timed(limiter, 'closed')).decision.outcome, 'allowed');
+        await d.stopKeepingData();
+        for (let i = 0; i < 3; i++) {
+          const closed = await timed(limiter, 'closed');
+          const open = await timed(limiter, 'open');
+          assertDegraded(closed, false);
+          assertDegraded(open, true);
+          t.diagnostic(`down: fail-closed in ${closed.ms.toFixed(1)} ms, fail-open in ${open.ms.toFixed(1)} ms`);
+        }
+        await d.restart();
+        const recoveryMs = await untilRecovered(limiter);
+        t.diagnostic(`checks decided by Redis again ${recoveryMs.toFixed(0)} ms after it answered PING`);
+        assert.ok(recoveryMs < 1000, `recovered after ${recoveryMs.toFixed(0)} ms`);
+      });
+    });
+
+    describe('at maxmemory under noeviction', () => {
+      let d: Deployment;
+      let redis: RedisClient;
+      before(async () => {
+        d = await deployment.start();
+        redis = createRedisClient(d.settings);
+      });
+      after(async () => {
+        redis.disconnect();
+        await d.stop();
+      });
+
+      it('still refuses an exhausted key, fails admits by the failure mode, and never evicts', async (t) => {
+        // Prepare: one group, so every key shares a slot (one node fills up)
+        const policies = staticPolicies(
+          compilePolicies({
+            window: { strategy: 'slidingWindow', limit: 2, window: '1 h', group: 'oom' },
+            bucket: { strategy: 'tokenBucket', capacity: 2, refill: { tokens: 1, every: '1 h' }, group: 'oom' },
+            'bucket-open': {
+              strategy: 'tokenBucket',
+              capacity: 2,
+              refill: { tokens: 1, every: '1 h' },
+              group: 'oom',
+              failureMode: 'open',
+            },
+          }),
+        );
+        const limiter = createLimiter({ redis, policies, ...quiet });
+        for (const policy of ['window', 'bucket']) {
+          for (let i = 0; i < 2; i++)
+            assert.equal((await limiter.check({ policy, key: 'exhausted' })).outcome, 'allowed');
+        }
+        const before = await d.memory(redis);
+        const limitBytes = Math.max(...before.map((m) => m.used)) + 256 * 1024;
+        const nodes = 'nodes' in redis ? redis.nodes('master') : [redis];
+        await Promise.all(nodes.map((n) => n.config('SET', 'maxmemory', String(limitBytes))));
+
+        // Act: admit fresh keys until Redis refuses to write
+        let admitted = 0;
+        let refusal: Decision | undefined;
+        for (let i = 0; i < 100_000 && !refusal; i++) {
+          const decision = await limiter.check({ policy: 'window', key: `fill-${i}` });
+          if (decision.outcome === 'allowed') admitted++;
+          else refusal = decision;
+        }
+        t.diagnostic(`${admitted} windows admitted before maxmemory`);
+
+        // Assess
+        assert.ok(refusal?.outcome === 'degraded', 'an admit at maxmemory is degraded');
+        assert.equal(refusal.reason, 'out-of-memory');
+        assert.equal(refusal.allowed, false);
+        const open = await limiter.check({ policy: 'bucket-open', key: 'fresh' });
+        assert.ok(open.outcome === 'degraded' && open.reason === 'out-of-memory' && open.allowed);
+        for (const policy of ['window', 'bucket']) {
+          assert.equal((await limiter.check({ policy, key: 'exhausted' })).outcome, 'limited', `${policy} deny path`);
+        }
+        // Redis refuses writes while above maxmemory; as buffers are freed a few
+        // later admits can fit again, and each of them must be kept too.
+        for (let i = 0; i < 500; i++) {
+          if ((await limiter.check({ policy: 'window', key: `more-${i}` })).outcome === 'allowed') admitted++;
+        }
+        const afterFill = await d.memory(redis);
+        for (const m of afterFill)
+          assert.ok(m.used <= limitBytes + 64 * 1024, `used_memory ${m.used} vs max ${limitBytes}`);
+        const keys = (await Promise.all(nodes.map((n) => n.dbsize()))).reduce((a, b) => a + b, 0);
+        assert.equal(keys, admitted + 2, 'every admitted window and both exhausted keys are still there');
+        const stats = await Promise.all(nodes.map((n) => n.info('stats')));
+        for (const s of stats) assert.match(s, /evicted_keys:0\r?\n/);
+      });
+    });
+  });
+}
