@@ -13,14 +13,14 @@ import type { CompiledPolicy } from './policy.ts';
  *
  * A key part is an identifier the consumer already made safe: an IP, or a hash
  * of an API key or an email (see the key extractors). Braces are refused, since
- * they would move the hash tag.
+ * they would move the hash tag, and so is `@`, so a raw email cannot slip in.
  */
-const KEY_PART = /^[A-Za-z0-9._:@/+=-]{1,200}$/;
+const KEY_PART = /^[A-Za-z0-9._:/+=-]{1,200}$/;
 
 export function assertKeyPart(key: string): void {
   if (typeof key !== 'string' || !KEY_PART.test(key)) {
     throw new InvalidCheckError(
-      'a rate-limit key must be 1-200 characters of letters, digits and . _ : @ / + = - (hash secrets first)',
+      'a rate-limit key must be 1-200 characters of letters, digits and . _ : / + = - (hash secrets and emails first)',
     );
   }
 }

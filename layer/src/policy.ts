@@ -1,5 +1,5 @@
 import * as v from 'valibot';
-import { type Duration, isDuration, toMs } from './duration.ts';
+import { type Duration, isDuration, parseDuration, toMs } from './duration.ts';
 import { InvalidPolicyError } from './errors.ts';
 import { DEFAULT_FAILURE_MODE, type FailureMode } from './failure-mode.ts';
 
@@ -73,8 +73,8 @@ const duration = (maxMs: number) =>
   v.pipe(
     v.string(),
     v.check(isDuration, 'must be a duration such as "100 ms", "1 s", "15 m" or "6 h"'),
-    v.check((d) => toMs(d as Duration) > 0, 'must be longer than 0'),
-    v.check((d) => toMs(d as Duration) <= maxMs, `must be at most ${maxMs} ms`),
+    v.check((d) => (parseDuration(d) ?? 0) > 0, 'must be longer than 0'),
+    v.check((d) => (parseDuration(d) ?? 0) <= maxMs, `must be at most ${maxMs} ms`),
     v.transform((d) => d as Duration),
   );
 const common = {
@@ -120,10 +120,12 @@ const failureBackoffSchema = v.strictObject({
   memory: duration(MAX_WINDOW_MS),
 });
 
+const STRATEGIES = '"tokenBucket", "slidingWindow" or "failureBackoff"';
+
 export const policySchema = v.variant(
   'strategy',
   [tokenBucketSchema, slidingWindowSchema, failureBackoffSchema],
-  'strategy must be "tokenBucket", "slidingWindow" or "failureBackoff"',
+  (issue) => (issue.path?.length ? `must be ${STRATEGIES}` : `must be an object whose strategy is ${STRATEGIES}`),
 );
 
 /**
@@ -160,7 +162,8 @@ function describeIssues(issues: readonly v.BaseIssue<unknown>[]): string {
 /** Checks one policy; throws `InvalidPolicyError` naming the policy and the reason. */
 export function compilePolicy(name: string, raw: unknown): CompiledPolicy {
   if (!NAME.test(name)) throw new InvalidPolicyError(name, 'name must be lowercase letters, digits and dashes');
-  const parsed = v.safeParse(policySchema, raw);
+  // abortPipeEarly: a value that failed one check never reaches the next
+  const parsed = v.safeParse(policySchema, raw, { abortPipeEarly: true });
   if (!parsed.success) throw new InvalidPolicyError(name, describeIssues(parsed.issues));
   const config = parsed.output as PolicyConfig;
   const base = {

@@ -45,7 +45,7 @@ for (const target of targets) {
   describe(`Concurrent checks from ${PROCESSES} processes on a ${target.name}`, () => {
     const redis = target.client();
     const settings = settingsOf[target.name]();
-    after(() => redis.quit());
+    after(() => redis.disconnect());
 
     it('admit exactly the capacity of a token bucket', async (t) => {
       const name = unique('tb');

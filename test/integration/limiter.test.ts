@@ -6,7 +6,7 @@ import { policies, targets, unique } from '../support/targets.ts';
 for (const target of targets) {
   describe(`Limiter on a ${target.name}`, () => {
     const redis = target.client();
-    after(() => redis.quit());
+    after(() => redis.disconnect());
 
     it('admits a token bucket up to its capacity, then limits with the wait for one token', async () => {
       // Prepare

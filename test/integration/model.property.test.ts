@@ -119,7 +119,7 @@ for (const target of targets) {
   describe(`Lua and the reference model on a ${target.name}`, () => {
     const redis = target.client();
     const recorded = recordingReplies(redis);
-    after(() => redis.quit());
+    after(() => redis.disconnect());
 
     it('give identical decisions for random sequences at pinned times', async () => {
       await fc.assert(

@@ -13,7 +13,7 @@ import { pinnedLimiter, targets, unique } from '../support/targets.ts';
 for (const target of targets) {
   describe(`Sliding window ring on a ${target.name}`, () => {
     const redis = target.client();
-    after(() => redis.quit());
+    after(() => redis.disconnect());
 
     function harness(limit: number) {
       const state = { policy: compilePolicy('ring', { strategy: 'slidingWindow', limit, window: '1 s' }) };

@@ -6,6 +6,7 @@ import { randomUUID } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { compilePolicies, createRedisClient, staticPolicies } from '../../layer/src/index.ts';
 import { Limiter, type LimiterOptions } from '../../layer/src/limiter.ts';
+import { whenReady } from '../../layer/src/redis-connection.ts';
 import type { RedisClient } from '../../layer/src/run-script.ts';
 import { assembleScripts } from '../../layer/src/scripts.ts';
 
@@ -20,13 +21,24 @@ function required(name: string): string {
   return value;
 }
 
+/** A client that starts connecting now (production clients connect on first check). */
+function connecting(redis: RedisClient): RedisClient {
+  redis.connect().catch(() => {});
+  return redis;
+}
+
 export const targets: readonly RedisTarget[] = [
-  { name: 'single node', client: () => createRedisClient({ url: required('REDIS_URL') }) },
+  { name: 'single node', client: () => connecting(createRedisClient({ url: required('REDIS_URL') })) },
   {
     name: 'cluster',
-    client: () => createRedisClient({ clusterNodes: required('REDIS_CLUSTER_NODES').split(',') }),
+    client: () => connecting(createRedisClient({ clusterNodes: required('REDIS_CLUSTER_NODES').split(',') })),
   },
 ];
+
+/** Waits until a test client takes raw commands (it has no offline queue). */
+export function connected(redis: RedisClient): Promise<void> {
+  return whenReady(redis);
+}
 
 /** A fresh policy-name suffix, so tests sharing a server never share a key. */
 export function unique(prefix = 't'): string {

@@ -1,0 +1,89 @@
+/**
+ * Runtime rates: one client changes a bucket's rate, a second client (another
+ * worker) sees it at its very next check.
+ */
+import assert from 'node:assert/strict';
+import { after, describe, it } from 'node:test';
+import { compilePolicy, InvalidCheckError } from '../../layer/src/index.ts';
+import { pinnedLimiter, targets, unique } from '../support/targets.ts';
+
+const adaptive = compilePolicy('harvest', {
+  strategy: 'tokenBucket',
+  capacity: 10,
+  refill: { tokens: 1, every: '1 s' },
+  failureMode: 'open',
+  adaptive: { min: 0.5, max: 100, increaseBy: 1, decreaseFactor: 0.5, keep: '1 h' },
+});
+const fixed = compilePolicy('fixed', { strategy: 'tokenBucket', capacity: 1, refill: { tokens: 1, every: '1 s' } });
+const resolve = (name: string) => (name === 'harvest' ? adaptive : name === 'fixed' ? fixed : undefined);
+
+for (const target of targets) {
+  describe(`Runtime rates on a ${target.name}`, () => {
+    const [redisA, redisB] = [target.client(), target.client()];
+    after(() => {
+      redisA.disconnect();
+      redisB.disconnect();
+    });
+
+    function workers() {
+      const clock = { nowUs: 1_800_000_000_000_000 };
+      const operator = pinnedLimiter({ redis: redisA, policies: { resolve } }, clock);
+      const worker = pinnedLimiter({ redis: redisB, policies: { resolve } }, clock);
+      return { clock, operator, worker, key: unique('site') };
+    }
+
+    it('are used by every worker at its next check, keeping the tokens the bucket holds', async () => {
+      const { operator, worker, key } = workers();
+      for (let i = 0; i < 10; i++) await worker.check({ policy: 'harvest', key });
+      const before = await worker.check({ policy: 'harvest', key });
+      assert.equal(before.retryAfterMs, 1000); // one token per second
+      assert.deepEqual(await operator.changeRate('harvest', key, { set: 10 }), { changed: true, ratePerSecond: 10 });
+      const afterChange = await worker.check({ policy: 'harvest', key });
+      assert.equal(afterChange.outcome, 'limited');
+      assert.equal(afterChange.retryAfterMs, 100); // still empty, now refilling 10 per second
+      assert.equal(await worker.currentRate('harvest', key), 10);
+    });
+
+    it('step up additively and down multiplicatively, within the policy bounds', async () => {
+      const { operator, key } = workers();
+      const rates = [];
+      for (const change of [{ increase: true }, { increase: true }, { decrease: true }, { decrease: true }] as const) {
+        const outcome = await operator.changeRate('harvest', key, change);
+        rates.push(outcome.changed ? outcome.ratePerSecond : Number.NaN);
+      }
+      assert.deepEqual(rates, [2, 3, 1.5, 0.75]);
+      assert.deepEqual(await operator.changeRate('harvest', key, { decrease: true }), {
+        changed: true,
+        ratePerSecond: 0.5,
+      });
+      assert.deepEqual(await operator.changeRate('harvest', key, { set: 1e6 }), { changed: true, ratePerSecond: 100 });
+    });
+
+    it('pause the bucket for a source Retry-After', async () => {
+      const { clock, operator, worker, key } = workers();
+      assert.equal((await worker.check({ policy: 'harvest', key })).outcome, 'allowed');
+      await operator.changeRate('harvest', key, { decrease: true, pauseMs: 30_000 });
+      const paused = await worker.check({ policy: 'harvest', key });
+      assert.ok(paused.outcome === 'limited');
+      assert.equal(paused.retryAfterMs, 30_000);
+      clock.nowUs += 30_000_000;
+      assert.equal((await worker.check({ policy: 'harvest', key })).outcome, 'allowed');
+    });
+
+    it('lapse back to the policy rate after `keep`', async () => {
+      const { clock, operator, worker, key } = workers();
+      await operator.changeRate('harvest', key, { set: 50 });
+      for (let i = 0; i < 10; i++) await worker.check({ policy: 'harvest', key });
+      assert.equal((await worker.check({ policy: 'harvest', key })).retryAfterMs, 20);
+      clock.nowUs += 3_600_000_000; // an hour: the runtime rate has lapsed, the bucket is full
+      for (let i = 0; i < 10; i++) await worker.check({ policy: 'harvest', key });
+      assert.equal((await worker.check({ policy: 'harvest', key })).retryAfterMs, 1000);
+    });
+
+    it('are refused for a policy that is not adaptive', async () => {
+      const { operator } = workers();
+      await assert.rejects(operator.changeRate('fixed', 'k', { set: 2 }), InvalidCheckError);
+      await assert.rejects(operator.changeRate('harvest', 'k', { set: 0 }), InvalidCheckError);
+    });
+  });
+}

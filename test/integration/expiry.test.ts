@@ -1,0 +1,58 @@
+/**
+ * Every key expires as soon as it carries no information, on the real Redis
+ * clock: a bucket when it is full again, a window when its newest event leaves,
+ * a backoff when its failures are forgotten. Reads and denials write nothing.
+ */
+import assert from 'node:assert/strict';
+import { after, describe, it } from 'node:test';
+import { counterKey, createLimiter } from '../../layer/src/index.ts';
+import { connected, policies, targets, unique } from '../support/targets.ts';
+
+for (const target of targets) {
+  describe(`Key expiry on a ${target.name}`, () => {
+    const redis = target.client();
+    after(() => redis.disconnect());
+    const names = { tb: unique('tb'), sw: unique('sw'), bo: unique('bo') };
+    const catalogue = policies({
+      [names.tb]: { strategy: 'tokenBucket', capacity: 10, refill: { tokens: 1, every: '1 s' } },
+      [names.sw]: { strategy: 'slidingWindow', limit: 2, window: '30 s' },
+      [names.bo]: { strategy: 'failureBackoff', freeFailures: 0, base: '1 s', max: '1 m', memory: '10 m' },
+    });
+    const limiter = createLimiter({ redis, policies: catalogue });
+    const keyOf = (name: string, key: string) => counterKey(catalogue.resolve(name) ?? assert.fail(), key);
+
+    it('gives a bucket the time until it is full again', async () => {
+      await connected(redis);
+      for (let i = 0; i < 3; i++) await limiter.check({ policy: names.tb, key: 'k' });
+      const decision = await limiter.check({ policy: names.tb, key: 'k' });
+      const ttl = await redis.pttl(keyOf(names.tb, 'k'));
+      assert.ok(decision.outcome === 'allowed');
+      assert.ok(
+        ttl > 3000 && ttl <= decision.binding.resetAfterMs,
+        `pttl ${ttl} vs reset ${decision.binding.resetAfterMs}`,
+      );
+    });
+
+    it('gives a window the window after its newest event', async () => {
+      await limiter.check({ policy: names.sw, key: 'k' });
+      const ttl = await redis.pttl(keyOf(names.sw, 'k'));
+      assert.ok(ttl > 29_000 && ttl <= 30_000, `pttl ${ttl}`);
+    });
+
+    it('gives a backoff its memory after the last failure', async () => {
+      await limiter.recordFailure(names.bo, 'k');
+      const ttl = await redis.pttl(keyOf(names.bo, 'k'));
+      assert.ok(ttl > 590_000 && ttl <= 600_000, `pttl ${ttl}`);
+    });
+
+    it('creates no key for a peek, and changes none for a denial', async () => {
+      await limiter.peek([{ policy: names.sw, key: 'peeked' }]);
+      assert.equal(await redis.exists(keyOf(names.sw, 'peeked')), 0);
+      await limiter.check({ policy: names.sw, key: 'full' });
+      await limiter.check({ policy: names.sw, key: 'full' });
+      const before = await redis.getBuffer(keyOf(names.sw, 'full'));
+      assert.equal((await limiter.check({ policy: names.sw, key: 'full' })).outcome, 'limited');
+      assert.deepEqual(await redis.getBuffer(keyOf(names.sw, 'full')), before);
+    });
+  });
+}

@@ -1,0 +1,88 @@
+/**
+ * The primitive behind the login delay: failures recorded after the fact make
+ * the next attempts wait, growing and capped; a success clears them.
+ */
+import assert from 'node:assert/strict';
+import { after, describe, it } from 'node:test';
+import { compilePolicy } from '../../layer/src/index.ts';
+import { pinnedLimiter, targets, unique } from '../support/targets.ts';
+
+const catalogue = new Map(
+  Object.entries({
+    'login-ip': { strategy: 'slidingWindow', limit: 100, window: '15 m', group: 'login' },
+    'login-account': {
+      strategy: 'failureBackoff',
+      freeFailures: 2,
+      base: '1 s',
+      max: '8 s',
+      memory: '15 m',
+      group: 'login',
+    },
+  }).map(([name, config]) => [name, compilePolicy(name, config)]),
+);
+
+for (const target of targets) {
+  describe(`Failure backoff on a ${target.name}`, () => {
+    const redis = target.client();
+    after(() => redis.disconnect());
+
+    function login() {
+      const clock = { nowUs: 1_800_000_000_000_000 };
+      const limiter = pinnedLimiter({ redis, policies: { resolve: (n) => catalogue.get(n) } }, clock);
+      const account = unique('acct-hash');
+      const attempt = () =>
+        limiter.checkAll([
+          { policy: 'login-ip', key: '198.51.100.4' },
+          { policy: 'login-account', key: account },
+        ]);
+      return { clock, limiter, account, attempt };
+    }
+
+    it('makes attempts wait longer after each failure past the free ones, up to the cap', async () => {
+      const { clock, limiter, account, attempt } = login();
+      const waits = [];
+      for (let i = 0; i < 7; i++) {
+        const outcome = await limiter.recordFailure('login-account', account);
+        assert.ok(outcome.recorded);
+        waits.push(outcome.nextWaitMs);
+        const blocked = await attempt();
+        assert.equal(blocked.outcome, outcome.nextWaitMs > 0 ? 'limited' : 'allowed');
+        if (blocked.outcome === 'limited') {
+          assert.equal(blocked.retryAfterMs, outcome.nextWaitMs);
+          assert.equal(blocked.binding.policy, 'login-account');
+        }
+        clock.nowUs += outcome.nextWaitMs * 1000;
+        assert.equal((await attempt()).outcome, 'allowed');
+      }
+      assert.deepEqual(waits, [0, 0, 1000, 2000, 4000, 8000, 8000]);
+    });
+
+    it('clears the failures on success, and forgets them after `memory`', async () => {
+      const { clock, limiter, account, attempt } = login();
+      for (let i = 0; i < 4; i++) await limiter.recordFailure('login-account', account);
+      assert.equal((await attempt()).outcome, 'limited');
+      assert.equal(await limiter.clearFailures('login-account', account), true);
+      assert.equal((await attempt()).outcome, 'allowed');
+
+      for (let i = 0; i < 4; i++) await limiter.recordFailure('login-account', account);
+      clock.nowUs += 15 * 60 * 1_000_000;
+      assert.equal((await attempt()).outcome, 'allowed');
+      assert.deepEqual(await limiter.recordFailure('login-account', account), { recorded: true, nextWaitMs: 0 });
+    });
+
+    it('answers alike for an account that has never been seen (existence is not revealed)', async () => {
+      const { attempt } = login();
+      const fresh = await attempt();
+      assert.ok(fresh.outcome === 'allowed');
+      const account = fresh.limits.find((l) => l.policy === 'login-account');
+      assert.deepEqual(account, {
+        policy: 'login-account',
+        limit: 1,
+        remaining: 1,
+        retryAfterMs: 0,
+        resetAfterMs: 0,
+        windowSeconds: 900,
+      });
+    });
+  });
+}
