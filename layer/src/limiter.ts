@@ -4,7 +4,7 @@ import { InvalidCheckError } from './errors.ts';
 import { combinedFailureMode, type FailureMode } from './failure-mode.ts';
 import { assertKeyPart, counterKey, rateKey } from './keys.ts';
 import type { CompiledPolicy } from './policy.ts';
-import { whenReady } from './redis-connection.ts';
+import { resetConnection, whenReady } from './redis-connection.ts';
 import { type RedisClient, runScript } from './run-script.ts';
 import type { LuaScript, ScriptSet } from './scripts.ts';
 
@@ -39,6 +39,11 @@ export interface LimiterOptions {
   readonly degradedRetryAfterMs?: number;
   /** Told about every degraded operation. @default one structured warning line */
   readonly onDegraded?: (event: DegradedEvent) => void;
+  /**
+   * Commands left unanswered past their deadline before the connection is
+   * reset (a stalled server must not make them pile up). @default 1000
+   */
+  readonly maxAbandonedCommands?: number;
 }
 
 export type RecordFailureOutcome =
@@ -91,6 +96,8 @@ export class Limiter {
   readonly #timeArgs: () => readonly string[];
   readonly #degradedRetryAfterMs: number;
   readonly #onDegraded: (event: DegradedEvent) => void;
+  readonly #maxAbandoned: number;
+  #abandoned = 0;
 
   constructor(options: LimiterOptions, internals: LimiterInternals) {
     this.#redis = options.redis;
@@ -99,6 +106,7 @@ export class Limiter {
     this.#timeArgs = internals.timeArgs;
     this.#degradedRetryAfterMs = options.degradedRetryAfterMs ?? 1000;
     this.#onDegraded = options.onDegraded ?? logDegraded;
+    this.#maxAbandoned = options.maxAbandonedCommands ?? 1000;
   }
 
   /** Checks one limit and debits it when admitted. */
@@ -151,7 +159,7 @@ export class Limiter {
    */
   async changeRate(policyName: string, key: string, change: RateChange): Promise<RateChangeOutcome> {
     const policy = this.#policy(policyName, key, 'tokenBucket');
-    const adaptive = policy.config.strategy === 'tokenBucket' ? policy.config.adaptive : undefined;
+    const adaptive = policy.adaptive;
     if (!adaptive) throw new InvalidCheckError(`policy "${policyName}" has no adaptive rate`);
     let mode: string;
     let amount: number;
@@ -211,44 +219,71 @@ export class Limiter {
   }
 
   async #decide(requests: readonly CheckRequest[], debit: boolean): Promise<Decision> {
-    if (requests.length === 0 || requests.length > MAX_LIMITS_PER_CHECK) {
+    const count = requests.length;
+    if (count === 0 || count > MAX_LIMITS_PER_CHECK) {
       throw new InvalidCheckError(`a check takes 1 to ${MAX_LIMITS_PER_CHECK} limits`);
     }
+    if (count === 1) return this.#decideOne(requests[0] as CheckRequest, debit);
     const policies = requests.map((r) => this.#policy(r.policy, r.key));
-    if (policies.length > 1) {
-      const group = policies[0]?.group;
-      if (group === undefined || policies.some((p) => p.group !== group)) {
-        throw new InvalidCheckError(
-          `limits checked together must share a policy group (one hash slot): ${policies.map((p) => `${p.name}:${p.group ?? '-'}`).join(', ')}`,
-        );
-      }
+    const group = policies[0]?.group;
+    if (group === undefined || policies.some((p) => p.group !== group)) {
+      throw new InvalidCheckError(
+        `limits checked together must share a policy group (one hash slot): ${policies.map((p) => `${p.name}:${p.group ?? '-'}`).join(', ')}`,
+      );
     }
+    return this.#decideGeneric(requests, policies, debit);
+  }
+
+  /** One limit: the strategy's own script when it has one (the common, fast case). */
+  #decideOne(request: CheckRequest, debit: boolean): Promise<Decision> {
+    const policy = this.#policy(request.policy, request.key);
+    const cost = costOf(policy, request.cost);
+    const counter = counterKey(policy, request.key);
+    const [code, p1, p2, p3] = policy.lua;
+    const flag = debit ? '1' : '0';
+    if (code === 'tb') {
+      const keys = policy.adaptive ? [counter, rateKey(counter)] : [counter];
+      return this.#check([policy], this.#scripts.checkTokenBucket, keys, [cost, p1, p2, p3, flag]);
+    }
+    if (code === 'sw') return this.#check([policy], this.#scripts.checkSlidingWindow, [counter], [cost, p1, p2, flag]);
+    return this.#decideGeneric([request], [policy], debit);
+  }
+
+  /** Any limits of one group in the generic script (see lua/check.lua for the layout). */
+  #decideGeneric(
+    requests: readonly CheckRequest[],
+    policies: readonly CompiledPolicy[],
+    debit: boolean,
+  ): Promise<Decision> {
     const keys: string[] = [];
     const rateKeys: string[] = [];
     const args: string[] = [String(requests.length), debit ? '1' : '0'];
     requests.forEach((request, i) => {
       const policy = policies[i] as CompiledPolicy;
-      const cost = request.cost ?? 1;
-      if (!Number.isInteger(cost) || cost < 1 || cost > policy.limit) {
-        throw new InvalidCheckError(
-          `cost must be a whole number from 1 to ${policy.limit} for policy "${policy.name}"`,
-        );
-      }
+      const cost = costOf(policy, request.cost);
       const counter = counterKey(policy, request.key);
       if (keys.includes(counter)) throw new InvalidCheckError(`policy "${policy.name}" is checked twice for one key`);
       keys.push(counter);
       let rateIndex = 0;
-      if (policy.config.strategy === 'tokenBucket' && policy.config.adaptive) {
+      if (policy.adaptive) {
         rateKeys.push(rateKey(counter));
         rateIndex = requests.length + rateKeys.length;
       }
       const [code, p1, p2, p3, p4] = policy.lua;
-      args.push(code, String(cost), p1, p2, p3, p4, String(rateIndex));
+      args.push(code, cost, p1, p2, p3, p4, String(rateIndex));
     });
-    const result = await this.#run('check', policies, this.#scripts.check, [...keys, ...rateKeys], args, (reply) =>
-      toDecision(policies, reply),
+    return this.#check(policies, this.#scripts.check, rateKeys.length ? [...keys, ...rateKeys] : keys, args);
+  }
+
+  #check(
+    policies: readonly CompiledPolicy[],
+    script: LuaScript,
+    keys: readonly string[],
+    args: readonly string[],
+  ): Promise<Decision> {
+    return this.#run('check', policies, script, keys, args, (reply) => toDecision(policies, reply)).then((result) =>
+      result.ok ? result.reply : this.#degradedDecision(policies, result.reason),
     );
-    return result.ok ? result.reply : this.#degradedDecision(policies, result.reason);
   }
 
   #degradedDecision(policies: readonly CompiledPolicy[], reason: DegradedReason): Degraded {
@@ -274,52 +309,88 @@ export class Limiter {
   ): Promise<RunResult<T>> {
     const timeArgs = this.#timeArgs();
     const allArgs = timeArgs.length === 0 ? args : [...args, ...timeArgs];
-    return this.#within(operation, policies, async (redis) => parse(await runScript(redis, script, keys, allArgs)));
+    return this.#within(operation, policies, (redis) => runScript(redis, script, keys, allArgs).then(parse));
   }
 
   /**
    * Runs one Redis operation under the tightest time budget of the policies
-   * involved. Whatever happens (dead, stalled, OOM), it settles by then.
+   * involved. Whatever happens (dead, stalled, OOM), it settles by then: one
+   * promise and one timer per operation, the whole cost of the guarantee.
    */
-  async #within<T>(
+  #within<T>(
     operation: DegradedEvent['operation'],
     policies: readonly CompiledPolicy[],
     work: (redis: RedisClient) => Promise<T>,
   ): Promise<RunResult<T>> {
-    const budgetMs = Math.min(...policies.map((p) => p.timeBudgetMs));
-    let timer: NodeJS.Timeout | undefined;
-    const deadline = new Promise<never>((_, reject) => {
-      timer = setTimeout(() => reject(DEADLINE), budgetMs);
+    let budgetMs = (policies[0] as CompiledPolicy).timeBudgetMs;
+    for (const p of policies) budgetMs = Math.min(budgetMs, p.timeBudgetMs);
+    const redis = this.#redis;
+    return new Promise((resolve) => {
+      let settled = false;
+      const fail = (error: unknown) => resolve(this.#failed(operation, policies, error, budgetMs));
+      const timer = setTimeout(() => {
+        settled = true;
+        this.#abandon();
+        fail(DEADLINE);
+      }, budgetMs);
+      const attempt = redis.status === 'ready' ? work(redis) : whenReady(redis).then(() => work(redis));
+      attempt.then(
+        (reply) => {
+          if (settled) return this.#abandoned--;
+          settled = true;
+          clearTimeout(timer);
+          resolve({ ok: true, reply });
+        },
+        (error: unknown) => {
+          if (settled) return this.#abandoned--;
+          settled = true;
+          clearTimeout(timer);
+          fail(error);
+        },
+      );
     });
-    try {
-      const attempt = (async () => {
-        if (this.#redis.status !== 'ready') await whenReady(this.#redis);
-        return work(this.#redis);
-      })();
-      attempt.catch(() => {}); // settled after the deadline: already answered
-      return { ok: true, reply: await Promise.race([attempt, deadline]) };
-    } catch (error) {
-      const reason = classify(error);
-      this.#onDegraded({
-        operation,
-        policies: policies.map((p) => p.name),
-        reason,
-        failureMode: combinedFailureMode(policies.map((p) => p.failureMode)),
-        detail:
-          error === DEADLINE
-            ? `no answer within ${budgetMs} ms`
-            : error instanceof Error
-              ? error.message
-              : String(error),
-      });
-      return { ok: false, reason };
-    } finally {
-      clearTimeout(timer);
+  }
+
+  /**
+   * A command past its deadline stays queued in the client until Redis answers
+   * it. A server stalled for long would let them pile up, so past a bound the
+   * connection is reset: queued commands are rejected, and it reconnects.
+   */
+  #abandon(): void {
+    this.#abandoned++;
+    if (this.#abandoned > this.#maxAbandoned) {
+      this.#abandoned = 0;
+      resetConnection(this.#redis);
     }
+  }
+
+  #failed(
+    operation: DegradedEvent['operation'],
+    policies: readonly CompiledPolicy[],
+    error: unknown,
+    budgetMs: number,
+  ): RunResult<never> {
+    const reason = classify(error);
+    this.#onDegraded({
+      operation,
+      policies: policies.map((p) => p.name),
+      reason,
+      failureMode: combinedFailureMode(policies.map((p) => p.failureMode)),
+      detail:
+        error === DEADLINE ? `no answer within ${budgetMs} ms` : error instanceof Error ? error.message : String(error),
+    });
+    return { ok: false, reason };
   }
 }
 
-/** Reads the check script's reply (see lua/check.lua) into a decision. */
+/** The cost of a request, checked against its policy, as the scripts take it. */
+function costOf(policy: CompiledPolicy, cost = 1): string {
+  if (!Number.isInteger(cost) || cost < 1 || cost > policy.limit) {
+    throw new InvalidCheckError(`cost must be a whole number from 1 to ${policy.limit} for policy "${policy.name}"`);
+  }
+  return String(cost);
+}
+
 export function toDecision(policies: readonly CompiledPolicy[], reply: unknown): Allowed | Limited {
   if (!Array.isArray(reply) || reply.length !== 3 + 3 * policies.length) {
     throw new TypeError(`unexpected check reply: ${JSON.stringify(reply)}`);

@@ -148,6 +148,8 @@ export interface CompiledPolicy {
   readonly lua: readonly [code: 'tb' | 'sw' | 'bo', p1: string, p2: string, p3: string, p4: string];
   /** Policy refill rate in tokens per second (token buckets). */
   readonly ratePerSecond: number;
+  /** Runtime-rate bounds of an adaptive token bucket. */
+  readonly adaptive: AdaptiveRate | undefined;
 }
 
 function describeIssues(issues: readonly v.BaseIssue<unknown>[]): string {
@@ -174,6 +176,7 @@ export function compilePolicy(name: string, raw: unknown): CompiledPolicy {
     timeBudgetMs: toMs(config.timeBudget ?? DEFAULT_TIME_BUDGET),
     group: config.group,
     shadow: config.shadow ?? false,
+    adaptive: config.strategy === 'tokenBucket' ? config.adaptive : undefined,
   };
   switch (config.strategy) {
     case 'tokenBucket': {

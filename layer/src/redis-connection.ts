@@ -17,8 +17,6 @@ export interface RedisSettings {
   readonly connectTimeoutMs?: number;
   /** Longest wait between reconnect attempts. @default 100 */
   readonly maxReconnectDelayMs?: number;
-  /** Backstop for a command a stalled server never answers. @default 1000 */
-  readonly commandTimeoutMs?: number;
 }
 
 export const DEFAULT_REDIS_URL = 'redis://127.0.0.1:6379';
@@ -37,6 +35,8 @@ export function redisSettingsFromEnv(env: NodeJS.ProcessEnv = process.env): Redi
  * retries) and a stalled one for minutes. Here a command never waits for a
  * connection (no offline queue, no retries), and reconnect attempts are at most
  * `maxReconnectDelayMs` apart so checks succeed again soon after Redis returns.
+ * There is no per-command `commandTimeout` (a timer per command, ~2.6 µs): the
+ * limiter's own per-check deadline bounds every wait (see limiter.ts).
  */
 function connectionOptions(settings: RedisSettings): RedisOptions {
   const maxDelay = settings.maxReconnectDelayMs ?? 100;
@@ -44,7 +44,6 @@ function connectionOptions(settings: RedisSettings): RedisOptions {
     enableOfflineQueue: false,
     maxRetriesPerRequest: 0,
     connectTimeout: settings.connectTimeoutMs ?? 1000,
-    commandTimeout: settings.commandTimeoutMs ?? 1000,
     retryStrategy: (attempt) => Math.min(10 * 2 ** attempt, maxDelay),
     lazyConnect: true,
     ...(settings.tls ? { tls: {} } : {}),
@@ -106,6 +105,16 @@ export function whenReady(redis: RedisClient): Promise<void> {
     if (redis.status === 'wait') redis.connect().catch(() => {}); // failures arrive as 'error'
   }
   return pending;
+}
+
+/**
+ * Drops the connection(s) at once so every queued command is rejected, then
+ * reconnects as usual. `disconnect()` would only half-close the socket, which a
+ * stalled server never completes: its queue would stay.
+ */
+export function resetConnection(redis: RedisClient): void {
+  const nodes = 'nodes' in redis ? redis.nodes() : [redis];
+  for (const node of nodes) node.stream?.destroy();
 }
 
 let shared: RedisClient | undefined;

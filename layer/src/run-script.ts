@@ -11,16 +11,15 @@ function isNoScript(error: unknown): boolean {
  * One round trip: EVALSHA, and only when the server has lost the script
  * (restart, failover, SCRIPT FLUSH) a second one with EVAL, which also caches it.
  */
-export async function runScript(
+export function runScript(
   redis: RedisClient,
   script: LuaScript,
   keys: readonly string[],
   args: readonly string[],
 ): Promise<unknown> {
-  try {
-    return await redis.evalsha(script.sha, keys.length, ...keys, ...args);
-  } catch (error) {
-    if (!isNoScript(error)) throw error;
-    return redis.eval(script.source, keys.length, ...keys, ...args);
-  }
+  return redis
+    .evalsha(script.sha, keys.length, ...keys, ...args)
+    .catch((error: unknown) =>
+      isNoScript(error) ? redis.eval(script.source, keys.length, ...keys, ...args) : Promise.reject(error),
+    );
 }

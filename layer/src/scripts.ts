@@ -1,5 +1,5 @@
 import { createHash } from 'node:crypto';
-import { readFileSync } from 'node:fs';
+import { readLua } from './lua-sources.ts';
 
 /**
  * The Lua scripts, assembled from the fragments in `lua/`. Each entry script
@@ -12,19 +12,16 @@ export interface LuaScript {
   readonly sha: string;
 }
 
-export type ScriptName = 'check' | 'recordFailure' | 'setRate';
+export type ScriptName = 'check' | 'checkTokenBucket' | 'checkSlidingWindow' | 'recordFailure' | 'setRate';
 
 const PARTS: Readonly<Record<ScriptName, readonly string[]>> = {
   check: ['lib/token_bucket', 'lib/sliding_window', 'lib/failure_backoff', 'check'],
+  // one limit of one strategy: no generic loop, fewer closures per call
+  checkTokenBucket: ['lib/token_bucket', 'check_token_bucket'],
+  checkSlidingWindow: ['lib/sliding_window', 'check_sliding_window'],
   recordFailure: ['lib/failure_backoff', 'record_failure'],
   setRate: ['lib/token_bucket', 'set_rate'],
 };
-
-const LUA_DIR = new URL('../../lua/', import.meta.url);
-
-export function readLua(fragment: string): string {
-  return readFileSync(new URL(`${fragment}.lua`, LUA_DIR), 'utf8');
-}
 
 export function luaScript(name: string, source: string): LuaScript {
   return { name, source, sha: createHash('sha1').update(source).digest('hex') };

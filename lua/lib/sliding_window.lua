@@ -4,12 +4,16 @@
 --   bits  32..63  h    index of the oldest stored event
 --   bits  64..95  e    stored events, from h on, known to have left the window
 --   bits  96..127 w    the window (ms) e was computed with
---   bits 128..    n slots, i64 µs admission time of one event (cost c = c slots)
+--   bits 128..191 f    time (µs) of the event at position e: the oldest one
+--                      not known to have left, so a denial in steady traffic
+--                      needs no read past the header
+--   bits 192..255 t    time (µs) of the newest event
+--   bits 256..    n slots, i64 µs admission time of one event (cost c = c slots)
 -- Times in the ring never decrease from h around to h-1, so the events still in
 -- the window are a suffix of it; `e` remembers where that suffix starts, and a
 -- check only looks at the few slots past it: O(1) amortised per event, with a
 -- k-ary search (O(log n) reads) after a long idle gap. Denied requests write
--- nothing. Memory: 16 + 8 * limit bytes at most per key; the ring grows by
+-- nothing. Memory: 32 + 8 * limit bytes at most per key; the ring grows by
 -- appending until it holds `limit` events (then it is copied once into an
 -- exactly sized string), then overwrites the oldest.
 --
@@ -19,7 +23,7 @@
 --   cost       events this request adds (>= 1)
 -- Complexity: O(cost + log n) time worst case, O(cost) amortised.
 
-local SW_HEADER_BITS = 128
+local SW_HEADER_BITS = 256
 
 local function sw_slot_offset(i)
   return SW_HEADER_BITS + 64 * i
@@ -78,36 +82,28 @@ local function sw_first_in_window(key, n, h, e, times, now, window_us)
 end
 
 local function sw_eval(key, limit, window_us, cost, now)
-  local hdr = redis.call('BITFIELD_RO', key, 'GET', 'u32', 0, 'GET', 'u32', 32, 'GET', 'u32', 64, 'GET', 'u32', 96)
-  local n, h, e, w = hdr[1], hdr[2], hdr[3], hdr[4]
+  local hdr = redis.call('BITFIELD_RO', key, 'GET', 'u32', 0, 'GET', 'u32', 32, 'GET', 'u32', 64, 'GET', 'u32', 96,
+    'GET', 'i64', 128, 'GET', 'i64', 192)
+  local n, h, e, w, first, newest = hdr[1], hdr[2], hdr[3], hdr[4], hdr[5], hdr[6]
   local window_ms = window_us / 1000
-  -- A changed window invalidates what `e` knows: count again from the start.
-  if w ~= window_ms then e = 0 end
   local r = { key = key, kind = 'sw', limit = limit, n = n, h = h, window_ms = window_ms, cost = cost }
   local times = {} -- relative position (0 = oldest stored) -> time, reads cached
 
   if n > 0 then
-    -- One read: the newest event and the next few past `e`, which in steady
-    -- traffic is where the window starts.
-    local want, rel = { (h + n - 1) % n }, { n - 1 }
-    for p = e, math.min(e + 3, n - 2) do
-      want[#want + 1] = (h + p) % n
-      rel[#rel + 1] = p
-    end
-    local got = sw_read(key, want)
-    for j = 1, #rel do times[rel[j]] = got[j] end
-    local newest = times[n - 1]
     -- Redis time can step back (failover, NTP): never let it run behind the ring.
     if now < newest then now = newest end
+    times[n - 1] = newest
     if now - newest >= window_us then
       e = n
     else
+      -- A changed window invalidates what `e` knows: count again from the start.
+      if w == window_ms then times[e] = first else e = 0 end
       e = sw_first_in_window(key, n, h, e, times, now, window_us)
     end
-    r.newest = newest
   end
   r.now = now
   r.e = e
+  r.first = times[e]
   local in_window = n - e
   if in_window + cost <= limit then
     r.allowed = true
@@ -120,14 +116,14 @@ local function sw_eval(key, limit, window_us, cost, now)
     -- the `need` oldest events in the window must leave before `cost` fits
     local need = in_window + cost - limit
     r.retry_us = sw_time_at(key, n, h, times, e + need - 1) + window_us - now
-    r.reset_us = r.newest + window_us - now
+    r.reset_us = newest + window_us - now
   end
   return r
 end
 
 -- Packs a whole fresh window: header plus the given slot times, in order.
-local function sw_pack(n, h, e, window_ms, slot_times)
-  local parts = { struct.pack('>I4I4I4I4', n, h, e, window_ms) }
+local function sw_pack(n, h, e, window_ms, first, newest, slot_times)
+  local parts = { struct.pack('>I4I4I4I4i8i8', n, h, e, window_ms, first, newest) }
   for j = 1, #slot_times do parts[#parts + 1] = struct.pack('>i8', slot_times[j]) end
   return table.concat(parts)
 end
@@ -142,7 +138,7 @@ local function sw_apply(r)
     -- nothing left in the window: start a fresh, exactly sized string
     local slots = {}
     for j = 1, cost do slots[j] = now end
-    redis.call('SET', key, sw_pack(cost, 0, 0, r.window_ms, slots), 'PX', ttl_ms)
+    redis.call('SET', key, sw_pack(cost, 0, 0, r.window_ms, now, now, slots), 'PX', ttl_ms)
     return
   end
   if n < limit and h ~= 0 then
@@ -153,7 +149,7 @@ local function sw_apply(r)
     local kept = sw_read(key, idx)
     for j = 1, cost do kept[#kept + 1] = now end
     local size = #kept
-    redis.call('SET', key, sw_pack(size, 0, 0, r.window_ms, kept), 'PX', ttl_ms)
+    redis.call('SET', key, sw_pack(size, 0, 0, r.window_ms, kept[1], now, kept), 'PX', ttl_ms)
     return
   end
   local args = { key }
@@ -179,6 +175,9 @@ local function sw_apply(r)
   args[#args + 1] = 'SET'; args[#args + 1] = 'u32'; args[#args + 1] = 32; args[#args + 1] = h
   args[#args + 1] = 'SET'; args[#args + 1] = 'u32'; args[#args + 1] = 64; args[#args + 1] = e
   args[#args + 1] = 'SET'; args[#args + 1] = 'u32'; args[#args + 1] = 96; args[#args + 1] = r.window_ms
+  -- the oldest event in the window is unchanged: only expired slots were overwritten
+  args[#args + 1] = 'SET'; args[#args + 1] = 'i64'; args[#args + 1] = 128; args[#args + 1] = r.first
+  args[#args + 1] = 'SET'; args[#args + 1] = 'i64'; args[#args + 1] = 192; args[#args + 1] = now
   redis.call('BITFIELD', unpack(args))
   if n >= limit and r.n < limit then
     -- Just filled: appends grew the string greedily (up to 2x); copy it once

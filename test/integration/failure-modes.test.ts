@@ -6,6 +6,7 @@
  * loaded 2-core CI machine; the figures themselves are reported as diagnostics.
  */
 import assert from 'node:assert/strict';
+import { once } from 'node:events';
 import { after, before, describe, it } from 'node:test';
 import { setImmediate as nextTurn } from 'node:timers/promises';
 import {
@@ -166,6 +167,37 @@ for (const deployment of deployments) {
           d.resume();
         }
         assert.equal((await timed(limiter, 'closed', 'after-stall')).decision.outcome, 'allowed');
+      });
+
+      it('resets the connection once too many commands wait on a stalled Redis, and recovers', {
+        timeout: 10_000,
+      }, async () => {
+        const client = createRedisClient(d.settings);
+        const bounded = createLimiter({
+          redis: client,
+          policies: staticPolicies(compilePolicies(catalogue)),
+          maxAbandonedCommands: 5,
+          ...quiet,
+        });
+        try {
+          assert.equal((await timed(bounded, 'closed')).decision.outcome, 'allowed');
+          const closed = once(client, 'close');
+          d.pause();
+          let decisions: Decision[];
+          try {
+            decisions = await Promise.all(
+              Array.from({ length: 8 }, (_, i) => bounded.check({ policy: 'closed', key: `s${i}` })),
+            );
+            // the sixth abandoned command reset the connection: nothing is left queued on it
+            await closed;
+          } finally {
+            d.resume();
+          }
+          assert.ok(decisions.every((decision) => decision.outcome === 'degraded' && !decision.allowed));
+          await untilRecovered(bounded);
+        } finally {
+          client.disconnect();
+        }
       });
 
       it('answers within the budget while Redis is down, and recovers after a restart without a new client', async (t) => {

@@ -1,0 +1,85 @@
+/** Runs one limiter at one concurrency for a fixed time and measures it. */
+import { createHistogram } from 'node:perf_hooks';
+import type { Redis } from 'ioredis';
+import type { BenchLimiter } from './limiters.ts';
+
+export interface RunFigures {
+  checksPerSecond: number;
+  admittedShare: number;
+  p50Us: number;
+  p99Us: number;
+  p999Us: number;
+  clientCpuUsPerCheck: number;
+  redisCpuUsPerCheck: number;
+}
+
+/** Redis main-thread CPU seconds (user + system), from INFO. */
+export async function redisCpuSeconds(redis: Redis): Promise<number> {
+  const info = await redis.info('cpu');
+  const field = (name: string) => Number(new RegExp(`${name}:([\\d.]+)`).exec(info)?.[1] ?? Number.NaN);
+  const main = field('used_cpu_user_main_thread') + field('used_cpu_sys_main_thread');
+  return Number.isNaN(main) ? field('used_cpu_user') + field('used_cpu_sys') : main;
+}
+
+async function drive(
+  limiter: BenchLimiter,
+  keyOf: () => string,
+  concurrency: number,
+  ms: number,
+  record?: (ns: number) => void,
+): Promise<{ checks: number; admitted: number }> {
+  const until = performance.now() + ms;
+  let checks = 0;
+  let admitted = 0;
+  const lane = async () => {
+    while (performance.now() < until) {
+      const started = process.hrtime.bigint();
+      const ok = await limiter.check(keyOf());
+      record?.(Number(process.hrtime.bigint() - started));
+      checks++;
+      if (ok) admitted++;
+    }
+  };
+  await Promise.all(Array.from({ length: concurrency }, lane));
+  return { checks, admitted };
+}
+
+export async function measure(
+  redis: Redis,
+  limiter: BenchLimiter,
+  keyOf: () => string,
+  concurrency: number,
+  ms: number,
+): Promise<RunFigures> {
+  await drive(limiter, keyOf, concurrency, Math.min(500, ms / 4)); // warm-up: JIT, script cache, connection
+  const histogram = createHistogram();
+  const cpuBefore = process.cpuUsage();
+  const redisBefore = await redisCpuSeconds(redis);
+  const started = performance.now();
+  const { checks, admitted } = await drive(limiter, keyOf, concurrency, ms, (ns) => histogram.record(Math.max(1, ns)));
+  const elapsedMs = performance.now() - started;
+  const cpu = process.cpuUsage(cpuBefore);
+  const redisCpu = (await redisCpuSeconds(redis)) - redisBefore;
+  return {
+    checksPerSecond: (checks * 1000) / elapsedMs,
+    admittedShare: admitted / checks,
+    p50Us: histogram.percentile(50) / 1000,
+    p99Us: histogram.percentile(99) / 1000,
+    p999Us: histogram.percentile(99.9) / 1000,
+    clientCpuUsPerCheck: (cpu.user + cpu.system) / checks,
+    redisCpuUsPerCheck: (redisCpu * 1e6) / checks,
+  };
+}
+
+/** Redis `used_memory` growth per identifier after one check each of `count` identifiers. */
+export async function memoryPerKey(redis: Redis, limiter: BenchLimiter, count: number): Promise<number> {
+  await redis.flushall();
+  const usedMemory = async () => Number(/used_memory:(\d+)/.exec(await redis.info('memory'))?.[1]);
+  const before = await usedMemory();
+  let next = 0;
+  const lane = async () => {
+    while (next < count) await limiter.check(`m${next++}`);
+  };
+  await Promise.all(Array.from({ length: 64 }, lane));
+  return ((await usedMemory()) - before) / count;
+}

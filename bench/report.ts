@@ -1,0 +1,133 @@
+/** Turns one benchmark run into Markdown (with ratios) and an SVG chart. */
+import type { BundleFigures } from './lambda-figures.ts';
+import type { BenchLimiter } from './limiters.ts';
+import type { RunFigures } from './measure.ts';
+
+export type Scenario = 'hot key' | '100k keys';
+
+export interface BenchResults {
+  date: string;
+  machine: string;
+  redis: string;
+  durationMsPerRun: number;
+  limiters: Pick<BenchLimiter, 'id' | 'label' | 'note'>[];
+  runs: { limiter: string; scenario: Scenario; concurrency: number; figures: RunFigures }[];
+  memory: {
+    bytesPerKey: Record<string, number>;
+    bytesPerInWindowEvent: Record<string, number>;
+  };
+  bundles: BundleFigures[];
+  middlewareOverheadUs?: { p50: number; p99: number };
+  bars: { bar: string; figure: string; met: boolean }[];
+}
+
+const f0 = (n: number) => Math.round(n).toLocaleString('en-US');
+const f1 = (n: number) => n.toFixed(1);
+const f2 = (n: number) => n.toFixed(2);
+
+export function figuresOf(results: BenchResults, limiter: string, scenario: Scenario, concurrency: number): RunFigures {
+  const run = results.runs.find(
+    (r) => r.limiter === limiter && r.scenario === scenario && r.concurrency === concurrency,
+  );
+  if (!run) throw new Error(`no run ${limiter} ${scenario} c=${concurrency}`);
+  return run.figures;
+}
+
+export function markdown(results: BenchResults): string {
+  const lines: string[] = [];
+  const concurrencies = [...new Set(results.runs.map((r) => r.concurrency))];
+  const scenarios = [...new Set(results.runs.map((r) => r.scenario))];
+  lines.push(`# Benchmark ${results.date}`, '');
+  lines.push(
+    `${results.machine}; ${results.redis} on loopback, no persistence; ${results.durationMsPerRun / 1000} s per run after a warm-up.`,
+    'Every limiter: limit 1000 per 1 s, the same Redis and keys. Ratios are to the reference token bucket in the same run.',
+    '',
+  );
+  lines.push('## The bar', '', '| bar | figure | met |', '|---|---|---|');
+  for (const b of results.bars) lines.push(`| ${b.bar} | ${b.figure} | ${b.met ? 'yes' : '**no**'} |`);
+  lines.push('', '![throughput vs concurrency](chart.svg)', '');
+  for (const scenario of scenarios) {
+    lines.push(`## ${scenario}`, '');
+    lines.push(
+      '| limiter | c | checks/s | × ref | admitted | p50 µs | p99 µs | p999 µs | client CPU µs/check | Redis CPU µs/check | Redis CPU × ref |',
+    );
+    lines.push('|---|---|---|---|---|---|---|---|---|---|---|');
+    for (const c of concurrencies) {
+      const ref = figuresOf(results, 'reference-tb', scenario, c);
+      for (const l of results.limiters) {
+        const r = figuresOf(results, l.id, scenario, c);
+        lines.push(
+          `| ${l.label} | ${c} | ${f0(r.checksPerSecond)} | ${f2(r.checksPerSecond / ref.checksPerSecond)} | ${f0(r.admittedShare * 100)}% | ${f0(r.p50Us)} | ${f0(r.p99Us)} | ${f0(r.p999Us)} | ${f1(r.clientCpuUsPerCheck)} | ${f1(r.redisCpuUsPerCheck)} | ${f2(r.redisCpuUsPerCheck / ref.redisCpuUsPerCheck)} |`,
+        );
+      }
+    }
+    lines.push('');
+  }
+  lines.push(
+    '## Memory',
+    '',
+    '| limiter | Redis bytes per key (100k keys, one check each, 1000 per hour) | bytes per in-window event (one key filled to 1000) |',
+    '|---|---|---|',
+  );
+  for (const l of results.limiters) {
+    const perKey = results.memory.bytesPerKey[l.id];
+    const perEvent = results.memory.bytesPerInWindowEvent[l.id];
+    lines.push(
+      `| ${l.label} | ${perKey === undefined ? '–' : f0(perKey)} | ${perEvent === undefined ? '–' : f1(perEvent)} |`,
+    );
+  }
+  lines.push('', '## Lambda side', '', '| bundle | bytes | cold import (median) |', '|---|---|---|');
+  for (const b of results.bundles) lines.push(`| ${b.name} | ${f0(b.bytes)} | ${f1(b.coldImportMs)} ms |`);
+  if (results.middlewareOverheadUs) {
+    lines.push(
+      '',
+      `Middleware overhead per invocation, Redis time excluded: p50 ${f1(results.middlewareOverheadUs.p50)} µs, p99 ${f1(results.middlewareOverheadUs.p99)} µs.`,
+    );
+  }
+  lines.push('', '## What each limiter is', '');
+  for (const l of results.limiters) lines.push(`- **${l.label}** (\`${l.id}\`): ${l.note}`);
+  lines.push('');
+  return lines.join('\n');
+}
+
+const COLORS = ['#444', '#d62728', '#ff7f0e', '#2ca02c', '#17becf', '#1f77b4', '#9467bd', '#8c564b'];
+
+/** Throughput vs concurrency, one panel per scenario, one line per limiter. */
+export function chart(results: BenchResults): string {
+  const scenarios = [...new Set(results.runs.map((r) => r.scenario))];
+  const concurrencies = [...new Set(results.runs.map((r) => r.concurrency))];
+  const max = Math.max(...results.runs.map((r) => r.figures.checksPerSecond)) * 1.1;
+  const [w, h, pad] = [420, 300, 50];
+  const panels = scenarios.map((scenario, s) => {
+    const x0 = s * (w + 20);
+    const xOf = (i: number) => x0 + pad + (i * (w - pad - 20)) / Math.max(1, concurrencies.length - 1);
+    const yOf = (v: number) => h - pad + 10 - (v / max) * (h - pad - 20);
+    const lines = results.limiters.map((l, li) => {
+      const points = concurrencies.map(
+        (c, i) => `${xOf(i)},${yOf(figuresOf(results, l.id, scenario, c).checksPerSecond)}`,
+      );
+      return `<polyline fill="none" stroke="${COLORS[li % COLORS.length]}" stroke-width="2" points="${points.join(' ')}"/>`;
+    });
+    const ticks = concurrencies.map(
+      (c, i) => `<text x="${xOf(i)}" y="${h - pad + 28}" text-anchor="middle">c=${c}</text>`,
+    );
+    const yTicks = [0, 0.25, 0.5, 0.75, 1].map(
+      (q) =>
+        `<text x="${x0 + pad - 6}" y="${yOf(q * max) + 4}" text-anchor="end">${Math.round((q * max) / 1000)}k</text>`,
+    );
+    return `<g><text x="${x0 + w / 2}" y="16" text-anchor="middle" font-weight="bold">${scenario}: checks/s</text>
+<line x1="${x0 + pad}" y1="${h - pad + 10}" x2="${x0 + w - 20}" y2="${h - pad + 10}" stroke="#999"/>
+${ticks.join('')}${yTicks.join('')}${lines.join('\n')}</g>`;
+  });
+  const legend = results.limiters.map(
+    (l, i) =>
+      `<text x="${10 + (i % 4) * 215}" y="${h + 20 + Math.floor(i / 4) * 16}" fill="${COLORS[i % COLORS.length]}">■ ${l.label}</text>`,
+  );
+  const width = scenarios.length * (w + 20);
+  return `<svg xmlns="http://www.w3.org/2000/svg" width="${width}" height="${h + 60}" font-family="sans-serif" font-size="11">
+<rect width="100%" height="100%" fill="white"/>
+${panels.join('\n')}
+${legend.join('\n')}
+</svg>
+`;
+}

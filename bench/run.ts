@@ -1,0 +1,109 @@
+/**
+ * `npm run bench`: this project's limiter side by side with its peers, in one
+ * run on one private redis-server, reported as ratios. Writes
+ * bench/results/<date>.{json,md} and chart.svg, and latest.md.
+ *
+ *   BENCH_SECONDS  seconds per measured run (default 2)
+ */
+import { copyFileSync, mkdirSync, writeFileSync } from 'node:fs';
+import { cpus } from 'node:os';
+import { Redis } from 'ioredis';
+import { createRedisClient } from '../layer/src/index.ts';
+import { startRedis } from '../scripts/redis-process.ts';
+import { bundleFigures } from './lambda-figures.ts';
+import { benchLimiters, LIMIT, MEMORY_WINDOW_MS } from './limiters.ts';
+import { measure, memoryPerKey } from './measure.ts';
+import { type BenchResults, chart, figuresOf, markdown, type Scenario } from './report.ts';
+
+const SECONDS = Number(process.env.BENCH_SECONDS ?? 2);
+const CONCURRENCY = [1, 16, 128];
+const KEYS = 100_000;
+const scenarios: Record<Scenario, () => string> = {
+  'hot key': () => 'hot',
+  '100k keys': () => `k${Math.floor(Math.random() * KEYS)}`,
+};
+
+const server = await startRedis();
+const plain = new Redis(server.url); // the peers' client: ordinary ioredis settings
+const ours = createRedisClient({ url: server.url });
+await ours.connect();
+try {
+  const limiters = await benchLimiters(ours, plain);
+  const results: BenchResults = {
+    date: new Date().toISOString().slice(0, 19).replace(/:/g, '-'),
+    machine: `${cpus().length} × ${cpus()[0]?.model ?? 'cpu'}, Node ${process.version}`,
+    redis: `Redis ${/redis_version:(\S+)/.exec(await plain.info('server'))?.[1]}`,
+    durationMsPerRun: SECONDS * 1000,
+    limiters: limiters.map(({ id, label, note }) => ({ id, label, note })),
+    runs: [],
+    memory: { bytesPerKey: {}, bytesPerInWindowEvent: {} },
+    bundles: [],
+    bars: [],
+  };
+
+  for (const [scenario, keyOf] of Object.entries(scenarios) as [Scenario, () => string][]) {
+    for (const concurrency of CONCURRENCY) {
+      for (const limiter of limiters) {
+        await plain.flushall();
+        const figures = await measure(plain, limiter, keyOf, concurrency, SECONDS * 1000);
+        results.runs.push({ limiter: limiter.id, scenario, concurrency, figures });
+        console.log(
+          `${scenario.padEnd(9)} c=${String(concurrency).padEnd(3)} ${limiter.id.padEnd(14)} ${Math.round(figures.checksPerSecond).toString().padStart(7)} checks/s  p50 ${figures.p50Us.toFixed(0)} µs  redis ${figures.redisCpuUsPerCheck.toFixed(1)} µs/check`,
+        );
+      }
+    }
+  }
+
+  for (const limiter of await benchLimiters(ours, plain, MEMORY_WINDOW_MS)) {
+    results.memory.bytesPerKey[limiter.id] = await memoryPerKey(plain, limiter, KEYS);
+    if (limiter.stateKey && (limiter.id === 'ours-sw' || limiter.id === 'reference-zset')) {
+      await plain.flushall();
+      for (let i = 0; i < LIMIT; i++) await limiter.check('filled');
+      const bytes = Number(await plain.call('MEMORY', 'USAGE', limiter.stateKey('filled'), 'SAMPLES', '0'));
+      results.memory.bytesPerInWindowEvent[limiter.id] = bytes / LIMIT;
+    }
+  }
+  results.bundles = await bundleFigures();
+
+  const at = (id: string, s: Scenario, c: number) => figuresOf(results, id, s, c);
+  const bar = (text: string, figure: string, met: boolean) => results.bars.push({ bar: text, figure, met });
+  for (const s of Object.keys(scenarios) as Scenario[]) {
+    const tb = at('ours-tb', s, 128).checksPerSecond;
+    const ref = at('reference-tb', s, 128).checksPerSecond;
+    bar(`${s}: token bucket at c=128 ≥ 0.9 × reference`, `${(tb / ref).toFixed(2)} ×`, tb >= 0.9 * ref);
+    for (const peer of ['rlf', 'upstash-tb']) {
+      const p = at(peer, s, 128).checksPerSecond;
+      bar(`${s}: token bucket at c=128 ahead of ${peer}`, `${(tb / p).toFixed(2)} ×`, tb > p);
+    }
+    const p50 = at('ours-tb', s, 1).p50Us / at('reference-tb', s, 1).p50Us;
+    bar(`${s}: token bucket p50 at c=1 ≤ 1.1 × reference`, `${p50.toFixed(2)} ×`, p50 <= 1.1);
+    const cpu = at('ours-tb', s, 128).redisCpuUsPerCheck / at('reference-tb', s, 128).redisCpuUsPerCheck;
+    bar(`${s}: Redis CPU per check (c=128) ≤ 1.1 × reference`, `${cpu.toFixed(2)} ×`, cpu <= 1.1);
+    const two = at('ours-2limit', s, 128).checksPerSecond / tb;
+    bar(`${s}: 2-limit check at c=128 ≥ 0.8 × single limit`, `${two.toFixed(2)} ×`, two >= 0.8);
+    const sw = at('ours-sw', s, 128).checksPerSecond / at('reference-zset', s, 128).checksPerSecond;
+    bar(`${s}: sliding window at c=128 ≥ 0.9 × sorted-set log`, `${sw.toFixed(2)} ×`, sw >= 0.9);
+  }
+  const perEvent = results.memory.bytesPerInWindowEvent['ours-sw'] ?? Number.NaN;
+  const zsetPerEvent = results.memory.bytesPerInWindowEvent['reference-zset'] ?? Number.NaN;
+  bar(
+    'sliding window bytes per in-window event ≤ 16',
+    `${perEvent.toFixed(1)} (sorted set ${zsetPerEvent.toFixed(1)})`,
+    perEvent <= 16,
+  );
+  const idle = results.memory.bytesPerKey['ours-tb'] ?? Number.NaN;
+  bar('idle, not-full token-bucket key ≤ 120 bytes', `${idle.toFixed(0)} bytes`, idle <= 120);
+
+  const dir = new URL('./results/', import.meta.url);
+  mkdirSync(dir, { recursive: true });
+  writeFileSync(new URL(`${results.date}.json`, dir), `${JSON.stringify(results, null, 2)}\n`);
+  writeFileSync(new URL(`${results.date}.md`, dir), markdown(results));
+  writeFileSync(new URL('chart.svg', dir), chart(results));
+  copyFileSync(new URL(`${results.date}.md`, dir), new URL('latest.md', dir));
+  console.log(`\n${results.bars.map((b) => `${b.met ? 'met ' : 'MISS'}  ${b.bar}: ${b.figure}`).join('\n')}`);
+  console.log(`\nwrote bench/results/${results.date}.md (and latest.md)`);
+} finally {
+  plain.disconnect();
+  ours.disconnect();
+  await server.stop();
+}

@@ -1,0 +1,63 @@
+/**
+ * esbuild bundles for Lambda (nodejs24.x, ESM): the shared layer, with its Lua
+ * inlined, and the consumer functions, which take the layer as external.
+ */
+import { readdirSync, readFileSync } from 'node:fs';
+import { join, relative } from 'node:path';
+import { build, type Plugin } from 'esbuild';
+
+const ROOT = new URL('..', import.meta.url).pathname;
+const LUA_DIR = join(ROOT, 'lua');
+
+/** The layer's import name in functions; resolved from /opt/nodejs/node_modules in Lambda. */
+export const LAYER_PACKAGE = '@platform/rate-limit';
+
+function luaFragments(dir = LUA_DIR): Record<string, string> {
+  const fragments: Record<string, string> = {};
+  for (const entry of readdirSync(dir, { withFileTypes: true })) {
+    const path = join(dir, entry.name);
+    if (entry.isDirectory()) Object.assign(fragments, luaFragments(path));
+    else if (entry.name.endsWith('.lua'))
+      fragments[relative(LUA_DIR, path).replace(/\.lua$/, '')] = readFileSync(path, 'utf8');
+  }
+  return fragments;
+}
+
+/** Replaces layer/src/lua-sources.ts with the fragments inlined. */
+export const inlineLua: Plugin = {
+  name: 'inline-lua',
+  setup(b) {
+    b.onResolve({ filter: /lua-sources\.ts$/ }, (args) => ({
+      path: join(args.resolveDir, args.path),
+      namespace: 'inline-lua',
+    }));
+    b.onLoad({ filter: /.*/, namespace: 'inline-lua' }, () => ({
+      loader: 'js',
+      contents: `const fragments = ${JSON.stringify(luaFragments())};
+export function readLua(fragment) {
+  const source = fragments[fragment];
+  if (source === undefined) throw new Error('no Lua fragment ' + fragment);
+  return source;
+}`,
+    }));
+  },
+};
+
+const common = {
+  bundle: true,
+  platform: 'node',
+  target: 'node24',
+  format: 'esm',
+  minify: true,
+  sourcemap: false,
+  legalComments: 'none',
+  // ESM output still meets CommonJS dependencies (ioredis): give them require.
+  banner: { js: "import { createRequire as __cr } from 'node:module'; const require = __cr(import.meta.url);" },
+} as const;
+
+/** The layer: `<outdir>/nodejs/node_modules/@platform/rate-limit/index.mjs`. */
+export async function bundleLayer(outdir: string): Promise<string> {
+  const outfile = join(outdir, 'nodejs', 'node_modules', LAYER_PACKAGE, 'index.mjs');
+  await build({ ...common, entryPoints: [join(ROOT, 'layer/src/index.ts')], outfile, plugins: [inlineLua] });
+  return outfile;
+}
