@@ -5,26 +5,22 @@
  * few live ones.
  *
  *   PORT (default 3000), REDIS_URL (an existing Redis), LOCAL_DATA_DIR (.local)
+ *   RATE_LIMIT_PARAMETERS_FILE (default config/local-parameters.json): overrides
+ *   and secrets with the names SSM has in production, re-read every 60 s
  *   GET /check?policy=login-ip&key=203.0.113.9[&cost=1]   one check, JSON decision
- *   GET /policies                                          the catalogue in force
+ *   GET /policies?key=demo-premium                         the policies in force for a key
  */
-import { readFileSync } from 'node:fs';
 import { createServer } from 'node:http';
 import { join } from 'node:path';
-import {
-  compilePolicies,
-  createLimiter,
-  createRedisClient,
-  InvalidCheckError,
-  RateLimitError,
-  staticPolicies,
-} from '../layer/src/index.ts';
+import { createPolicyStore, FileParameterSource, PLATFORM_DEFAULTS } from '../layer/src/config/index.ts';
+import { createLimiter, createRedisClient, InvalidCheckError, RateLimitError } from '../layer/src/index.ts';
 import { type RedisProcess, startRedis } from './redis-process.ts';
 
 const dataDir = process.env.LOCAL_DATA_DIR ?? join(process.cwd(), '.local');
-const catalogueFile = new URL('../config/policies.json', import.meta.url);
-const catalogue = JSON.parse(readFileSync(catalogueFile, 'utf8')) as Record<string, unknown>;
-const policies = compilePolicies(catalogue);
+const parametersFile =
+  process.env.RATE_LIMIT_PARAMETERS_FILE ?? new URL('../config/local-parameters.json', import.meta.url).pathname;
+const policies = createPolicyStore({ prefix: '/ratelimit/local', source: new FileParameterSource(parametersFile) });
+await policies.ready();
 
 let redisProcess: RedisProcess | undefined;
 let url = process.env.REDIS_URL;
@@ -39,7 +35,7 @@ if (!url) {
   console.log(`redis-durable: ${url} (appendonly yes, noeviction, data in ${join(dataDir, 'redis')})`);
 }
 const redis = createRedisClient({ url });
-const limiter = createLimiter({ redis, policies: staticPolicies(policies) });
+const limiter = createLimiter({ redis, policies });
 
 console.log('\nlive checks: login-ip, 20 per 15 min, exact sliding window (a fresh demo key each run)');
 for (let i = 1; i <= 22; i++) {
@@ -57,7 +53,11 @@ const server = createServer(async (request, response) => {
   };
   const requestUrl = new URL(request.url ?? '/', 'http://localhost');
   try {
-    if (requestUrl.pathname === '/policies') return reply(200, catalogue);
+    if (requestUrl.pathname === '/policies') {
+      const key = requestUrl.searchParams.get('key') ?? 'any';
+      const inForce = Object.keys(PLATFORM_DEFAULTS).map((name) => policies.resolve(name, key)?.config);
+      return reply(200, { key, policies: inForce });
+    }
     if (requestUrl.pathname !== '/check') return reply(404, { error: 'not_found', routes: ['/check', '/policies'] });
     const cost = requestUrl.searchParams.get('cost');
     const decision = await limiter.check({

@@ -1,3 +1,4 @@
+import { createHash } from 'node:crypto';
 import * as v from 'valibot';
 import { type Duration, isDuration, parseDuration, toMs } from './duration.ts';
 import { InvalidPolicyError } from './errors.ts';
@@ -135,6 +136,8 @@ export const policySchema = v.variant(
 export interface CompiledPolicy {
   readonly name: string;
   readonly config: PolicyConfig;
+  /** Changes whenever the configuration does (caches keyed on a policy compare it). */
+  readonly version: string;
   readonly strategy: Strategy;
   readonly failureMode: FailureMode;
   readonly timeBudgetMs: number;
@@ -171,6 +174,7 @@ export function compilePolicy(name: string, raw: unknown): CompiledPolicy {
   const base = {
     name,
     config,
+    version: createHash('sha1').update(JSON.stringify(config)).digest('hex').slice(0, 12),
     strategy: config.strategy,
     failureMode: config.failureMode ?? DEFAULT_FAILURE_MODE,
     timeBudgetMs: toMs(config.timeBudget ?? DEFAULT_TIME_BUDGET),

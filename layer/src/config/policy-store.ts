@@ -1,0 +1,236 @@
+import { InvalidPolicyError } from '../errors.ts';
+import { assertKeyPart } from '../keys.ts';
+import type { PolicyResolver } from '../limiter.ts';
+import { type CompiledPolicy, compilePolicy } from '../policy.ts';
+import type { ParameterSource } from './parameter-source.ts';
+
+/** Where a rejected parameter or a failed refresh is reported: one line each. */
+export interface ConfigLogger {
+  warn(message: string, attributes: Record<string, unknown>): void;
+}
+
+export interface PolicyStoreOptions {
+  /** Parameter path, e.g. `/ratelimit/prod`. */
+  readonly prefix: string;
+  readonly source: ParameterSource;
+  /** The platform defaults shipped with the code (config/policies.json): the last resort. */
+  readonly defaults: Readonly<Record<string, unknown>>;
+  /** How long fetched parameters serve before one refresh. @default 60000 */
+  readonly ttlMs?: number;
+  /** @default Date.now */
+  readonly now?: () => number;
+  /** @default one JSON line on stderr per event */
+  readonly logger?: ConfigLogger;
+}
+
+const consoleLogger: ConfigLogger = {
+  warn: (message, attributes) => console.warn(JSON.stringify({ level: 'WARN', message, ...attributes })),
+};
+
+type Plain = Record<string, unknown>;
+const isPlain = (value: unknown): value is Plain =>
+  typeof value === 'object' && value !== null && !Array.isArray(value);
+
+function tryCompile(policy: string, config: unknown): CompiledPolicy | undefined {
+  try {
+    return compilePolicy(policy, config);
+  } catch {
+    return undefined; // already reported when the parameter was accepted or rejected
+  }
+}
+
+/** A partial override laid over a policy: objects merge, anything else replaces. */
+function merge(base: unknown, patch: unknown): unknown {
+  if (!isPlain(base) || !isPlain(patch)) return patch;
+  const merged: Plain = { ...base };
+  for (const [field, value] of Object.entries(patch)) merged[field] = merge(base[field], value);
+  return merged;
+}
+
+/**
+ * The policies in force, per policy and per key, from configuration an
+ * operator can change without a deploy. Precedence, highest first:
+ *
+ *   1. the runtime rate in Redis (adaptive token buckets, see Limiter.changeRate)
+ *   2. a per-key override       `<prefix>/overrides/<policy>/<key>`  (partial JSON)
+ *   3. a policy override        `<prefix>/overrides/<policy>`        (partial JSON)
+ *   4. the platform default     `<prefix>/defaults/<policy>`         (deployed from
+ *      config/policies.json), or the copy shipped with the code
+ *
+ * Secrets (SecureStrings) sit under `<prefix>/secrets/<name>`.
+ *
+ * Parameters are fetched once per `ttlMs` per container, never per request:
+ * `resolve` answers from memory and, when the values are stale, starts one
+ * background refresh. Every parameter is validated on its own: a malformed one
+ * is reported once and the last good value (or the default) stays in force;
+ * a failed fetch keeps everything as it was.
+ */
+export class PolicyStore implements PolicyResolver {
+  readonly #prefix: string;
+  readonly #source: ParameterSource;
+  readonly #defaults: Readonly<Record<string, unknown>>;
+  readonly #ttlMs: number;
+  readonly #now: () => number;
+  readonly #logger: ConfigLogger;
+  #policies = new Map<string, CompiledPolicy>();
+  #perKey = new Map<string, Map<string, CompiledPolicy>>();
+  #secrets = new Map<string, string>();
+  /** Last raw value that passed validation, per parameter name. */
+  readonly #lastGood = new Map<string, unknown>();
+  /** What was last reported as rejected, so a bad value is logged once, not every refresh. */
+  readonly #reported = new Map<string, string>();
+  #fetchedAt = Number.NEGATIVE_INFINITY;
+  #refreshing: Promise<void> | undefined;
+
+  constructor(options: PolicyStoreOptions) {
+    this.#prefix = options.prefix.replace(/\/+$/, '');
+    this.#source = options.source;
+    this.#defaults = options.defaults;
+    this.#ttlMs = options.ttlMs ?? 60_000;
+    this.#now = options.now ?? Date.now;
+    this.#logger = options.logger ?? consoleLogger;
+    // The shipped defaults are in force from the first instant; they must be valid.
+    for (const [name, config] of Object.entries(this.#defaults)) this.#policies.set(name, compilePolicy(name, config));
+  }
+
+  resolve(policy: string, key: string): CompiledPolicy | undefined {
+    if (this.#now() - this.#fetchedAt >= this.#ttlMs) void this.refresh();
+    return this.#perKey.get(policy)?.get(key) ?? this.#policies.get(policy);
+  }
+
+  /** A secret parameter (decrypted), or undefined when none is configured. */
+  secret(name: string): string | undefined {
+    return this.#secrets.get(name);
+  }
+
+  /**
+   * Resolves once parameters were fetched at least once (or the attempt failed,
+   * or `timeoutMs` passed): a cold start waits for overrides a little, never long.
+   */
+  async ready(timeoutMs = 2000): Promise<void> {
+    if (this.#fetchedAt !== Number.NEGATIVE_INFINITY) return;
+    let timer: NodeJS.Timeout | undefined;
+    const timeout = new Promise<void>((resolve) => {
+      timer = setTimeout(resolve, timeoutMs);
+    });
+    await Promise.race([this.refresh(), timeout]);
+    clearTimeout(timer);
+  }
+
+  /** Fetches and applies the parameters now; one refresh at a time. Never throws. */
+  refresh(): Promise<void> {
+    this.#refreshing ??= this.#fetchAndApply().finally(() => {
+      this.#refreshing = undefined;
+    });
+    return this.#refreshing;
+  }
+
+  async #fetchAndApply(): Promise<void> {
+    let parameters: Record<string, string>;
+    try {
+      parameters = await this.#source.fetchAll(this.#prefix);
+    } catch (error) {
+      this.#fetchedAt = this.#now(); // retry after a TTL, not on every request
+      this.#logger.warn('rate-limit parameters could not be read; the last good values stay in force', {
+        path: this.#prefix,
+        reason: error instanceof Error ? `${error.name}: ${error.message}` : String(error),
+      });
+      return;
+    }
+    this.#fetchedAt = this.#now();
+    this.#apply(parameters);
+  }
+
+  #apply(parameters: Record<string, string>): void {
+    const defaults = `${this.#prefix}/defaults/`;
+    const overrides = `${this.#prefix}/overrides/`;
+    const secrets = `${this.#prefix}/secrets/`;
+    const baseConfigs = new Map<string, unknown>(Object.entries(this.#defaults));
+    const policyPatches = new Map<string, [parameter: string, raw: string]>();
+    const keyPatches: [policy: string, key: string, parameter: string, raw: string][] = [];
+    const nextSecrets = new Map<string, string>();
+
+    for (const [name, raw] of Object.entries(parameters)) {
+      if (name.startsWith(secrets)) nextSecrets.set(name.slice(secrets.length), raw);
+      else if (name.startsWith(defaults)) {
+        const policy = name.slice(defaults.length);
+        const config = this.#accept(name, raw, (value) => compilePolicy(policy, value));
+        if (config !== undefined) baseConfigs.set(policy, config);
+      } else if (name.startsWith(overrides)) {
+        const [policy = '', ...rest] = name.slice(overrides.length).split('/');
+        if (rest.length === 0) policyPatches.set(policy, [name, raw]);
+        else keyPatches.push([policy, rest.join('/'), name, raw]);
+      } else this.#reject(name, raw, 'not a defaults/, overrides/ or secrets/ parameter');
+    }
+
+    const policies = new Map<string, CompiledPolicy>();
+    const configs = new Map<string, unknown>();
+    for (const [policy, base] of baseConfigs) {
+      // base is valid by construction; a patch only counts if the merge is valid too
+      let config = base;
+      let compiled = compilePolicy(policy, base);
+      const patch = policyPatches.get(policy);
+      const accepted = patch && this.#accept(patch[0], patch[1], (value) => compilePolicy(policy, merge(base, value)));
+      const patched = accepted === undefined ? undefined : tryCompile(policy, merge(base, accepted));
+      if (patched) [config, compiled] = [merge(base, accepted), patched];
+      configs.set(policy, config);
+      policies.set(policy, compiled);
+    }
+    for (const [policy, [name, raw]] of policyPatches) {
+      if (!baseConfigs.has(policy)) this.#reject(name, raw, `no policy "${policy}" to override`);
+    }
+
+    const perKey = new Map<string, Map<string, CompiledPolicy>>();
+    for (const [policy, key, name, raw] of keyPatches) {
+      const base = configs.get(policy);
+      if (base === undefined) {
+        this.#reject(name, raw, `no policy "${policy}" to override`);
+        continue;
+      }
+      const patch = this.#accept(name, raw, (value) => {
+        assertKeyPart(key);
+        return compilePolicy(policy, merge(base, value));
+      });
+      const compiled = patch === undefined ? undefined : tryCompile(policy, merge(base, patch));
+      if (!compiled) continue;
+      const byKey = perKey.get(policy) ?? new Map<string, CompiledPolicy>();
+      byKey.set(key, compiled);
+      perKey.set(policy, byKey);
+    }
+
+    this.#policies = policies;
+    this.#perKey = perKey;
+    this.#secrets = nextSecrets;
+  }
+
+  /**
+   * The parameter's value when it parses and `check` accepts it; otherwise one
+   * log line and its last good value (undefined when it never had one).
+   */
+  #accept(name: string, raw: string, check: (value: unknown) => unknown): unknown {
+    try {
+      const value = JSON.parse(raw) as unknown;
+      check(value);
+      this.#lastGood.set(name, value);
+      this.#reported.delete(name);
+      return value;
+    } catch (error) {
+      const reason =
+        error instanceof InvalidPolicyError
+          ? error.reason
+          : error instanceof SyntaxError
+            ? `not JSON (${error.message})`
+            : error instanceof Error
+              ? error.message
+              : String(error);
+      this.#reject(name, raw, reason);
+      return this.#lastGood.get(name);
+    }
+  }
+
+  #reject(name: string, raw: string, reason: string): void {
+    if (this.#reported.get(name) === raw) return;
+    this.#reported.set(name, raw);
+    this.#logger.warn('rate-limit parameter rejected; its last good value stays in force', { parameter: name, reason });
+  }
+}

@@ -1,0 +1,174 @@
+import assert from 'node:assert/strict';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { describe, it } from 'node:test';
+import { FileParameterSource } from '../../layer/src/config/file-source.ts';
+import type { ParameterSource } from '../../layer/src/config/parameter-source.ts';
+import { type ConfigLogger, PolicyStore } from '../../layer/src/config/policy-store.ts';
+
+const PREFIX = '/ratelimit/test';
+const defaults = {
+  'api-key': { strategy: 'tokenBucket', capacity: 120, refill: { tokens: 60, every: '1 m' }, failureMode: 'open' },
+  'login-ip': { strategy: 'slidingWindow', limit: 20, window: '15 m' },
+};
+
+/** Parameters held in memory, counting fetches; `fail` makes the next fetches throw. */
+class MemorySource implements ParameterSource {
+  values: Record<string, string> = {};
+  fetches = 0;
+  fail: Error | undefined;
+  async fetchAll(path: string) {
+    this.fetches++;
+    if (this.fail) throw this.fail;
+    return Object.fromEntries(Object.entries(this.values).filter(([name]) => name.startsWith(`${path}/`)));
+  }
+}
+
+function harness() {
+  const source = new MemorySource();
+  const clock = { now: 1_000 };
+  const warnings: { message: string; attributes: Record<string, unknown> }[] = [];
+  const logger: ConfigLogger = { warn: (message, attributes) => warnings.push({ message, attributes }) };
+  const store = new PolicyStore({ prefix: PREFIX, source, defaults, ttlMs: 60_000, now: () => clock.now, logger });
+  return { source, clock, warnings, store };
+}
+
+const param = (name: string) => `${PREFIX}/${name}`;
+
+describe('Class: PolicyStore', () => {
+  it('serves the shipped defaults before anything was fetched', () => {
+    const { store } = harness();
+    assert.equal(store.resolve('api-key', 'k')?.limit, 120);
+    assert.equal(store.resolve('login-ip', 'k')?.failureMode, 'closed');
+    assert.equal(store.resolve('nope', 'k'), undefined);
+  });
+
+  it('applies default < policy override < per-key override', async () => {
+    const { source, store } = harness();
+    source.values = {
+      [param('defaults/api-key')]: JSON.stringify({ ...defaults['api-key'], capacity: 100 }),
+      [param('overrides/api-key')]: JSON.stringify({ capacity: 200 }),
+      [param('overrides/api-key/premium-hash')]: JSON.stringify({ capacity: 1000, refill: { tokens: 600 } }),
+    };
+    await store.refresh();
+    assert.equal(store.resolve('api-key', 'someone')?.limit, 200);
+    const premium = store.resolve('api-key', 'premium-hash');
+    assert.equal(premium?.limit, 1000);
+    assert.equal(premium?.ratePerSecond, 10); // 600 per minute: the override merged into refill
+    assert.equal(premium?.failureMode, 'open'); // inherited from the policy
+  });
+
+  for (const [label, value, reason] of [
+    ['bad JSON', '{ capacity: 5', /not JSON/],
+    ['a negative limit', JSON.stringify({ capacity: -1 }), /capacity must be at least 1/],
+    ['an unknown strategy', JSON.stringify({ strategy: 'leaky' }), /strategy must be/],
+    [
+      'a zero window',
+      JSON.stringify({ strategy: 'slidingWindow', limit: 5, window: '0 s' }),
+      /window must be longer than 0/,
+    ],
+    ['an unknown failure mode', JSON.stringify({ failureMode: 'maybe' }), /failureMode must be "open" or "closed"/],
+  ] as const) {
+    it(`rejects ${label} with one log line and keeps the last good value`, async () => {
+      const { source, store, warnings, clock } = harness();
+      source.values = { [param('overrides/api-key')]: JSON.stringify({ capacity: 300 }) };
+      await store.refresh();
+      assert.equal(store.resolve('api-key', 'k')?.limit, 300);
+
+      source.values = { [param('overrides/api-key')]: value };
+      await store.refresh();
+      clock.now += 60_000;
+      await store.refresh(); // the same bad value again: not logged twice
+      assert.equal(store.resolve('api-key', 'k')?.limit, 300);
+      assert.equal(warnings.length, 1);
+      assert.equal(warnings[0]?.attributes.parameter, param('overrides/api-key'));
+      assert.match(String(warnings[0]?.attributes.reason), reason);
+    });
+  }
+
+  it('falls back to the default when a parameter was never good', async () => {
+    const { source, store, warnings } = harness();
+    source.values = { [param('overrides/login-ip')]: JSON.stringify({ limit: 0 }) };
+    await store.refresh();
+    assert.equal(store.resolve('login-ip', 'k')?.limit, 20);
+    assert.equal(warnings.length, 1);
+  });
+
+  it('keeps every value when the store cannot be read', async () => {
+    const { source, store, warnings, clock } = harness();
+    source.values = { [param('overrides/login-ip')]: JSON.stringify({ limit: 7 }) };
+    await store.refresh();
+    source.fail = Object.assign(new Error('Rate exceeded'), { name: 'ThrottlingException' });
+    clock.now += 60_000;
+    await store.refresh();
+    const fetches = source.fetches;
+    assert.equal(store.resolve('login-ip', 'k')?.limit, 7);
+    assert.match(String(warnings[0]?.attributes.reason), /ThrottlingException/);
+    // a throttled store is not asked again by every request: next try after a TTL
+    for (let i = 0; i < 1000; i++) store.resolve('login-ip', 'k');
+    assert.equal(source.fetches, fetches);
+  });
+
+  it('fetches once per TTL however many requests resolve, and picks up a change', async () => {
+    const { source, store, clock } = harness();
+    await store.ready();
+    assert.equal(source.fetches, 1);
+    for (let i = 0; i < 10_000; i++) store.resolve('login-ip', `ip-${i}`);
+    assert.equal(source.fetches, 1);
+    source.values = { [param('overrides/login-ip')]: JSON.stringify({ limit: 9 }) };
+    clock.now += 60_000;
+    for (let i = 0; i < 100; i++) store.resolve('login-ip', 'k'); // all stale: one refresh starts
+    assert.equal(source.fetches, 2);
+    await store.refresh();
+    assert.equal(store.resolve('login-ip', 'k')?.limit, 9);
+  });
+
+  it('refuses overrides of unknown policies and keys that are not key parts', async () => {
+    const { source, store, warnings } = harness();
+    source.values = {
+      [param('overrides/no-such-policy')]: JSON.stringify({ limit: 1 }),
+      [param('overrides/login-ip/not a key')]: JSON.stringify({ limit: 1 }),
+    };
+    await store.refresh();
+    assert.deepEqual(warnings.map((w) => w.attributes.parameter).sort(), [
+      param('overrides/login-ip/not a key'),
+      param('overrides/no-such-policy'),
+    ]);
+    assert.equal(store.resolve('login-ip', 'not a key')?.limit, 20);
+  });
+
+  it('keeps secrets apart from policies, and never logs them', async () => {
+    const { source, store, warnings } = harness();
+    source.values = { [param('secrets/email-pepper')]: 's3cr3t-pepper' };
+    await store.refresh();
+    assert.equal(store.secret('email-pepper'), 's3cr3t-pepper');
+    assert.equal(JSON.stringify(warnings).includes('s3cr3t'), false);
+  });
+});
+
+describe('Class: FileParameterSource', () => {
+  it('reads the same names and shapes as SSM from a JSON file, and sees edits', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'rl-params-'));
+    const file = join(dir, 'parameters.json');
+    try {
+      writeFileSync(
+        file,
+        JSON.stringify({
+          [param('overrides/login-ip')]: { limit: 5 },
+          [param('secrets/email-pepper')]: 'pepper',
+          '/ratelimit/other/overrides/login-ip': { limit: 1 },
+        }),
+      );
+      const store = new PolicyStore({ prefix: PREFIX, source: new FileParameterSource(file), defaults });
+      await store.refresh();
+      assert.equal(store.resolve('login-ip', 'k')?.limit, 5);
+      assert.equal(store.secret('email-pepper'), 'pepper');
+      writeFileSync(file, JSON.stringify({ [param('overrides/login-ip')]: '{"limit": 6}' }));
+      await store.refresh();
+      assert.equal(store.resolve('login-ip', 'k')?.limit, 6);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+});
