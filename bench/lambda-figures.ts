@@ -1,8 +1,8 @@
 /** Lambda-side figures: bundle sizes and cold module init time. */
 import { execFile } from 'node:child_process';
-import { mkdtempSync, statSync } from 'node:fs';
+import { mkdtempSync, readFileSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { dirname, join } from 'node:path';
 import { promisify } from 'node:util';
 import { bundleLayer } from '../scripts/bundle.ts';
 
@@ -27,10 +27,25 @@ async function coldImportMs(file: string, runs = 7): Promise<number> {
   return times[Math.floor(times.length / 2)] as number;
 }
 
+/** Size of an entry with the chunks it imports (what a cold start loads). */
+function loadedBytes(file: string, seen = new Set<string>()): number {
+  if (seen.has(file)) return 0;
+  seen.add(file);
+  const text = readFileSync(file, 'utf8');
+  let bytes = statSync(file).size;
+  for (const match of text.matchAll(/from\s*"(\.\/[^"]+)"|import\s*"(\.\/[^"]+)"/g)) {
+    bytes += loadedBytes(join(dirname(file), match[1] ?? match[2] ?? ''), seen);
+  }
+  return bytes;
+}
+
 export async function bundleFigures(): Promise<BundleFigures[]> {
   const out = mkdtempSync(join(tmpdir(), 'rl-bundles-'));
   const layer = await bundleLayer(join(out, 'layer'));
-  return [
-    { name: 'layer (@platform/rate-limit)', bytes: statSync(layer).size, coldImportMs: await coldImportMs(layer) },
-  ];
+  const figures: BundleFigures[] = [];
+  for (const [entry, file] of Object.entries(layer)) {
+    const name = entry === 'index' ? '@platform/rate-limit' : `@platform/rate-limit/${entry}`;
+    figures.push({ name: `layer: ${name}`, bytes: loadedBytes(file), coldImportMs: await coldImportMs(file) });
+  }
+  return figures;
 }

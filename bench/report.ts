@@ -76,7 +76,13 @@ export function markdown(results: BenchResults): string {
       `| ${l.label} | ${perKey === undefined ? '–' : f0(perKey)} | ${perEvent === undefined ? '–' : f1(perEvent)} |`,
     );
   }
-  lines.push('', '## Lambda side', '', '| bundle | bytes | cold import (median) |', '|---|---|---|');
+  lines.push(
+    '',
+    '## Lambda side',
+    '',
+    '| bundle (functions come with their consumers) | bytes loaded (entry + its chunks) | cold import (median of 7) |',
+    '|---|---|---|',
+  );
   for (const b of results.bundles) lines.push(`| ${b.name} | ${f0(b.bytes)} | ${f1(b.coldImportMs)} ms |`);
   if (results.middlewareOverheadUs) {
     lines.push(

@@ -5,6 +5,7 @@
  *
  *   BENCH_SECONDS  seconds per measured run (default 2)
  */
+import { spawn } from 'node:child_process';
 import { copyFileSync, mkdirSync, writeFileSync } from 'node:fs';
 import { cpus } from 'node:os';
 import { Redis } from 'ioredis';
@@ -22,6 +23,15 @@ const scenarios: Record<Scenario, () => string> = {
   'hot key': () => 'hot',
   '100k keys': () => `k${Math.floor(Math.random() * KEYS)}`,
 };
+
+/** Runs bench/middleware-overhead.ts in a child: its EMF metrics go to a discarded stdout. */
+async function middlewareOverhead(url: string): Promise<{ p50: number; p99: number }> {
+  const script = new URL('./middleware-overhead.ts', import.meta.url).pathname;
+  const child = spawn(process.execPath, [script, url], { stdio: ['ignore', 'ignore', 'pipe'] });
+  let stderr = '';
+  for await (const chunk of child.stderr) stderr += String(chunk);
+  return JSON.parse(stderr.trim().split('\n').at(-1) ?? '{}') as { p50: number; p99: number };
+}
 
 const server = await startRedis();
 const plain = new Redis(server.url); // the peers' client: ordinary ioredis settings
@@ -64,6 +74,7 @@ try {
     }
   }
   results.bundles = await bundleFigures();
+  results.middlewareOverheadUs = await middlewareOverhead(server.url);
 
   const at = (id: string, s: Scenario, c: number) => figuresOf(results, id, s, c);
   const bar = (text: string, figure: string, met: boolean) => results.bars.push({ bar: text, figure, met });
@@ -90,6 +101,12 @@ try {
     'sliding window bytes per in-window event ≤ 16',
     `${perEvent.toFixed(1)} (sorted set ${zsetPerEvent.toFixed(1)})`,
     perEvent <= 16,
+  );
+  const overhead = results.middlewareOverheadUs;
+  bar(
+    'middleware overhead per invocation, Redis excluded: p50 < 50 µs',
+    `${overhead.p50.toFixed(1)} µs (p99 ${overhead.p99.toFixed(1)} µs)`,
+    overhead.p50 < 50,
   );
   const idle = results.memory.bytesPerKey['ours-tb'] ?? Number.NaN;
   bar('idle, not-full token-bucket key ≤ 120 bytes', `${idle.toFixed(0)} bytes`, idle <= 120);

@@ -2,7 +2,7 @@
  * esbuild bundles for Lambda (nodejs24.x, ESM): the shared layer, with its Lua
  * inlined, and the consumer functions, which take the layer as external.
  */
-import { readdirSync, readFileSync } from 'node:fs';
+import { readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join, relative } from 'node:path';
 import { build, type Plugin } from 'esbuild';
 
@@ -55,9 +55,38 @@ const common = {
   banner: { js: "import { createRequire as __cr } from 'node:module'; const require = __cr(import.meta.url);" },
 } as const;
 
-/** The layer: `<outdir>/nodejs/node_modules/@platform/rate-limit/index.mjs`. */
-export async function bundleLayer(outdir: string): Promise<string> {
-  const outfile = join(outdir, 'nodejs', 'node_modules', LAYER_PACKAGE, 'index.mjs');
-  await build({ ...common, entryPoints: [join(ROOT, 'layer/src/index.ts')], outfile, plugins: [inlineLua] });
-  return outfile;
+/** The layer's entry points: the root, and the subpaths that keep optional parts out of it. */
+export const LAYER_ENTRIES = {
+  index: 'layer/src/index.ts',
+  config: 'layer/src/config/index.ts',
+  middleware: 'layer/src/middleware/index.ts',
+} as const;
+
+/**
+ * The layer: `<outdir>/nodejs/node_modules/@platform/rate-limit/` with one
+ * module per entry (shared code in chunks) and a package.json mapping
+ * `@platform/rate-limit`, `…/config` and `…/middleware` to them.
+ * Returns the path of each entry's module.
+ */
+export async function bundleLayer(outdir: string): Promise<Record<keyof typeof LAYER_ENTRIES, string>> {
+  const packageDir = join(outdir, 'nodejs', 'node_modules', LAYER_PACKAGE);
+  await build({
+    ...common,
+    entryPoints: Object.fromEntries(Object.entries(LAYER_ENTRIES).map(([name, path]) => [name, join(ROOT, path)])),
+    outdir: packageDir,
+    outExtension: { '.js': '.mjs' },
+    splitting: true,
+    chunkNames: 'chunks/[name]-[hash]',
+    plugins: [inlineLua],
+  });
+  const exports = Object.fromEntries(
+    Object.keys(LAYER_ENTRIES).map((name) => [name === 'index' ? '.' : `./${name}`, `./${name}.mjs`]),
+  );
+  writeFileSync(
+    join(packageDir, 'package.json'),
+    `${JSON.stringify({ name: LAYER_PACKAGE, type: 'module', exports }, null, 2)}\n`,
+  );
+  return Object.fromEntries(
+    Object.keys(LAYER_ENTRIES).map((name) => [name, join(packageDir, `${name}.mjs`)]),
+  ) as Record<keyof typeof LAYER_ENTRIES, string>;
 }

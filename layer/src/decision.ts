@@ -1,8 +1,10 @@
 import type { FailureMode } from './failure-mode.ts';
+import type { Strategy } from './policy.ts';
 
 /** Where one limit of a check stands after it. Times are durations from now. */
 export interface LimitStatus {
   readonly policy: string;
+  readonly strategy: Strategy;
   /** The quota: bucket capacity or events per window. */
   readonly limit: number;
   /** Units still available now (after this request's debit, if admitted). */

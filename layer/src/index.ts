@@ -8,6 +8,7 @@ import { productionScripts } from './scripts.ts';
 
 export type { Allowed, Decision, Degraded, DegradedReason, Limited, LimitStatus } from './decision.ts';
 export { type Duration, parseDuration, toMs } from './duration.ts';
+export { enforce, type Outcome, type RateLimitObserver, type Verdict } from './enforce.ts';
 export { InvalidCheckError, InvalidPolicyError, RateLimitError } from './errors.ts';
 export { DEFAULT_FAILURE_MODE, type FailureMode } from './failure-mode.ts';
 export { counterKey, rateKey } from './keys.ts';

@@ -66,6 +66,8 @@ export interface LimiterInternals {
 }
 
 const MAX_LIMITS_PER_CHECK = 16;
+/** Bound of the block cache per container; the oldest entry goes first. */
+const MAX_BLOCKED_KEYS = 10_000;
 const DEADLINE = Symbol('deadline');
 
 function logDegraded(event: DegradedEvent): void {
@@ -98,6 +100,8 @@ export class Limiter {
   readonly #onDegraded: (event: DegradedEvent) => void;
   readonly #maxAbandoned: number;
   #abandoned = 0;
+  /** Block cache: `<counter key>|<policy version>` → refused until (local ms). */
+  readonly #blocked = new Map<string, number>();
 
   constructor(options: LimiterOptions, internals: LimiterInternals) {
     this.#redis = options.redis;
@@ -208,6 +212,11 @@ export class Limiter {
     return result.reply === null ? policy.ratePerSecond : Number(String(result.reply).split(' ')[0]);
   }
 
+  /** The policy in force for a key (overrides applied); throws InvalidCheckError for an unknown one. */
+  policyFor(name: string, key: string): CompiledPolicy {
+    return this.#policy(name, key);
+  }
+
   #policy(name: string, key: string, strategy?: CompiledPolicy['strategy']): CompiledPolicy {
     assertKeyPart(key);
     const policy = this.#policies.resolve(name, key);
@@ -281,9 +290,60 @@ export class Limiter {
     keys: readonly string[],
     args: readonly string[],
   ): Promise<Decision> {
-    return this.#run('check', policies, script, keys, args, (reply) => toDecision(policies, reply)).then((result) =>
-      result.ok ? result.reply : this.#degradedDecision(policies, result.reason),
-    );
+    const cached = this.#blocked.size > 0 ? this.#blockedDecision(policies, keys) : undefined;
+    if (cached) return Promise.resolve(cached);
+    return this.#run('check', policies, script, keys, args, (reply) => toDecision(policies, reply)).then((result) => {
+      if (!result.ok) return this.#degradedDecision(policies, result.reason);
+      if (result.reply.outcome === 'limited') this.#rememberBlocked(policies, keys, result.reply);
+      return result.reply;
+    });
+  }
+
+  /** A limited decision from the block cache, when a limit of the check is known to refuse now. */
+  #blockedDecision(policies: readonly CompiledPolicy[], keys: readonly string[]): Limited | undefined {
+    const now = Date.now();
+    for (let i = 0; i < policies.length; i++) {
+      const policy = policies[i] as CompiledPolicy;
+      if (!policy.blockCache) continue;
+      const cacheKey = `${keys[i]}|${policy.version}`;
+      const until = this.#blocked.get(cacheKey);
+      if (until === undefined) continue;
+      if (until <= now) {
+        this.#blocked.delete(cacheKey);
+        continue;
+      }
+      const binding: LimitStatus = {
+        policy: policy.name,
+        strategy: policy.strategy,
+        limit: policy.limit,
+        remaining: 0,
+        retryAfterMs: until - now,
+        resetAfterMs: until - now,
+        windowSeconds: policy.windowSeconds,
+      };
+      return {
+        outcome: 'limited',
+        allowed: false,
+        degraded: false,
+        binding,
+        limits: [binding],
+        retryAfterMs: until - now,
+      };
+    }
+    return undefined;
+  }
+
+  #rememberBlocked(policies: readonly CompiledPolicy[], keys: readonly string[], decision: Limited): void {
+    const now = Date.now();
+    decision.limits.forEach((limit, i) => {
+      const policy = policies[i] as CompiledPolicy;
+      if (!policy.blockCache || limit.retryAfterMs <= 0) return;
+      if (this.#blocked.size >= MAX_BLOCKED_KEYS) {
+        const oldest = this.#blocked.keys().next().value;
+        if (oldest !== undefined) this.#blocked.delete(oldest);
+      }
+      this.#blocked.set(`${keys[i]}|${policy.version}`, now + limit.retryAfterMs);
+    });
   }
 
   #degradedDecision(policies: readonly CompiledPolicy[], reason: DegradedReason): Degraded {
@@ -398,6 +458,7 @@ export function toDecision(policies: readonly CompiledPolicy[], reply: unknown):
   const n = reply as number[];
   const limits: LimitStatus[] = policies.map((policy, i) => ({
     policy: policy.name,
+    strategy: policy.strategy,
     limit: policy.limit,
     remaining: Math.max(0, Number(n[3 + 3 * i])),
     resetAfterMs: usToMs(Number(n[4 + 3 * i])),

@@ -18,6 +18,12 @@ export interface PolicyCommon {
   group?: string;
   /** Count, but never refuse: how a new limit is rolled out. @default false */
   shadow?: boolean;
+  /**
+   * Remember in the container that a key is limited until its retry time, and
+   * refuse it until then without asking Redis (hot abusive keys). A new
+   * version of the policy forgets it. @default false
+   */
+  blockCache?: boolean;
 }
 
 /** Runtime rate bounds of an adaptive (AIMD) token bucket, in tokens per second. */
@@ -83,6 +89,7 @@ const common = {
   timeBudget: v.optional(duration(10_000)),
   group: v.optional(v.pipe(v.string(), v.regex(NAME, 'must be lowercase letters, digits and dashes'))),
   shadow: v.optional(v.boolean()),
+  blockCache: v.optional(v.boolean()),
 };
 
 const tokenBucketSchema = v.strictObject({
@@ -143,6 +150,7 @@ export interface CompiledPolicy {
   readonly timeBudgetMs: number;
   readonly group: string | undefined;
   readonly shadow: boolean;
+  readonly blockCache: boolean;
   /** The quota: bucket capacity, window limit, or 1 for a backoff. */
   readonly limit: number;
   /** The quota's time window in seconds (RateLimit-Policy `w`). */
@@ -180,6 +188,7 @@ export function compilePolicy(name: string, raw: unknown): CompiledPolicy {
     timeBudgetMs: toMs(config.timeBudget ?? DEFAULT_TIME_BUDGET),
     group: config.group,
     shadow: config.shadow ?? false,
+    blockCache: config.blockCache ?? false,
     adaptive: config.strategy === 'tokenBucket' ? config.adaptive : undefined,
   };
   switch (config.strategy) {

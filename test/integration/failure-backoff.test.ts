@@ -77,6 +77,7 @@ for (const target of targets) {
       const account = fresh.limits.find((l) => l.policy === 'login-account');
       assert.deepEqual(account, {
         policy: 'login-account',
+        strategy: 'failureBackoff',
         limit: 1,
         remaining: 1,
         retryAfterMs: 0,

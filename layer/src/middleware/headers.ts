@@ -1,0 +1,21 @@
+import type { LimitStatus } from '../decision.ts';
+
+/**
+ * Response headers of draft-ietf-httpapi-ratelimit-headers and RFC 9110:
+ *   RateLimit-Policy: "<policy>";q=<quota>;w=<window s>
+ *   RateLimit:        "<policy>";r=<remaining>;t=<seconds until reset>
+ *   Retry-After:      <whole seconds, rounded up>
+ * One list item per limit; failure backoffs are left out (they are not quotas).
+ */
+export function rateLimitHeaders(limits: readonly LimitStatus[]): Record<string, string> {
+  const quotas = limits.filter((l) => l.strategy !== 'failureBackoff');
+  if (quotas.length === 0) return {};
+  return {
+    'RateLimit-Policy': quotas.map((l) => `"${l.policy}";q=${l.limit};w=${l.windowSeconds}`).join(', '),
+    RateLimit: quotas.map((l) => `"${l.policy}";r=${l.remaining};t=${Math.ceil(l.resetAfterMs / 1000)}`).join(', '),
+  };
+}
+
+export function retryAfterSeconds(ms: number): string {
+  return String(Math.max(1, Math.ceil(ms / 1000)));
+}

@@ -1,0 +1,48 @@
+import type { Logger } from '@aws-lambda-powertools/logger';
+import { type Metrics, MetricUnit } from '@aws-lambda-powertools/metrics';
+import type { RateLimitObserver, Verdict } from '../enforce.ts';
+
+/** Remaining below this share of the quota counts as "near limit". */
+const NEAR_LIMIT = 0.2;
+
+const METRIC: Record<Verdict['outcome'], string> = {
+  allowed: 'Allowed',
+  limited: 'Limited',
+  'shadow-limited': 'ShadowLimited',
+  'degraded-open': 'DegradedOpen',
+  'degraded-closed': 'DegradedClosed',
+};
+
+/**
+ * EMF metrics per policy through Powertools: one of Allowed, Limited,
+ * ShadowLimited, DegradedOpen, DegradedClosed, plus NearLimit and
+ * CheckLatency, with the deciding policy as dimension; one EMF line per
+ * invocation (`flush`). Logs carry policy names and outcomes, never a key.
+ * Degraded checks are already logged once by the limiter (`onDegraded`).
+ */
+export function powertoolsObserver(options: {
+  metrics: Metrics;
+  logger?: Logger;
+}): RateLimitObserver & { flush(): void } {
+  const { metrics, logger } = options;
+  return {
+    observe(verdict) {
+      metrics.addDimension('policy', verdict.policy);
+      metrics.addMetric(METRIC[verdict.outcome], MetricUnit.Count, 1);
+      metrics.addMetric('CheckLatency', MetricUnit.Milliseconds, verdict.latencyMs);
+      if (verdict.limits.some((l) => l.strategy !== 'failureBackoff' && l.remaining < l.limit * NEAR_LIMIT)) {
+        metrics.addMetric('NearLimit', MetricUnit.Count, 1);
+      }
+      if (verdict.outcome === 'limited' || verdict.outcome === 'shadow-limited') {
+        logger?.debug('rate limited', {
+          policy: verdict.policy,
+          outcome: verdict.outcome,
+          retryAfterMs: verdict.retryAfterMs,
+        });
+      }
+    },
+    flush() {
+      metrics.publishStoredMetrics();
+    },
+  };
+}

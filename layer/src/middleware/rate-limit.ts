@@ -1,0 +1,117 @@
+import type { MiddlewareObj, Request } from '@middy/core';
+import { createError } from '@middy/util';
+import { enforce, type Outcome, type RateLimitObserver, type Verdict } from '../enforce.ts';
+import { InvalidCheckError } from '../errors.ts';
+import type { CheckRequest, Limiter } from '../limiter.ts';
+import { type KeyExtractor, MissingKeyError } from './extractors.ts';
+import { rateLimitHeaders, retryAfterSeconds } from './headers.ts';
+import type { HttpEvent } from './http-event.ts';
+
+/** One limit of a route: a policy name and how to find its key in the request. */
+export interface RouteLimit {
+  readonly policy: string;
+  readonly key: KeyExtractor;
+  /** Units this request takes (an LLM call may weigh more). @default 1 */
+  readonly cost?: (event: HttpEvent) => number;
+}
+
+export interface RateLimitOptions {
+  /** The limiter (one per container). */
+  readonly limiter: Limiter;
+  /** The limits of this route, decided together in one all-or-nothing check. */
+  readonly limits: readonly RouteLimit[];
+  /** Metrics and logs (see powertoolsObserver). */
+  readonly observer?: RateLimitObserver & { flush?(): void };
+}
+
+/** Stable error codes of the JSON bodies, for clients to switch on. */
+export const ERROR_CODES = {
+  limited: 'rate_limited',
+  unavailable: 'rate_limiter_unavailable',
+  badRequest: 'rate_limit_key_missing',
+} as const;
+
+const PACKAGE = '@platform/rate-limit';
+const INTERNAL = 'rateLimitVerdict';
+
+type HttpResponse = { statusCode?: number; headers?: Record<string, string | number | boolean>; body?: unknown };
+
+function httpError(status: number, body: Record<string, unknown>, headers: Record<string, string>) {
+  // Thrown, not returned: a `before` that returns a response would skip CORS
+  // and every other middleware's `after`; onError hooks still run for a throw.
+  const error = createError(status, JSON.stringify(body), { expose: true, cause: { package: PACKAGE } });
+  return Object.assign(error, { headers: { 'Content-Type': 'application/json', ...headers } });
+}
+
+function refusal(verdict: Verdict) {
+  const retryAfter = retryAfterSeconds(verdict.retryAfterMs);
+  if (verdict.outcome === 'degraded-closed') {
+    return httpError(
+      503,
+      {
+        error: ERROR_CODES.unavailable,
+        message: 'Rate limiting is unavailable; try again shortly.',
+        retryAfterSeconds: Number(retryAfter),
+      },
+      { 'Retry-After': retryAfter },
+    );
+  }
+  return httpError(
+    429,
+    {
+      error: ERROR_CODES.limited,
+      message: 'Too many requests.',
+      policy: verdict.policy,
+      retryAfterSeconds: Number(retryAfter),
+    },
+    { 'Retry-After': retryAfter, ...rateLimitHeaders(verdict.limits) },
+  );
+}
+
+/**
+ * Middy middleware for API Gateway REST and HTTP API handlers: one check of the
+ * route's limits per request. Denied: throws 429 (Retry-After, RateLimit-*) for
+ * `@middy/http-error-handler` to answer; limiter down and fail-closed: 503;
+ * fail-open and shadow: the handler runs. Allowed responses get RateLimit-*.
+ * Use it after httpErrorHandler and CORS, so their onError hooks see the refusal.
+ */
+export function rateLimit(options: RateLimitOptions): MiddlewareObj<HttpEvent> {
+  if (options.limits.length === 0) throw new InvalidCheckError('rateLimit needs at least one limit');
+  const { limiter, limits, observer } = options;
+
+  const rateLimitMiddlewareBefore = async (request: Request<HttpEvent>): Promise<void> => {
+    let checks: CheckRequest[];
+    try {
+      checks = limits.map((limit) => ({
+        policy: limit.policy,
+        key: limit.key(request.event),
+        ...(limit.cost ? { cost: limit.cost(request.event) } : {}),
+      }));
+    } catch (error) {
+      if (error instanceof MissingKeyError || error instanceof InvalidCheckError) {
+        throw httpError(400, { error: ERROR_CODES.badRequest, message: error.message }, {});
+      }
+      throw error;
+    }
+    const verdict = await enforce(limiter, checks, observer);
+    (request.internal as Record<string, unknown>)[INTERNAL] = verdict;
+    if (!verdict.proceed) throw refusal(verdict);
+  };
+
+  const rateLimitMiddlewareAfter = (request: Request<HttpEvent>): void => {
+    const verdict = (request.internal as Record<string, unknown>)[INTERNAL] as Verdict | undefined;
+    const response = request.response as HttpResponse | undefined;
+    if (verdict && response && typeof response === 'object') {
+      response.headers = { ...response.headers, ...rateLimitHeaders(verdict.limits) };
+    }
+    observer?.flush?.();
+  };
+
+  const rateLimitMiddlewareOnError = (): void => {
+    observer?.flush?.();
+  };
+
+  return { before: rateLimitMiddlewareBefore, after: rateLimitMiddlewareAfter, onError: rateLimitMiddlewareOnError };
+}
+
+export type { Outcome };

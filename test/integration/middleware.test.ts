@@ -1,0 +1,239 @@
+/**
+ * The middleware in a real Middy stack (CORS and the error handler around it)
+ * against real Redis: the answers an API client sees.
+ */
+import assert from 'node:assert/strict';
+import { after, describe, it } from 'node:test';
+import middy from '@middy/core';
+import httpCors from '@middy/http-cors';
+import httpErrorHandler from '@middy/http-error-handler';
+import type { Context } from 'aws-lambda';
+import {
+  type CompiledPolicy,
+  compilePolicy,
+  createLimiter,
+  createRedisClient,
+  type Verdict,
+} from '../../layer/src/index.ts';
+import type { Limiter } from '../../layer/src/limiter.ts';
+import {
+  apiKeyHash,
+  clientIp,
+  emailHash,
+  type HttpEvent,
+  type RouteLimit,
+  rateLimit,
+} from '../../layer/src/middleware/index.ts';
+import { freePort } from '../../scripts/redis-process.ts';
+import { httpApiEvent, restEvent } from '../support/events.ts';
+import { connected, pinnedLimiter, targets, unique } from '../support/targets.ts';
+
+type Response = { statusCode: number; headers: Record<string, string>; body: string };
+
+function stack(limiter: Limiter, limits: RouteLimit[], seen: Verdict[] = []) {
+  let handled = 0;
+  const handler = middy<HttpEvent, Response>(async () => {
+    handled++;
+    return { statusCode: 200, headers: {}, body: 'ok' };
+  })
+    .use(httpCors({ origins: ['https://app.example'] }))
+    .use(httpErrorHandler({ logger: false }))
+    .use(rateLimit({ limiter, limits, observer: { observe: (v) => seen.push(v) } }));
+  return {
+    invoke: (event: HttpEvent) => handler(event, {} as Context) as Promise<Response>,
+    handled: () => handled,
+  };
+}
+
+function catalogue(entries: Record<string, unknown>) {
+  const compiled = new Map(Object.entries(entries).map(([n, c]) => [n, compilePolicy(n, c)]));
+  return { map: compiled, resolve: (name: string) => compiled.get(name) };
+}
+
+for (const target of targets) {
+  describe(`rateLimit middleware on a ${target.name}`, () => {
+    const redis = target.client();
+    after(() => redis.disconnect());
+
+    it('answers 200 with RateLimit headers, then 429 with Retry-After, and admits again after it', async () => {
+      const policy = unique('api');
+      const policies = catalogue({ [policy]: { strategy: 'slidingWindow', limit: 2, window: '1 m' } });
+      const clock = { nowUs: 1_800_000_000_000_000 };
+      const api = stack(pinnedLimiter({ redis, policies }, clock), [{ policy, key: clientIp }]);
+
+      const first = await api.invoke(restEvent());
+      assert.equal(first.statusCode, 200);
+      assert.equal(first.headers['RateLimit-Policy'], `"${policy}";q=2;w=60`);
+      assert.equal(first.headers.RateLimit, `"${policy}";r=1;t=60`);
+      clock.nowUs += 10_000_000;
+      assert.equal((await api.invoke(restEvent())).statusCode, 200);
+      clock.nowUs += 5_000_000;
+
+      const refused = await api.invoke(restEvent());
+      assert.equal(refused.statusCode, 429);
+      assert.equal(refused.headers['Retry-After'], '45'); // the first event leaves 60 s after it came
+      assert.equal(refused.headers['RateLimit-Policy'], `"${policy}";q=2;w=60`);
+      assert.equal(refused.headers.RateLimit, `"${policy}";r=0;t=55`);
+      assert.equal(refused.headers['Content-Type'], 'application/json');
+      assert.deepEqual(JSON.parse(refused.body), {
+        error: 'rate_limited',
+        message: 'Too many requests.',
+        policy,
+        retryAfterSeconds: 45,
+      });
+      assert.equal(refused.headers['Access-Control-Allow-Origin'], 'https://app.example', 'CORS on a 429');
+      assert.equal(api.handled(), 2);
+
+      clock.nowUs += 45_000_000;
+      assert.equal((await api.invoke(restEvent())).statusCode, 200);
+    });
+
+    it('keys on the gateway-seen IP of REST and HTTP API events, never on X-Forwarded-For', async () => {
+      const policy = unique('ip');
+      const limiter = createLimiter({
+        redis,
+        policies: catalogue({ [policy]: { strategy: 'slidingWindow', limit: 2, window: '1 m' } }),
+      });
+      const api = stack(limiter, [{ policy, key: clientIp }]);
+      const spoofed = (n: number) => restEvent({ ip: '203.0.113.50', headers: { 'X-Forwarded-For': `10.0.0.${n}` } });
+      const statuses = [];
+      for (let i = 0; i < 3; i++) statuses.push((await api.invoke(spoofed(i))).statusCode);
+      assert.deepEqual(statuses, [200, 200, 429]);
+      assert.equal((await api.invoke(httpApiEvent({ ip: '203.0.113.51' }))).statusCode, 200);
+    });
+  });
+}
+
+describe('rateLimit middleware', () => {
+  const redis = targets[0]?.client() ?? assert.fail();
+  after(() => redis.disconnect());
+
+  it('answers 400 with a reason when the key is missing, without a shared bucket', async () => {
+    const policy = unique('key');
+    const limiter = createLimiter({
+      redis,
+      policies: catalogue({ [policy]: { strategy: 'slidingWindow', limit: 5, window: '1 m' } }),
+    });
+    const api = stack(limiter, [{ policy, key: apiKeyHash() }]);
+    const response = await api.invoke(restEvent());
+    assert.equal(response.statusCode, 400);
+    assert.deepEqual(JSON.parse(response.body), {
+      error: 'rate_limit_key_missing',
+      message: 'the request has no x-api-key header',
+    });
+    assert.equal(api.handled(), 0);
+  });
+
+  it('answers 503 when Redis is down and the policy fails closed, and runs the handler when it fails open', async () => {
+    const down = createRedisClient({ url: `redis://127.0.0.1:${await freePort()}` });
+    const limiter = createLimiter({
+      redis: down,
+      policies: catalogue({
+        closed: { strategy: 'slidingWindow', limit: 5, window: '1 m' },
+        open: { strategy: 'tokenBucket', capacity: 5, refill: { tokens: 5, every: '1 m' }, failureMode: 'open' },
+      }),
+      onDegraded: () => {},
+    });
+    try {
+      const seen: Verdict[] = [];
+      const closed = await stack(limiter, [{ policy: 'closed', key: clientIp }], seen).invoke(restEvent());
+      assert.equal(closed.statusCode, 503);
+      assert.equal(closed.headers['Retry-After'], '1');
+      assert.equal(JSON.parse(closed.body).error, 'rate_limiter_unavailable');
+      const open = stack(limiter, [{ policy: 'open', key: clientIp }], seen);
+      assert.equal((await open.invoke(restEvent())).statusCode, 200);
+      assert.equal(open.handled(), 1);
+      assert.deepEqual(
+        seen.map((v) => v.outcome),
+        ['degraded-closed', 'degraded-open'],
+      );
+    } finally {
+      down.disconnect();
+    }
+  });
+
+  it('never refuses for a shadow policy, but counts what it would have refused', async () => {
+    const [enforced, shadow] = [unique('enforced'), unique('shadow')];
+    const group = unique('g');
+    const limiter = createLimiter({
+      redis,
+      policies: catalogue({
+        [enforced]: { strategy: 'slidingWindow', limit: 10, window: '1 m', group },
+        [shadow]: { strategy: 'slidingWindow', limit: 1, window: '1 m', group, shadow: true },
+      }),
+    });
+    const seen: Verdict[] = [];
+    const api = stack(
+      limiter,
+      [
+        { policy: enforced, key: clientIp },
+        { policy: shadow, key: clientIp },
+      ],
+      seen,
+    );
+    const statuses = [];
+    for (let i = 0; i < 3; i++) statuses.push((await api.invoke(restEvent({ ip: '192.0.2.99' }))).statusCode);
+    assert.deepEqual(statuses, [200, 200, 200]);
+    assert.deepEqual(
+      seen.map((v) => v.outcome),
+      ['allowed', 'shadow-limited', 'shadow-limited'],
+    );
+    // the enforced window counted every request: the shadow refusals blocked nothing
+    const peek = await limiter.peek([{ policy: enforced, key: '192.0.2.99' }]);
+    assert.ok(peek.outcome === 'allowed' && peek.binding.remaining === 10 - 3 - 1);
+  });
+
+  it('refuses a known-limited key from the block cache without asking Redis, until the policy changes', async () => {
+    await connected(redis);
+    const policy = unique('blocked');
+    const config = { strategy: 'slidingWindow', limit: 1, window: '1 m', blockCache: true };
+    const state: { compiled: CompiledPolicy } = { compiled: compilePolicy(policy, config) };
+    const limiter = createLimiter({ redis, policies: { resolve: () => state.compiled } });
+    const calls = async () => Number(/cmdstat_evalsha:calls=(\d+)/.exec(await redis.info('commandstats'))?.[1] ?? 0);
+    assert.equal((await limiter.check({ policy, key: 'k' })).outcome, 'allowed');
+    assert.equal((await limiter.check({ policy, key: 'k' })).outcome, 'limited');
+    const before = await calls();
+    const cached = await limiter.check({ policy, key: 'k' });
+    assert.ok(cached.outcome === 'limited' && cached.retryAfterMs > 59_000);
+    assert.equal(await calls(), before, 'no EVALSHA for a cached refusal');
+    state.compiled = compilePolicy(policy, { ...config, limit: 5 });
+    assert.equal((await limiter.check({ policy, key: 'k' })).outcome, 'allowed');
+  });
+
+  it('puts no raw API key or email in any Redis key or log line', async () => {
+    await connected(redis);
+    const secretKey = `sk_live_${unique('secret')}`;
+    const email = `${unique('alice')}@example.com`;
+    const group = unique('g');
+    const limiter = createLimiter({
+      redis,
+      policies: catalogue({
+        [`${group}-key`]: { strategy: 'tokenBucket', capacity: 1, refill: { tokens: 1, every: '1 m' }, group },
+        [`${group}-mail`]: { strategy: 'slidingWindow', limit: 1, window: '1 m', group },
+      }),
+    });
+    const api = stack(limiter, [
+      { policy: `${group}-key`, key: apiKeyHash() },
+      { policy: `${group}-mail`, key: emailHash({ pepper: () => 'test-pepper' }) },
+    ]);
+    const written: string[] = [];
+    const [out, err] = [process.stdout.write.bind(process.stdout), process.stderr.write.bind(process.stderr)];
+    process.stdout.write = ((chunk: string) => written.push(String(chunk)) > 0) as typeof process.stdout.write;
+    process.stderr.write = ((chunk: string) => written.push(String(chunk)) > 0) as typeof process.stderr.write;
+    try {
+      const event = () => restEvent({ headers: { 'x-api-key': secretKey }, body: { email } });
+      assert.equal((await api.invoke(event())).statusCode, 200);
+      assert.equal((await api.invoke(event())).statusCode, 429);
+    } finally {
+      process.stdout.write = out;
+      process.stderr.write = err;
+    }
+    const keys = await redis.keys(`rl:{${group}}:*`);
+    assert.equal(keys.length, 2);
+    for (const text of [...keys, ...written]) {
+      assert.equal(text.includes(secretKey), false, text);
+      assert.equal(text.includes(email), false, text);
+      assert.equal(text.includes(email.split('@')[0] as string), false, text);
+    }
+  });
+});
