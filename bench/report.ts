@@ -3,7 +3,8 @@ import type { BundleFigures } from './lambda-figures.ts';
 import type { BenchLimiter } from './limiters.ts';
 import type { RunFigures } from './measure.ts';
 
-export type Scenario = 'hot key' | '100k keys';
+/** 'hot key', or '<n>k keys' drawn uniformly. */
+export type Scenario = string;
 
 export interface BenchResults {
   date: string;

@@ -14,7 +14,8 @@
 --                'bo' failure backoff:  p1 base µs,  p2 max µs, p3 free failures, p4 memory µs
 -- Reply (integers): allowed (1|0), binding limit (1-based, 0 when admitted),
 --   retry-after µs, then per limit: remaining, reset µs, retry-after µs.
--- Complexity: O(sum of costs + log n) per sliding window, O(1) per bucket.
+-- Complexity: time O(1) per bucket or backoff, O(cost) amortised (O(cost + log limit)
+-- worst case) per sliding window; memory O(1) per bucket, O(limit) per window.
 -- No `#!lua` shebang, deliberately: Redis then checks OOM at the first
 -- deny-OOM write, so a denied check (no writes) still answers at maxmemory
 -- under noeviction, while an admit fails whole before writing anything.

@@ -11,7 +11,7 @@
 -- ARGV[8]  the bucket's capacity
 -- Reply: the new rate (tokens per second) as a string.
 -- The tokens the bucket holds are kept across the change: the bucket's debt
--- (TAT - now) is rescaled by old/new rate. Complexity: O(1).
+-- (TAT - now) is rescaled by old/new rate. Complexity: O(1) time and memory.
 local now = now_us()
 local mode, amount = ARGV[1], tonumber(ARGV[2])
 local min_rate, max_rate = tonumber(ARGV[3]), tonumber(ARGV[4])

@@ -25,6 +25,8 @@ export interface RedisProcessOptions {
   maxmemoryBytes?: number;
   /** A Redis Cluster node. @default false */
   clusterNode?: boolean;
+  /** Pin the server to this CPU (taskset), so a benchmark's client and server do not share a core. */
+  cpu?: number;
 }
 
 export interface RedisProcess {
@@ -121,7 +123,10 @@ export async function startRedis(options: RedisProcessOptions = {}): Promise<Red
     args.push('--cluster-enabled', 'yes', '--cluster-config-file', join(dir, `nodes-${port}.conf`));
     args.push('--cluster-node-timeout', '2000');
   }
-  const child = spawn(SERVER_BIN, args, { stdio: 'ignore' });
+  const child =
+    options.cpu === undefined
+      ? spawn(SERVER_BIN, args, { stdio: 'ignore' })
+      : spawn('taskset', ['-c', String(options.cpu), SERVER_BIN, ...args], { stdio: 'ignore' });
   child.once('error', () => {}); // a missing binary shows as "exited" below
   await untilAnswers(port, child);
   const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));

@@ -2,7 +2,7 @@
 -- Every Lambda asks the same server, so skewed container clocks cannot disagree
 -- about a window. Production scripts are assembled with this fragment only; a
 -- test-only fragment (test/support/pinned_clock.lua) replaces it to pin time.
--- now_us(): integer microseconds since the epoch. O(1).
+-- now_us(): integer microseconds since the epoch. O(1) time and memory.
 local function now_us()
   local t = redis.call('TIME')
   return tonumber(t[1]) * 1000000 + tonumber(t[2])
