@@ -1,5 +1,7 @@
 -- Exact sliding window as a ring of admission times in one string.
--- Layout (big-endian, read and written with BITFIELD):
+-- Layout (big-endian; the header is read with GETRANGE and written with
+-- SETRANGE as one packed struct, slots likewise, or several at once with
+-- BITFIELD_RO: string commands parse far less than BITFIELD's subcommands):
 --   bits   0..31  n    stored events (the ring's size in slots)
 --   bits  32..63  h    index of the oldest stored event
 --   bits  64..95  e    stored events, from h on, known to have left the window
@@ -23,19 +25,21 @@
 --   cost       events this request adds (>= 1)
 -- Complexity: O(cost + log n) time worst case, O(cost) amortised.
 
-local SW_HEADER_BITS = 256
+local SW_HEADER = '>I4I4I4I4i8i8' -- n, h, e, w, f, t
+local SW_HEADER_BYTES = 32
 
-local function sw_slot_offset(i)
-  return SW_HEADER_BITS + 64 * i
-end
-
--- Reads the slots at the given ring indexes with one BITFIELD_RO call.
+-- Reads the slots at the given ring indexes: one GETRANGE for a single slot,
+-- one BITFIELD_RO for several.
 local function sw_read(key, indexes)
+  if #indexes == 1 then
+    local at = SW_HEADER_BYTES + 8 * indexes[1]
+    return { (struct.unpack('>i8', redis.call('GETRANGE', key, at, at + 7))) }
+  end
   local args = { key }
   for _, i in ipairs(indexes) do
     args[#args + 1] = 'GET'
     args[#args + 1] = 'i64'
-    args[#args + 1] = sw_slot_offset(i)
+    args[#args + 1] = 8 * (SW_HEADER_BYTES + 8 * i)
   end
   return redis.call('BITFIELD_RO', unpack(args))
 end
@@ -82,9 +86,9 @@ local function sw_first_in_window(key, n, h, e, times, now, window_us)
 end
 
 local function sw_eval(key, limit, window_us, cost, now)
-  local hdr = redis.call('BITFIELD_RO', key, 'GET', 'u32', 0, 'GET', 'u32', 32, 'GET', 'u32', 64, 'GET', 'u32', 96,
-    'GET', 'i64', 128, 'GET', 'i64', 192)
-  local n, h, e, w, first, newest = hdr[1], hdr[2], hdr[3], hdr[4], hdr[5], hdr[6]
+  local n, h, e, w, first, newest = 0, 0, 0, 0, 0, 0
+  local header = redis.call('GETRANGE', key, 0, SW_HEADER_BYTES - 1)
+  if #header == SW_HEADER_BYTES then n, h, e, w, first, newest = struct.unpack(SW_HEADER, header) end
   local window_ms = window_us / 1000
   local r = { key = key, kind = 'sw', limit = limit, n = n, h = h, window_ms = window_ms, cost = cost }
   local times = {} -- relative position (0 = oldest stored) -> time, reads cached
@@ -123,22 +127,21 @@ end
 
 -- Packs a whole fresh window: header plus the given slot times, in order.
 local function sw_pack(n, h, e, window_ms, first, newest, slot_times)
-  local parts = { struct.pack('>I4I4I4I4i8i8', n, h, e, window_ms, first, newest) }
+  local parts = { struct.pack(SW_HEADER, n, h, e, window_ms, first, newest) }
   for j = 1, #slot_times do parts[#parts + 1] = struct.pack('>i8', slot_times[j]) end
   return table.concat(parts)
 end
 
 -- Records `cost` events at `now` for an admitted request. The first write is
--- SET or BITFIELD (both deny-OOM), so under noeviction at maxmemory the whole
+-- SET or SETRANGE (both deny-OOM), so under noeviction at maxmemory the whole
 -- admit fails before anything is written.
 local function sw_apply(r)
   local key, now, cost, n, h, e, limit = r.key, r.now, r.cost, r.n, r.h, r.e, r.limit
   local ttl_ms = key_ttl_ms(r.window_ms)
   if e == n then
     -- nothing left in the window: start a fresh, exactly sized string
-    local slots = {}
-    for j = 1, cost do slots[j] = now end
-    redis.call('SET', key, sw_pack(cost, 0, 0, r.window_ms, now, now, slots), 'PX', ttl_ms)
+    local fresh = struct.pack(SW_HEADER, cost, 0, 0, r.window_ms, now, now) .. string.rep(struct.pack('>i8', now), cost)
+    redis.call('SET', key, fresh, 'PX', ttl_ms)
     return
   end
   if n < limit and h ~= 0 then
@@ -152,33 +155,23 @@ local function sw_apply(r)
     redis.call('SET', key, sw_pack(size, 0, 0, r.window_ms, kept[1], now, kept), 'PX', ttl_ms)
     return
   end
-  local args = { key }
-  local function set_slot(i)
-    args[#args + 1] = 'SET'
-    args[#args + 1] = 'i64'
-    args[#args + 1] = sw_slot_offset(i)
-    args[#args + 1] = now
-  end
+  local stamp = struct.pack('>i8', now)
   local left = cost
-  while left > 0 and n < limit do -- growing: append after the newest
-    set_slot(n)
-    n = n + 1
-    left = left - 1
+  local grow = math.max(0, math.min(left, limit - n))
+  if grow > 0 then -- growing: append after the newest
+    redis.call('SETRANGE', key, SW_HEADER_BYTES + 8 * n, string.rep(stamp, grow))
+    n = n + grow
+    left = left - grow
   end
-  while left > 0 do -- full: overwrite the oldest, which has left the window
-    set_slot(h)
-    h = (h + 1) % n
-    e = e - 1
-    left = left - 1
+  while left > 0 do -- full: overwrite the oldest, which have left the window, up to the ring's end
+    local run = math.min(left, n - h)
+    redis.call('SETRANGE', key, SW_HEADER_BYTES + 8 * h, string.rep(stamp, run))
+    h = (h + run) % n
+    e = e - run
+    left = left - run
   end
-  args[#args + 1] = 'SET'; args[#args + 1] = 'u32'; args[#args + 1] = 0; args[#args + 1] = n
-  args[#args + 1] = 'SET'; args[#args + 1] = 'u32'; args[#args + 1] = 32; args[#args + 1] = h
-  args[#args + 1] = 'SET'; args[#args + 1] = 'u32'; args[#args + 1] = 64; args[#args + 1] = e
-  args[#args + 1] = 'SET'; args[#args + 1] = 'u32'; args[#args + 1] = 96; args[#args + 1] = r.window_ms
   -- the oldest event in the window is unchanged: only expired slots were overwritten
-  args[#args + 1] = 'SET'; args[#args + 1] = 'i64'; args[#args + 1] = 128; args[#args + 1] = r.first
-  args[#args + 1] = 'SET'; args[#args + 1] = 'i64'; args[#args + 1] = 192; args[#args + 1] = now
-  redis.call('BITFIELD', unpack(args))
+  redis.call('SETRANGE', key, 0, struct.pack(SW_HEADER, n, h, e, r.window_ms, r.first, now))
   if n >= limit and r.n < limit then
     -- Just filled: appends grew the string greedily (up to 2x); copy it once
     -- into an exactly sized one, so a full window costs ~8 bytes per event.

@@ -23,6 +23,7 @@ for (const target of targets) {
       const key = unique('ring');
       return {
         clock,
+        key,
         setLimit(l: number) {
           state.policy = compilePolicy('ring', { strategy: 'slidingWindow', limit: l, window: '1 s' });
         },
@@ -52,6 +53,16 @@ for (const target of targets) {
       const outcomes = [];
       for (let i = 0; i < 5; i++) outcomes.push((await h.check()).outcome);
       assert.deepEqual(outcomes, ['allowed', 'allowed', 'allowed', 'allowed', 'limited']);
+    });
+
+    it('writes a cost that wraps around the end of the ring to both ends, and never past it', async () => {
+      const h = harness(5);
+      for (let i = 0; i < 24; i++) {
+        // two events every 0.6 s in a 1 s window: 4 in the window, h steps by 2 round a ring of 5
+        assert.equal((await h.check(2)).outcome, 'allowed');
+        h.clock.nowUs += 600_000;
+      }
+      assert.equal(await redis.strlen(`rl:{ring:${h.key}}`), 32 + 8 * 5);
     });
 
     it('finds where the window starts after a long gap inside a large ring', async () => {
