@@ -11,6 +11,8 @@ export interface BenchResults {
   machine: string;
   redis: string;
   durationMsPerRun: number;
+  /** Interleaved rounds; each figure is the median over them. */
+  rounds: number;
   limiters: Pick<BenchLimiter, 'id' | 'label' | 'note'>[];
   runs: { limiter: string; scenario: Scenario; concurrency: number; figures: RunFigures }[];
   memory: {
@@ -40,7 +42,7 @@ export function markdown(results: BenchResults): string {
   const scenarios = [...new Set(results.runs.map((r) => r.scenario))];
   lines.push(`# Benchmark ${results.date}`, '');
   lines.push(
-    `${results.machine}; ${results.redis} on loopback, no persistence; ${results.durationMsPerRun / 1000} s per run after a warm-up.`,
+    `${results.machine}; ${results.redis} on loopback, no persistence; ${results.durationMsPerRun / 1000} s per run after a warm-up, ${results.rounds} interleaved rounds, medians.`,
     'Every limiter: limit 1000 per 1 s, the same Redis and keys. Ratios are to the reference token bucket in the same run.',
     '',
   );

@@ -3,7 +3,8 @@
  * run on one private redis-server, reported as ratios. Writes
  * bench/results/<date>.{json,md} and chart.svg, and latest.md.
  *
- *   BENCH_SECONDS  seconds per measured run (default 2)
+ *   BENCH_SECONDS  seconds per measured run (default 1)
+ *   BENCH_ROUNDS   interleaved rounds; each figure is the median over them (default 3)
  *   BENCH_KEYS     identifiers of the uniform scenario and the memory runs (default 100000)
  *   BENCH_OUT      results directory (default bench/results/)
  */
@@ -15,10 +16,11 @@ import { createRedisClient } from '../layer/src/index.ts';
 import { startRedis } from '../scripts/redis-process.ts';
 import { bundleFigures } from './lambda-figures.ts';
 import { benchLimiters, LIMIT, MEMORY_WINDOW_MS } from './limiters.ts';
-import { measure, memoryPerKey } from './measure.ts';
+import { measure, memoryPerKey, type RunFigures } from './measure.ts';
 import { type BenchResults, chart, figuresOf, markdown, type Scenario } from './report.ts';
 
-const SECONDS = Number(process.env.BENCH_SECONDS ?? 2);
+const SECONDS = Number(process.env.BENCH_SECONDS ?? 1);
+const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 3);
 const CONCURRENCY = [1, 16, 128];
 const KEYS = Number(process.env.BENCH_KEYS ?? 100_000);
 const scenarios: Record<string, () => string> = {
@@ -35,6 +37,13 @@ if (canPin && process.env.BENCH_PINNED !== '1') {
     env: { ...process.env, BENCH_PINNED: '1' },
   });
   process.exit(pinned.status ?? 1);
+}
+
+/** Each figure's median over the rounds. */
+function medianFigures(rounds: readonly RunFigures[]): RunFigures {
+  const median = (values: number[]) => values.sort((a, b) => a - b)[Math.floor(values.length / 2)] as number;
+  const fields = Object.keys(rounds[0] ?? {}) as (keyof RunFigures)[];
+  return Object.fromEntries(fields.map((f) => [f, median(rounds.map((r) => r[f]))])) as unknown as RunFigures;
 }
 
 /** Runs bench/middleware-overhead.ts in a child: its EMF metrics go to a discarded stdout. */
@@ -57,6 +66,7 @@ try {
     machine: `${cpus().length} × ${cpus()[0]?.model ?? 'cpu'}, Node ${process.version}, ${canPin ? 'client pinned to CPU 0, Redis to CPU 1' : 'client and Redis unpinned (no taskset)'}`,
     redis: `Redis ${/redis_version:(\S+)/.exec(await plain.info('server'))?.[1]}`,
     durationMsPerRun: SECONDS * 1000,
+    rounds: ROUNDS,
     limiters: limiters.map(({ id, label, note }) => ({ id, label, note })),
     runs: [],
     memory: { bytesPerKey: {}, bytesPerInWindowEvent: {} },
@@ -64,11 +74,19 @@ try {
     bars: [],
   };
 
+  // The machine is shared and drifts: every limiter runs once per round, rounds
+  // are interleaved, and each figure is the median over the rounds.
   for (const [scenario, keyOf] of Object.entries(scenarios) as [Scenario, () => string][]) {
     for (const concurrency of CONCURRENCY) {
+      const rounds = new Map<string, RunFigures[]>(limiters.map((l) => [l.id, []]));
+      for (let round = 0; round < ROUNDS; round++) {
+        for (const limiter of limiters) {
+          await plain.flushall();
+          rounds.get(limiter.id)?.push(await measure(plain, limiter, keyOf, concurrency, SECONDS * 1000));
+        }
+      }
       for (const limiter of limiters) {
-        await plain.flushall();
-        const figures = await measure(plain, limiter, keyOf, concurrency, SECONDS * 1000);
+        const figures = medianFigures(rounds.get(limiter.id) ?? []);
         results.runs.push({ limiter: limiter.id, scenario, concurrency, figures });
         console.log(
           `${scenario.padEnd(9)} c=${String(concurrency).padEnd(3)} ${limiter.id.padEnd(14)} ${Math.round(figures.checksPerSecond).toString().padStart(7)} checks/s  p50 ${figures.p50Us.toFixed(0)} µs  redis ${figures.redisCpuUsPerCheck.toFixed(1)} µs/check`,
