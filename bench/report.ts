@@ -130,10 +130,10 @@ ${ticks.join('')}${yTicks.join('')}${lines.join('\n')}</g>`;
   });
   const legend = results.limiters.map(
     (l, i) =>
-      `<text x="${10 + (i % 4) * 215}" y="${h + 20 + Math.floor(i / 4) * 16}" fill="${COLORS[i % COLORS.length]}">■ ${l.label}</text>`,
+      `<text x="${10 + (i % 3) * 290}" y="${h + 20 + Math.floor(i / 3) * 16}" fill="${COLORS[i % COLORS.length]}">■ ${l.label}</text>`,
   );
   const width = scenarios.length * (w + 20);
-  return `<svg xmlns="http://www.w3.org/2000/svg" width="${width}" height="${h + 60}" font-family="sans-serif" font-size="11">
+  return `<svg xmlns="http://www.w3.org/2000/svg" width="${width}" height="${h + 80}" font-family="sans-serif" font-size="11">
 <rect width="100%" height="100%" fill="white"/>
 ${panels.join('\n')}
 ${legend.join('\n')}
