@@ -113,5 +113,3 @@ export function rateLimit(options: RateLimitOptions): MiddlewareObj<HttpEvent> {
 
   return { before: rateLimitMiddlewareBefore, after: rateLimitMiddlewareAfter, onError: rateLimitMiddlewareOnError };
 }
-
-export type { Outcome };
