@@ -1,6 +1,6 @@
 import type { MiddlewareObj, Request } from '@middy/core';
 import { createError } from '@middy/util';
-import { enforce, type Outcome, type RateLimitObserver, type Verdict } from '../enforce.ts';
+import { enforce, type RateLimitObserver, type Verdict } from '../enforce.ts';
 import { InvalidCheckError } from '../errors.ts';
 import type { CheckRequest, Limiter } from '../limiter.ts';
 import { type KeyExtractor, MissingKeyError } from './extractors.ts';
