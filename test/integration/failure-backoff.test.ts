@@ -4,22 +4,19 @@
  */
 import assert from 'node:assert/strict';
 import { after, describe, it } from 'node:test';
-import { compilePolicy } from '../../layer/src/index.ts';
-import { pinnedLimiter, targets, unique } from '../support/targets.ts';
+import { pinnedLimiter, policies, targets, unique } from '../support/targets.ts';
 
-const catalogue = new Map(
-  Object.entries({
-    'login-ip': { strategy: 'slidingWindow', limit: 100, window: '15 m', group: 'login' },
-    'login-account': {
-      strategy: 'failureBackoff',
-      freeFailures: 2,
-      base: '1 s',
-      max: '8 s',
-      memory: '15 m',
-      group: 'login',
-    },
-  }).map(([name, config]) => [name, compilePolicy(name, config)]),
-);
+const catalogue = policies({
+  'login-ip': { strategy: 'slidingWindow', limit: 100, window: '15 m', group: 'login' },
+  'login-account': {
+    strategy: 'failureBackoff',
+    freeFailures: 2,
+    base: '1 s',
+    max: '8 s',
+    memory: '15 m',
+    group: 'login',
+  },
+});
 
 for (const target of targets) {
   describe(`Failure backoff on a ${target.name}`, () => {
@@ -28,7 +25,7 @@ for (const target of targets) {
 
     function login() {
       const clock = { nowUs: 1_800_000_000_000_000 };
-      const limiter = pinnedLimiter({ redis, policies: { resolve: (n) => catalogue.get(n) } }, clock);
+      const limiter = pinnedLimiter({ redis, policies: catalogue }, clock);
       const account = unique('acct-hash');
       const attempt = () =>
         limiter.checkAll([

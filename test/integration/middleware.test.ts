@@ -26,7 +26,7 @@ import {
 } from '../../layer/src/middleware/index.ts';
 import { freePort } from '../../scripts/redis-process.ts';
 import { httpApiEvent, restEvent } from '../support/events.ts';
-import { connected, pinnedLimiter, targets, unique } from '../support/targets.ts';
+import { connected, pinnedLimiter, policies, targets, unique } from '../support/targets.ts';
 
 type Response = { statusCode: number; headers: Record<string, string>; body: string };
 
@@ -45,11 +45,6 @@ function stack(limiter: Limiter, limits: RouteLimit[], seen: Verdict[] = []) {
   };
 }
 
-function catalogue(entries: Record<string, unknown>) {
-  const compiled = new Map(Object.entries(entries).map(([n, c]) => [n, compilePolicy(n, c)]));
-  return { map: compiled, resolve: (name: string) => compiled.get(name) };
-}
-
 for (const target of targets) {
   describe(`rateLimit middleware on a ${target.name}`, () => {
     const redis = target.client();
@@ -57,9 +52,9 @@ for (const target of targets) {
 
     it('answers 200 with RateLimit headers, then 429 with Retry-After, and admits again after it', async () => {
       const policy = unique('api');
-      const policies = catalogue({ [policy]: { strategy: 'slidingWindow', limit: 2, window: '1 m' } });
+      const catalogue = policies({ [policy]: { strategy: 'slidingWindow', limit: 2, window: '1 m' } });
       const clock = { nowUs: 1_800_000_000_000_000 };
-      const api = stack(pinnedLimiter({ redis, policies }, clock), [{ policy, key: clientIp }]);
+      const api = stack(pinnedLimiter({ redis, policies: catalogue }, clock), [{ policy, key: clientIp }]);
 
       const first = await api.invoke(restEvent());
       assert.equal(first.statusCode, 200);
@@ -92,7 +87,7 @@ for (const target of targets) {
       const policy = unique('ip');
       const limiter = createLimiter({
         redis,
-        policies: catalogue({ [policy]: { strategy: 'slidingWindow', limit: 2, window: '1 m' } }),
+        policies: policies({ [policy]: { strategy: 'slidingWindow', limit: 2, window: '1 m' } }),
       });
       const api = stack(limiter, [{ policy, key: clientIp }]);
       const spoofed = (n: number) => restEvent({ ip: '203.0.113.50', headers: { 'X-Forwarded-For': `10.0.0.${n}` } });
@@ -112,7 +107,7 @@ describe('rateLimit middleware', () => {
     const policy = unique('key');
     const limiter = createLimiter({
       redis,
-      policies: catalogue({ [policy]: { strategy: 'slidingWindow', limit: 5, window: '1 m' } }),
+      policies: policies({ [policy]: { strategy: 'slidingWindow', limit: 5, window: '1 m' } }),
     });
     const api = stack(limiter, [{ policy, key: apiKeyHash() }]);
     const response = await api.invoke(restEvent());
@@ -128,7 +123,7 @@ describe('rateLimit middleware', () => {
     const down = createRedisClient({ url: `redis://127.0.0.1:${await freePort()}` });
     const limiter = createLimiter({
       redis: down,
-      policies: catalogue({
+      policies: policies({
         closed: { strategy: 'slidingWindow', limit: 5, window: '1 m' },
         open: { strategy: 'tokenBucket', capacity: 5, refill: { tokens: 5, every: '1 m' }, failureMode: 'open' },
       }),
@@ -157,7 +152,7 @@ describe('rateLimit middleware', () => {
     const group = unique('g');
     const limiter = createLimiter({
       redis,
-      policies: catalogue({
+      policies: policies({
         [enforced]: { strategy: 'slidingWindow', limit: 10, window: '1 m', group },
         [shadow]: { strategy: 'slidingWindow', limit: 1, window: '1 m', group, shadow: true },
       }),
@@ -207,7 +202,7 @@ describe('rateLimit middleware', () => {
     const group = unique('g');
     const limiter = createLimiter({
       redis,
-      policies: catalogue({
+      policies: policies({
         [`${group}-key`]: { strategy: 'tokenBucket', capacity: 1, refill: { tokens: 1, every: '1 m' }, group },
         [`${group}-mail`]: { strategy: 'slidingWindow', limit: 1, window: '1 m', group },
       }),

@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { after, describe, it } from 'node:test';
 import { Redis } from 'ioredis';
-import { compilePolicy, createLimiter } from '../../layer/src/index.ts';
+import { createLimiter } from '../../layer/src/index.ts';
 import type { RedisClient } from '../../layer/src/run-script.ts';
 import { productionScripts } from '../../layer/src/scripts.ts';
 import { connected, pinnedLimiter, policies, targets, unique } from '../support/targets.ts';
@@ -49,15 +49,12 @@ describe('Check replies over RESP2 and RESP3', () => {
 
   it('are the same decisions', async () => {
     const group = unique('proto');
-    const catalogue = new Map(
-      Object.entries({
-        tb: { strategy: 'tokenBucket', capacity: 3, refill: { tokens: 1, every: '1 s' }, group },
-        sw: { strategy: 'slidingWindow', limit: 2, window: '1 s', group },
-      }).map(([n, c]) => [n, compilePolicy(n, c)]),
-    );
+    const catalogue = policies({
+      tb: { strategy: 'tokenBucket', capacity: 3, refill: { tokens: 1, every: '1 s' }, group },
+      sw: { strategy: 'slidingWindow', limit: 2, window: '1 s', group },
+    });
     const clock = { nowUs: 1_800_000_000_000_000 };
-    const make = (redis: RedisClient) =>
-      pinnedLimiter({ redis, policies: { resolve: (n) => catalogue.get(n) } }, clock);
+    const make = (redis: RedisClient) => pinnedLimiter({ redis, policies: catalogue }, clock);
     const [two, three] = [make(resp2), make(resp3)];
     for (let i = 0; i < 5; i++) {
       const request = (key: string) => [
