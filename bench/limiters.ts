@@ -128,10 +128,13 @@ export async function benchLimiters(ours: RedisClient, plain: Redis, windowMs = 
       note: 'two token buckets of one group decided and debited together in one script',
       check: async (key) =>
         (
-          await limiter.checkAll([
-            { policy: 'bench-ip', key },
-            { policy: 'bench-key', key },
-          ])
+          await limiter.checkAll(
+            [
+              { policy: 'bench-ip', key },
+              { policy: 'bench-key', key },
+            ],
+            { scope: key },
+          )
         ).allowed,
     },
     {

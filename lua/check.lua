@@ -1,17 +1,19 @@
 -- check: one or more limits decided together, all-or-nothing.
 -- Either every limit admits and all are debited, or nothing is written and the
 -- reply names the limit that binds (the longest retry-after).
+-- fragments: lib/token_bucket lib/sliding_window lib/failure_backoff
 --
--- KEYS[1..N]   the counter key of limit i. On Redis Cluster they must share one
---              hash slot: the client gives every key of a policy group the same
---              hash tag (see layer/src/keys.ts).
--- KEYS[N+1..]  dynamic-rate keys of token buckets, referenced from ARGV.
--- ARGV[1]      N, the number of limits
+-- KEYS[1..N]   the counter key of limit i. On Redis Cluster they share one hash
+--              slot: the client gives every key of a check the same hash tag,
+--              the check's scope (see layer/src/keys.ts).
+-- KEYS[N+1..]  runtime-rate keys of adaptive token buckets, referenced from ARGV.
+-- ARGV[1]      N, the number of limits (1..16)
 -- ARGV[2]      '1' to debit when admitted, '0' to only read (peek)
--- ARGV[3..]    seven per limit: strategy, cost, p1, p2, p3, p4, rate key index (0: none)
---                'tb' token bucket:     p1 capacity, p2 µs per token, p3 runtime-rate keep µs
---                'sw' sliding window:   p1 limit,    p2 window µs
---                'bo' failure backoff:  p1 base µs,  p2 max µs, p3 free failures, p4 memory µs
+-- ARGV[3..]    one record of RECORD fields per limit (read_limit below):
+--                kind, cost, then by kind:
+--                'tb' token bucket:    capacity, interval µs, runtime-rate keep µs, rate key index (0: none)
+--                'sw' sliding window:  limit, window µs, -, -
+--                'bo' failure backoff: base µs, max µs, free failures, memory µs
 -- Reply (integers): allowed (1|0), binding limit (1-based, 0 when admitted),
 --   retry-after µs, then per limit: remaining, reset µs, retry-after µs.
 -- Complexity: time O(1) per bucket or backoff, O(cost) amortised (O(cost + log limit)
@@ -19,27 +21,36 @@
 -- No `#!lua` shebang, deliberately: Redis then checks OOM at the first
 -- deny-OOM write, so a denied check (no writes) still answers at maxmemory
 -- under noeviction, while an admit fails whole before writing anything.
+local limit_count = tonumber(ARGV[1])
+local debit = ARGV[2] == '1'
+local RECORD = 6
+
+-- The fields of limit i, by name.
+local function read_limit(i)
+  local a = 2 + (i - 1) * RECORD
+  return ARGV[a + 1], tonumber(ARGV[a + 2]), tonumber(ARGV[a + 3]), tonumber(ARGV[a + 4]),
+    tonumber(ARGV[a + 5]), tonumber(ARGV[a + 6])
+end
 
 local now = now_us()
-local count = tonumber(ARGV[1])
-local debit = ARGV[2] == '1'
 local results = {}
 local allowed, binding, retry_max = true, 0, 0
 
-for i = 1, count do
-  local a = 2 + (i - 1) * 7
-  local strategy, cost = ARGV[a + 1], tonumber(ARGV[a + 2])
-  local p1, p2, p3, p4 = tonumber(ARGV[a + 3]), tonumber(ARGV[a + 4]), tonumber(ARGV[a + 5]), tonumber(ARGV[a + 6])
-  local rate_index = tonumber(ARGV[a + 7])
+for i = 1, limit_count do
+  local kind, cost, f1, f2, f3, f4 = read_limit(i)
+  local key = KEYS[i]
   local r
-  if strategy == 'tb' then
-    r = tb_eval(KEYS[i], rate_index > 0 and KEYS[rate_index] or nil, p1, p2, p3, cost, now)
-  elseif strategy == 'sw' then
-    r = sw_eval(KEYS[i], p1, p2, cost, now)
-  elseif strategy == 'bo' then
-    r = bo_eval(KEYS[i], p1, p2, p3, p4, now)
+  if kind == 'tb' then
+    local capacity, interval_us, keep_us, rate_index = f1, f2, f3, f4
+    r = tb_eval(key, rate_index > 0 and KEYS[rate_index] or nil, capacity, interval_us, keep_us, cost, now)
+  elseif kind == 'sw' then
+    local limit, window_us = f1, f2
+    r = sw_eval(key, limit, window_us, cost, now)
+  elseif kind == 'bo' then
+    local base_us, max_us, free, memory_us = f1, f2, f3, f4
+    r = bo_eval(key, base_us, max_us, free, memory_us, now)
   else
-    return redis.error_reply('ERR rate limit: unknown strategy ' .. tostring(strategy))
+    return redis.error_reply('ERR rate limit: unknown strategy ' .. tostring(kind))
   end
   results[i] = r
   if not r.allowed then
@@ -51,14 +62,14 @@ for i = 1, count do
 end
 
 if allowed and debit then
-  for i = 1, count do
+  for i = 1, limit_count do
     local r = results[i]
-    if r.kind == 'tb' then tb_apply(r, now) elseif r.kind == 'sw' then sw_apply(r) end
+    if r.kind == 'tb' then tb_apply(r) elseif r.kind == 'sw' then sw_apply(r) end
   end
 end
 
 local reply = { allowed and 1 or 0, binding, retry_max }
-for i = 1, count do
+for i = 1, limit_count do
   local r = results[i]
   reply[#reply + 1] = r.remaining
   reply[#reply + 1] = r.reset_us

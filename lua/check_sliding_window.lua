@@ -1,15 +1,19 @@
 -- check_sliding_window: one sliding-window limit, the common case, without the
 -- generic multi-limit loop.
--- KEYS[1]  the window
--- ARGV[1]  cost; ARGV[2] limit; ARGV[3] window µs
--- ARGV[4]  '1' to debit when admitted, '0' to only read
--- Reply: as check.lua with one limit: allowed, binding, retry-after µs,
---   remaining, reset µs, retry-after µs.
+-- fragments: lib/sliding_window
+-- Reply (integers): allowed (1|0), binding limit (0 admitted, 1 refused),
+--   retry-after µs, remaining, reset µs, retry-after µs (as check.lua, one limit).
 -- Complexity: O(cost) amortised, O(cost + log limit) worst case; memory O(limit).
+local window_key = KEYS[1] -- the window (a ring of admission times)
+local cost = tonumber(ARGV[1]) -- events this request adds, 1..min(limit, 1024)
+local limit = tonumber(ARGV[2]) -- events allowed in any window
+local window_us = tonumber(ARGV[3]) -- the window, whole ms in µs
+local debit = ARGV[4] == '1' -- '0': only read (peek)
+
 local now = now_us()
-local r = sw_eval(KEYS[1], tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[1]), now)
+local r = sw_eval(window_key, limit, window_us, cost, now)
 if r.allowed then
-  if ARGV[4] == '1' then sw_apply(r) end
+  if debit then sw_apply(r) end
   return { 1, 0, 0, r.remaining, r.reset_us, 0 }
 end
 return { 0, 1, r.retry_us, r.remaining, r.reset_us, r.retry_us }

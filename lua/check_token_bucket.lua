@@ -1,14 +1,21 @@
 -- check_token_bucket: one token-bucket limit, the common case, without the
 -- generic multi-limit loop (fewer closures and arguments per call).
--- KEYS[1]  the bucket; KEYS[2] optional runtime-rate key
--- ARGV[1]  cost; ARGV[2] capacity; ARGV[3] µs per token; ARGV[4] runtime-rate keep µs
--- ARGV[5]  '1' to debit when admitted, '0' to only read
--- Reply: as check.lua with one limit: allowed, binding, retry-after µs,
---   remaining, reset µs, retry-after µs. Complexity: O(1) time and memory.
+-- fragments: lib/token_bucket
+-- Reply (integers): allowed (1|0), binding limit (0 admitted, 1 refused),
+--   retry-after µs, remaining, reset µs, retry-after µs (as check.lua, one limit).
+-- Complexity: O(1) time and memory.
+local bucket_key = KEYS[1] -- the bucket (its TAT)
+local rate_key = KEYS[2] -- optional: its runtime rate (adaptive buckets), same hash slot
+local cost = tonumber(ARGV[1]) -- tokens this request takes, 1..capacity
+local capacity = tonumber(ARGV[2]) -- tokens the bucket holds
+local interval_us = tonumber(ARGV[3]) -- whole µs to refill one token
+local keep_us = tonumber(ARGV[4]) -- how long a runtime rate stays in force (0: not adaptive)
+local debit = ARGV[5] == '1' -- '0': only read (peek)
+
 local now = now_us()
-local r = tb_eval(KEYS[1], KEYS[2], tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[1]), now)
+local r = tb_eval(bucket_key, rate_key, capacity, interval_us, keep_us, cost, now)
 if r.allowed then
-  if ARGV[5] == '1' then tb_apply(r, now) end
+  if debit then tb_apply(r) end
   return { 1, 0, 0, r.remaining, r.reset_us, 0 }
 end
 return { 0, 1, r.retry_us, r.remaining, r.reset_us, r.retry_us }

@@ -1,13 +1,16 @@
 -- record_failure: counts one failed attempt for a failure-backoff key, after
 -- the handler has run (e.g. a wrong password).
--- KEYS[1]  the backoff key
--- ARGV[1]  base µs, ARGV[2] max µs, ARGV[3] free failures,
--- ARGV[4]  memory µs: failures are forgotten this long after the last one
+-- fragments: lib/failure_backoff
 -- Reply: the wait in µs the next attempt will face (integer).
 -- Complexity: O(1) time and memory. The first write is HSET (deny-OOM).
+local backoff_key = KEYS[1] -- the backoff: a hash { n = failures, t = µs of the last }
+local base_us = tonumber(ARGV[1]) -- the first wait, whole µs
+local max_us = tonumber(ARGV[2]) -- the longest wait, whole µs
+local free = tonumber(ARGV[3]) -- failures that cost no wait
+local memory_us = tonumber(ARGV[4]) -- failures are forgotten this long after the last one
+
 local now = now_us()
-local base_us, max_us, free, memory_us = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
-local failures = bo_read(KEYS[1], memory_us, now) + 1
-redis.call('HSET', KEYS[1], 'n', failures, 't', string.format('%d', now))
-redis.call('PEXPIRE', KEYS[1], key_ttl_ms(math.ceil(memory_us / 1000)))
-return math.ceil(bo_delay_us(failures, base_us, max_us, free))
+local failures = bo_read(backoff_key, memory_us, now) + 1
+redis.call('HSET', backoff_key, 'n', failures, 't', string.format('%d', now))
+redis.call('PEXPIRE', backoff_key, key_ttl_ms(math.ceil(memory_us / 1000)))
+return bo_delay_us(failures, base_us, max_us, free)

@@ -1,47 +1,53 @@
--- set_rate: changes a token bucket's refill rate at runtime, for every worker
--- at its next check (the rate lives in Redis beside the bucket).
--- KEYS[1]  the bucket (GCRA TAT), KEYS[2] its rate key (same hash slot),
---          holding "<tokens/s> <µs set>"
--- ARGV[1]  mode: 'set' (rate = amount), 'increase' (rate + amount, additive),
---          'decrease' (rate * amount, multiplicative, 0 < amount < 1)
--- ARGV[2]  amount; ARGV[3] min rate; ARGV[4] max rate (tokens per second)
--- ARGV[5]  the policy's rate, used when no runtime rate is set
--- ARGV[6]  µs the runtime rate stays in force after its last change
--- ARGV[7]  µs to pause the bucket for (a source's Retry-After), 0 for none
--- ARGV[8]  the bucket's capacity
--- Reply: the new rate (tokens per second) as a string.
--- The tokens the bucket holds are kept across the change: the bucket's debt
--- (TAT - now) is rescaled by old/new rate. Complexity: O(1) time and memory.
+-- set_rate: reads or changes a token bucket's refill rate at runtime, for
+-- every worker at its next check (the rate lives in Redis beside the bucket).
+-- fragments: lib/token_bucket
+-- Reply: the rate in force afterwards (tokens per second), as a string.
+-- The tokens the bucket holds are kept across a change: its debt is
+-- re-expressed at the new interval (tb_rescale). Complexity: O(1) time and memory.
+local bucket_key = KEYS[1] -- the bucket (its TAT)
+local rate_key = KEYS[2] -- its runtime rate "<tokens/s> <µs set>", same hash slot
+local change = ARGV[1] -- 'get' (read only), 'set', 'increase' (additive), 'decrease' (multiplicative)
+local amount = tonumber(ARGV[2]) -- set: the rate; increase: tokens/s added; decrease: the factor (0..1)
+local min_rate = tonumber(ARGV[3]) -- bounds of the runtime rate, tokens/s
+local max_rate = tonumber(ARGV[4])
+local policy_rate = tonumber(ARGV[5]) -- the policy's rate, tokens/s, in force when no runtime rate is
+local policy_interval_us = tonumber(ARGV[6]) -- the policy's whole µs per token
+local keep_us = tonumber(ARGV[7]) -- how long a runtime rate stays in force after its last change
+local pause_us = tonumber(ARGV[8]) -- no token for this long (a source's Retry-After), 0 for none
+local capacity = tonumber(ARGV[9]) -- the bucket's capacity
+
 local now = now_us()
-local mode, amount = ARGV[1], tonumber(ARGV[2])
-local min_rate, max_rate = tonumber(ARGV[3]), tonumber(ARGV[4])
-local keep_us = tonumber(ARGV[6])
-local old = tb_runtime_rate(KEYS[2], keep_us, now) or tonumber(ARGV[5])
+local tat, interval_in_force, runtime_rate, lapsed = tb_read(bucket_key, rate_key, policy_interval_us, keep_us, now)
+local old = runtime_rate or policy_rate
+if change == 'get' then return string.format('%.17g', old) end
+
 local rate
-if mode == 'set' then
+if change == 'set' then
   rate = amount
-elseif mode == 'increase' then
+elseif change == 'increase' then
   rate = old + amount
-elseif mode == 'decrease' then
+elseif change == 'decrease' then
   rate = old * amount
 else
-  return redis.error_reply('ERR rate limit: unknown rate change ' .. tostring(mode))
+  return redis.error_reply('ERR rate limit: unknown rate change ' .. tostring(change))
 end
 rate = math.max(min_rate, math.min(max_rate, rate))
-local rate_text = string.format('%.17g', rate)
-redis.call('SET', KEYS[2], rate_text .. ' ' .. string.format('%d', now), 'PX', key_ttl_ms(math.ceil(keep_us / 1000)))
-
-local interval = 1000000 / rate
-local tat = tonumber(redis.call('GET', KEYS[1])) or now
-if tat < now then tat = now end
-tat = now + (tat - now) * old / rate
-local pause = tonumber(ARGV[7])
-if pause > 0 then
-  -- no token until now + pause: admission needs tat + interval - now <= capacity * interval
-  tat = math.max(tat, now + pause + (tonumber(ARGV[8]) - 1) * interval)
+local interval = tb_interval_of(rate)
+local debt = tb_rescale(tat - now, interval_in_force, interval)
+if pause_us > 0 then
+  -- no token until now + pause: an admission needs debt + interval <= capacity * interval
+  debt = math.max(debt, pause_us + (capacity - 1) * interval)
 end
-if tat > now then
-  tat = math.ceil(tat)
-  redis.call('SET', KEYS[1], string.format('%d', tat), 'PX', key_ttl_ms(math.max(1, math.ceil((tat - now) / 1000))))
+
+local rate_text = string.format('%.17g', rate)
+-- The rate key outlives `keep` by as long as the bucket can owe at this rate,
+-- so a check after the lapse still finds it and folds the debt (tb_read).
+local rate_ttl_ms = math.ceil((keep_us + pause_us + capacity * interval) / 1000)
+redis.call('SET', rate_key, rate_text .. ' ' .. string.format('%d', now), 'PX', key_ttl_ms(rate_ttl_ms))
+if debt > 0 then
+  redis.call('SET', bucket_key, string.format('%d', now + debt), 'PX', key_ttl_ms(math.max(1, math.ceil(debt / 1000))))
+else
+  -- a full bucket: a TAT left from a lapsed rate must not be read at the new one
+  redis.call('DEL', bucket_key)
 end
 return rate_text

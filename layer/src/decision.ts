@@ -40,7 +40,12 @@ export interface Limited {
   readonly retryAfterMs: number;
 }
 
-export type DegradedReason = 'timeout' | 'unavailable' | 'out-of-memory' | 'redis-error';
+/**
+ * Why Redis could not decide: no answer in the budget, not reachable, refusing
+ * writes at maxmemory, an error reply, or a check the code or configuration got
+ * wrong (an unknown policy: decided by the failure mode, logged once).
+ */
+export type DegradedReason = 'timeout' | 'unavailable' | 'out-of-memory' | 'redis-error' | 'misconfigured';
 
 /** Redis could not decide; the policy's failure mode did. */
 export interface Degraded {

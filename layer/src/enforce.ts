@@ -1,12 +1,14 @@
 import type { Decision, LimitStatus } from './decision.ts';
-import type { CheckRequest, Limiter } from './limiter.ts';
+import { MisconfiguredCheckError } from './errors.ts';
+import type { CheckOptions, CheckRequest, Limiter } from './limiter.ts';
+import type { ResolvedLimit } from './lua-contract.ts';
 
 /**
  * What a consumer does with a check:
  * - `allowed`: go ahead;
  * - `limited`: refuse (HTTP 429) or, for an internal consumer, slow down for `retryAfterMs`;
  * - `shadow-limited`: a shadow policy would have refused; go ahead (counted);
- * - `degraded-open` / `degraded-closed`: Redis could not decide; the failure mode did.
+ * - `degraded-open` / `degraded-closed`: Redis (or the configuration) could not decide; the failure mode did.
  */
 export type Outcome = 'allowed' | 'limited' | 'shadow-limited' | 'degraded-open' | 'degraded-closed';
 
@@ -31,68 +33,101 @@ export interface RateLimitObserver {
   observe(verdict: Verdict): void;
 }
 
+export interface EnforceOptions extends CheckOptions {
+  readonly observer?: RateLimitObserver | undefined;
+}
+
 const statusOf = (decision: Decision | undefined): readonly LimitStatus[] =>
   decision && decision.outcome !== 'degraded' ? decision.limits : [];
 
-/**
- * Decides a request: its enforced policies in one all-or-nothing check, and
- * its shadow policies (being rolled out) in a second one that can never refuse
- * or block the first. For HTTP handlers the middleware maps the verdict to a
- * status; internal consumers (harvester, Mattermost listener) use it as is.
- */
-export async function enforce(
-  limiter: Limiter,
-  requests: readonly CheckRequest[],
-  observer?: RateLimitObserver,
-): Promise<Verdict> {
-  const started = performance.now();
-  const enforced: CheckRequest[] = [];
-  const shadow: CheckRequest[] = [];
-  for (const request of requests)
-    (limiter.policyFor(request.policy, request.key).shadow ? shadow : enforced).push(request);
-  const [decision, shadowDecision] = await Promise.all([
-    enforced.length > 0 ? limiter.checkAll(enforced) : undefined,
-    shadow.length > 0 ? limiter.checkAll(shadow) : undefined,
-  ]);
+function verdictOf(
+  decision: Decision | undefined,
+  shadowDecision: Decision | undefined,
+  firstPolicy: string,
+  latencyMs: number,
+): Verdict {
   const limits = [...statusOf(decision), ...statusOf(shadowDecision)];
   const deciding = (decision ?? shadowDecision) as Decision;
-  const latencyMs = performance.now() - started;
-  const firstPolicy = (enforced[0] ?? shadow[0] ?? requests[0])?.policy ?? '';
-  let verdict: Verdict;
-  if (decision?.outcome === 'degraded') {
-    verdict = {
-      outcome: decision.allowed ? 'degraded-open' : 'degraded-closed',
-      proceed: decision.allowed,
-      retryAfterMs: decision.retryAfterMs,
-      decision,
+  if (deciding.outcome === 'degraded' && decision !== undefined) {
+    const outcome = deciding.allowed ? 'degraded-open' : 'degraded-closed';
+    return {
+      outcome,
+      proceed: deciding.allowed,
+      retryAfterMs: deciding.retryAfterMs,
+      decision: deciding,
       limits,
       policy: firstPolicy,
       latencyMs,
     };
-  } else if (decision?.outcome === 'limited') {
-    verdict = {
-      outcome: 'limited',
-      proceed: false,
-      retryAfterMs: decision.retryAfterMs,
-      decision,
-      limits,
-      policy: decision.binding.policy,
-      latencyMs,
-    };
-  } else if (shadowDecision?.outcome === 'limited') {
-    verdict = {
-      outcome: 'shadow-limited',
-      proceed: true,
-      retryAfterMs: 0,
-      decision: deciding,
-      limits,
-      policy: shadowDecision.binding.policy,
-      latencyMs,
-    };
-  } else {
-    const policy = deciding.outcome === 'degraded' ? firstPolicy : deciding.binding.policy;
-    verdict = { outcome: 'allowed', proceed: true, retryAfterMs: 0, decision: deciding, limits, policy, latencyMs };
   }
-  observer?.observe(verdict);
+  if (decision?.outcome === 'limited') {
+    const { retryAfterMs, binding } = decision;
+    return { outcome: 'limited', proceed: false, retryAfterMs, decision, limits, policy: binding.policy, latencyMs };
+  }
+  if (shadowDecision?.outcome === 'limited') {
+    const policy = shadowDecision.binding.policy;
+    return { outcome: 'shadow-limited', proceed: true, retryAfterMs: 0, decision: deciding, limits, policy, latencyMs };
+  }
+  const policy = deciding.outcome === 'degraded' ? firstPolicy : deciding.binding.policy;
+  return { outcome: 'allowed', proceed: true, retryAfterMs: 0, decision: deciding, limits, policy, latencyMs };
+}
+
+/**
+ * Decides a request: its enforced policies in one all-or-nothing check, and
+ * its shadow policies (being rolled out) in a second one that can never refuse
+ * or block the first. Each policy is resolved once. For HTTP handlers the
+ * middleware maps the verdict to a status; internal consumers (harvester,
+ * Mattermost listener) use it as is.
+ *
+ * Throws InvalidCheckError when the request brought a bad key, cost or scope.
+ * A misconfigured check (unknown policy, mixed groups, no limits) is not
+ * thrown: it is reported once and decided by the failure mode.
+ */
+export async function enforce(
+  limiter: Limiter,
+  requests: readonly CheckRequest[],
+  options: EnforceOptions = {},
+): Promise<Verdict> {
+  const started = performance.now();
+  const firstPolicy = String(requests?.[0]?.policy ?? '');
+  let decision: Decision | undefined;
+  let shadowDecision: Decision | undefined;
+  try {
+    if (!Array.isArray(requests) || requests.length === 0)
+      throw new MisconfiguredCheckError('a check takes 1 to 16 limits');
+    const resolved = limiter.resolve(requests, options);
+    const enforced: ResolvedLimit[] = [];
+    const shadow: ResolvedLimit[] = [];
+    for (const limit of resolved) (limit.policy.shadow ? shadow : enforced).push(limit);
+    [decision, shadowDecision] = await Promise.all([
+      enforced.length > 0 ? limiter.decide(enforced) : undefined,
+      shadow.length > 0 ? limiter.decide(shadow) : undefined,
+    ]);
+  } catch (error) {
+    if (!(error instanceof MisconfiguredCheckError)) throw error;
+    return misconfiguredVerdict(limiter, requests, error, options, started);
+  }
+  const verdict = verdictOf(decision, shadowDecision, firstPolicy, performance.now() - started);
+  options.observer?.observe(verdict);
+  return verdict;
+}
+
+/**
+ * The verdict for a check the code or configuration got wrong (see
+ * Limiter.misconfigured): by the failure mode of the known policies, observed
+ * like any other. For callers that find the problem before `enforce` can
+ * (a key extractor without its secret).
+ */
+export function misconfiguredVerdict(
+  limiter: Limiter,
+  requests: readonly CheckRequest[],
+  error: MisconfiguredCheckError,
+  options: EnforceOptions = {},
+  started = performance.now(),
+): Verdict {
+  const decision = limiter.misconfigured(requests, error);
+  const firstPolicy = String(requests?.[0]?.policy ?? '');
+  const verdict = verdictOf(decision, undefined, firstPolicy, performance.now() - started);
+  options.observer?.observe(verdict);
   return verdict;
 }

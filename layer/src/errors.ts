@@ -22,7 +22,30 @@ export class InvalidPolicyError extends RateLimitError {
   }
 }
 
-/** A check asked with a bad key, cost or policy name: nothing was sent to Redis. */
+/**
+ * A check asked with a bad key, cost or scope: what the request brought is
+ * wrong (an HTTP caller gets a 400). Nothing was sent to Redis.
+ */
 export class InvalidCheckError extends RateLimitError {
   override name = 'InvalidCheckError';
+}
+
+/**
+ * A check the code or configuration got wrong, whatever the request: an
+ * unknown policy, limits of different groups together, a grouped policy
+ * without a scope, too many limits. The middleware logs it once and answers
+ * by the failure mode. Nothing was sent to Redis.
+ */
+export class MisconfiguredCheckError extends InvalidCheckError {
+  override name = 'MisconfiguredCheckError';
+}
+
+/** An environment setting that cannot be used: a clear error at startup, never a silent default. */
+export class InvalidSettingError extends RateLimitError {
+  override name = 'InvalidSettingError';
+  readonly setting: string;
+  constructor(setting: string, reason: string) {
+    super(`invalid setting ${setting}: ${reason}`);
+    this.setting = setting;
+  }
 }

@@ -7,12 +7,26 @@ import type { CompiledPolicy } from './policy.ts';
 import { productionScripts } from './scripts.ts';
 
 export type { Allowed, Decision, Degraded, DegradedReason, Limited, LimitStatus } from './decision.ts';
-export { type Duration, parseDuration, toMs } from './duration.ts';
-export { enforce, type Outcome, type RateLimitObserver, type Verdict } from './enforce.ts';
-export { InvalidCheckError, InvalidPolicyError, RateLimitError } from './errors.ts';
+export { type Duration, parseDuration, parseDurationUs, toMs, toUs } from './duration.ts';
+export {
+  type EnforceOptions,
+  enforce,
+  misconfiguredVerdict,
+  type Outcome,
+  type RateLimitObserver,
+  type Verdict,
+} from './enforce.ts';
+export {
+  InvalidCheckError,
+  InvalidPolicyError,
+  InvalidSettingError,
+  MisconfiguredCheckError,
+  RateLimitError,
+} from './errors.ts';
 export { DEFAULT_FAILURE_MODE, type FailureMode } from './failure-mode.ts';
 export { counterKey, rateKey } from './keys.ts';
 export type {
+  CheckOptions,
   CheckRequest,
   DegradedEvent,
   Limiter,
@@ -22,21 +36,23 @@ export type {
   RateChangeOutcome,
   RecordFailureOutcome,
 } from './limiter.ts';
+export type { ResolvedLimit } from './lua-contract.ts';
 export {
+  type CompiledFailureBackoff,
   type CompiledPolicy,
+  type CompiledSlidingWindow,
+  type CompiledTokenBucket,
   compilePolicies,
   compilePolicy,
   type FailureBackoffPolicy,
+  intervalOfRate,
+  POLICY_BOUNDS,
   type PolicyConfig,
   type SlidingWindowPolicy,
   type TokenBucketPolicy,
 } from './policy.ts';
-export {
-  createRedisClient,
-  type RedisSettings,
-  redisSettingsFromEnv,
-  sharedRedis,
-} from './redis-connection.ts';
+export { createRedisClient, type RedisSettings, sharedRedis } from './redis-connection.ts';
+export { type LayerSettings, readSettings } from './settings.ts';
 
 /** Resolves policies from a fixed catalogue (no overrides). */
 export function staticPolicies(catalogue: ReadonlyMap<string, CompiledPolicy>) {

@@ -1,4 +1,4 @@
-import { InvalidCheckError } from './errors.ts';
+import { InvalidCheckError, MisconfiguredCheckError } from './errors.ts';
 import type { CompiledPolicy } from './policy.ts';
 
 /**
@@ -7,9 +7,13 @@ import type { CompiledPolicy } from './policy.ts';
  *
  * - an ungrouped policy: the tag is the whole counter, `rl:{<policy>:<key>}`,
  *   so keys spread evenly over the cluster;
- * - a grouped policy: the tag is the group, `rl:{<group>}:<policy>:<key>`, so
- *   every key of every policy in the group can be decided in one script. The
- *   price: one group's traffic is served by one shard.
+ * - a grouped policy (decided all-or-nothing with others of its group): the
+ *   tag is the group and the check's **scope**, `rl:{<group>:<scope>}:<policy>:<key>`.
+ *   The scope is the key of the coarsest dimension of the check (a workspace,
+ *   a bot, an IP), so a group's traffic spreads over the cluster by scope
+ *   instead of landing on one shard. Every check of a grouped policy must name
+ *   the same scope for the same counter, or it counts in two places: derive it
+ *   from the request, never choose it per call site.
  *
  * A key part is an identifier the consumer already made safe: an IP, or a hash
  * of an API key or an email (see the key extractors). Braces are refused, since
@@ -17,17 +21,23 @@ import type { CompiledPolicy } from './policy.ts';
  */
 const KEY_PART = /^[A-Za-z0-9._:/+=-]{1,200}$/;
 
-export function assertKeyPart(key: string): void {
+export function assertKeyPart(key: string, what = 'key'): void {
   if (typeof key !== 'string' || !KEY_PART.test(key)) {
     throw new InvalidCheckError(
-      'a rate-limit key must be 1-200 characters of letters, digits and . _ : / + = - (hash secrets and emails first)',
+      `a rate-limit ${what} must be 1-200 characters of letters, digits and . _ : / + = - (hash secrets and emails first)`,
     );
   }
 }
 
-/** The counter of one policy for one key. */
-export function counterKey(policy: CompiledPolicy, key: string): string {
-  return policy.group === undefined ? `rl:{${policy.name}:${key}}` : `rl:{${policy.group}}:${policy.name}:${key}`;
+/** The counter of one policy for one key; `scope` is the hash tag of a grouped policy's check. */
+export function counterKey(policy: CompiledPolicy, key: string, scope?: string): string {
+  if (policy.group === undefined) return `rl:{${policy.name}:${key}}`;
+  if (scope === undefined) {
+    throw new MisconfiguredCheckError(
+      `policy "${policy.name}" is in group "${policy.group}": its check must name a scope (the hash tag)`,
+    );
+  }
+  return `rl:{${policy.group}:${scope}}:${policy.name}:${key}`;
 }
 
 /** A token bucket's runtime rate: beside its counter, in the same slot. */

@@ -1,20 +1,43 @@
-import type { Allowed, Decision, Degraded, DegradedReason, Limited, LimitStatus } from './decision.ts';
-import { toMs } from './duration.ts';
-import { InvalidCheckError } from './errors.ts';
-import { combinedFailureMode, type FailureMode } from './failure-mode.ts';
-import { assertKeyPart, counterKey, rateKey } from './keys.ts';
-import type { CompiledPolicy } from './policy.ts';
-import { resetConnection, whenReady } from './redis-connection.ts';
+import * as v from 'valibot';
+import { BlockCache } from './block-cache.ts';
+import { type DeadlineGuard, DeadlineGuard as Guard, type Guarded } from './deadline.ts';
+import type { Decision, Degraded, DegradedReason } from './decision.ts';
+import { InvalidCheckError, MisconfiguredCheckError } from './errors.ts';
+import { combinedFailureMode, DEFAULT_FAILURE_MODE, type FailureMode } from './failure-mode.ts';
+import { assertKeyPart, counterKey } from './keys.ts';
+import {
+  checkCall,
+  parseCheckReply,
+  parseRateReply,
+  parseRecordFailureReply,
+  type RateCommand,
+  type ResolvedLimit,
+  recordFailureCall,
+  type ScriptCall,
+  setRateCall,
+} from './lua-contract.ts';
+import { type CompiledPolicy, type CompiledTokenBucket, POLICY_BOUNDS, type Strategy } from './policy.ts';
+import { ioredisConnection } from './redis-connection.ts';
 import { type RedisClient, runScript } from './run-script.ts';
-import type { LuaScript, ScriptSet } from './scripts.ts';
+import type { ScriptSet } from './scripts.ts';
 
 /** One limit to check: which policy, for which key, at what cost. */
 export interface CheckRequest {
   readonly policy: string;
   /** Already safe: an IP, or a hash of a secret (see the key extractors). */
   readonly key: string;
-  /** Tokens or events this request takes. @default 1 */
+  /** Tokens or events this request takes, a whole number from 1 to the policy's maxCost. @default 1 */
   readonly cost?: number;
+}
+
+/** How a check's keys are placed. */
+export interface CheckOptions {
+  /**
+   * The hash tag of a grouped check: the key of its coarsest dimension (a
+   * workspace, a bot, an IP). Required when the policies have a `group`;
+   * ignored for an ungrouped policy, whose key is its own tag (see keys.ts).
+   */
+  readonly scope?: string;
 }
 
 /** Finds the policy in force for a key (overrides are the resolver's business). */
@@ -24,7 +47,7 @@ export interface PolicyResolver {
 
 /** A limiter operation Redis could not carry out; the failure mode decided. */
 export interface DegradedEvent {
-  readonly operation: 'check' | 'recordFailure' | 'clearFailures' | 'changeRate';
+  readonly operation: 'check' | 'recordFailure' | 'clearFailures' | 'changeRate' | 'currentRate';
   readonly policies: readonly string[];
   readonly reason: DegradedReason;
   readonly failureMode: FailureMode;
@@ -50,6 +73,7 @@ export type RecordFailureOutcome =
   | { readonly recorded: true; readonly nextWaitMs: number }
   | { readonly recorded: false; readonly reason: DegradedReason };
 
+/** A runtime rate change: exactly one of these shapes (anything else is an InvalidCheckError). */
 export type RateChange =
   | { readonly set: number }
   | { readonly increase: true }
@@ -65,32 +89,39 @@ export interface LimiterInternals {
   readonly timeArgs: () => readonly string[];
 }
 
+const DEFAULTS = { degradedRetryAfterMs: 1000, maxAbandonedCommands: 1000 } as const;
 const MAX_LIMITS_PER_CHECK = 16;
-/** Bound of the block cache per container; the oldest entry goes first. */
-const MAX_BLOCKED_KEYS = 10_000;
-const DEADLINE = Symbol('deadline');
+
+const rateChangeSchema = v.union([
+  v.strictObject({ set: v.pipe(v.number(), v.finite(), v.gtValue(0)) }),
+  v.strictObject({ increase: v.literal(true) }),
+  v.strictObject({
+    decrease: v.literal(true),
+    pauseMs: v.optional(v.pipe(v.number(), v.finite(), v.minValue(0), v.maxValue(POLICY_BOUNDS.maxPauseUs / 1000))),
+  }),
+]);
 
 function logDegraded(event: DegradedEvent): void {
   console.warn(JSON.stringify({ level: 'WARN', message: 'rate limiter degraded', ...event }));
 }
 
-function usToMs(us: number): number {
-  return us > 0 ? Math.ceil(us / 1000) : 0;
+function commandOf(change: RateChange): RateCommand {
+  if (!v.is(rateChangeSchema, change)) {
+    throw new InvalidCheckError(
+      `a rate change is exactly one of { set: <tokens/s above 0> }, { increase: true }, { decrease: true, pauseMs?: 0..${POLICY_BOUNDS.maxPauseUs / 1000} }`,
+    );
+  }
+  if ('set' in change) return { kind: 'set', rate: change.set };
+  if ('increase' in change) return { kind: 'increase' };
+  return { kind: 'decrease', pauseUs: Math.round((change.pauseMs ?? 0) * 1000) };
 }
 
-function classify(error: unknown): DegradedReason {
-  if (error === DEADLINE) return 'timeout';
-  const message = error instanceof Error ? error.message : String(error);
-  if (message.startsWith('OOM')) return 'out-of-memory';
-  if (/timed out/i.test(message)) return 'timeout';
-  if (/^(LOADING|CLUSTERDOWN|MASTERDOWN|READONLY|TRYAGAIN)\b/.test(message)) return 'unavailable';
-  // a script error, a key of another type, or a reply this code cannot read
-  if (error instanceof Error && (error.name === 'ReplyError' || error instanceof TypeError)) return 'redis-error';
-  return 'unavailable';
-}
-
-type RunResult<T = unknown> = { ok: true; reply: T } | { ok: false; reason: DegradedReason };
-
+/**
+ * The limiter: checks limits atomically in Redis and answers with a
+ * `Decision` value. Its parts live apart: the script contract in
+ * lua-contract.ts, the hard deadline in deadline.ts, the block cache in
+ * block-cache.ts; this class resolves requests and puts them together.
+ */
 export class Limiter {
   readonly #redis: RedisClient;
   readonly #policies: PolicyResolver;
@@ -98,60 +129,96 @@ export class Limiter {
   readonly #timeArgs: () => readonly string[];
   readonly #degradedRetryAfterMs: number;
   readonly #onDegraded: (event: DegradedEvent) => void;
-  readonly #maxAbandoned: number;
-  #abandoned = 0;
-  /** Block cache: `<counter key>|<policy version>` → refused until (local ms). */
-  readonly #blocked = new Map<string, number>();
+  readonly #guard: DeadlineGuard;
+  readonly #blocks = new BlockCache();
+  readonly #reportedMisconfigurations = new Set<string>();
 
   constructor(options: LimiterOptions, internals: LimiterInternals) {
-    this.#redis = options.redis;
-    this.#policies = options.policies;
+    const settings = { ...DEFAULTS, ...options };
+    this.#redis = settings.redis;
+    this.#policies = settings.policies;
     this.#scripts = internals.scripts;
     this.#timeArgs = internals.timeArgs;
-    this.#degradedRetryAfterMs = options.degradedRetryAfterMs ?? 1000;
-    this.#onDegraded = options.onDegraded ?? logDegraded;
-    this.#maxAbandoned = options.maxAbandonedCommands ?? 1000;
+    this.#degradedRetryAfterMs = settings.degradedRetryAfterMs;
+    this.#onDegraded = settings.onDegraded ?? logDegraded;
+    this.#guard = new Guard(ioredisConnection(settings.redis), settings.maxAbandonedCommands);
   }
 
   /** Checks one limit and debits it when admitted. */
-  check(request: CheckRequest): Promise<Decision> {
-    return this.checkAll([request]);
+  check(request: CheckRequest, options?: CheckOptions): Promise<Decision> {
+    return this.checkAll([request], options);
   }
 
   /**
    * Checks several limits in one round trip, all-or-nothing: either every one
    * admits and all are debited, or nothing is debited and the decision names
-   * the limit with the longest wait. Their policies must share a group.
+   * the limit with the longest wait. Their policies must share a group, and
+   * the check names its scope.
    */
-  checkAll(requests: readonly CheckRequest[]): Promise<Decision> {
-    return this.#decide(requests, true);
+  async checkAll(requests: readonly CheckRequest[], options?: CheckOptions): Promise<Decision> {
+    return this.decide(this.resolve(requests, options), true);
   }
 
   /** The decision a check would get now, without debiting anything. */
-  peek(requests: readonly CheckRequest[]): Promise<Decision> {
-    return this.#decide(requests, false);
+  async peek(requests: readonly CheckRequest[], options?: CheckOptions): Promise<Decision> {
+    return this.decide(this.resolve(requests, options), false);
+  }
+
+  /**
+   * Each request with its policy, counter key and cost, validated. Throws
+   * InvalidCheckError for what the request brought (key, cost, scope) and
+   * MisconfiguredCheckError for what the code got wrong (unknown policy, no
+   * scope for a grouped policy).
+   */
+  resolve(requests: readonly CheckRequest[], options: CheckOptions = {}): ResolvedLimit[] {
+    if (!Array.isArray(requests)) throw new MisconfiguredCheckError('a check takes a list of limits');
+    if (options.scope !== undefined) assertKeyPart(options.scope, 'scope');
+    return requests.map((request) => {
+      const policy = this.#policy(request?.policy, request?.key);
+      const cost = request.cost ?? 1;
+      if (!Number.isInteger(cost) || cost < 1 || cost > policy.maxCost) {
+        throw new InvalidCheckError(
+          `cost must be a whole number from 1 to ${policy.maxCost} for policy "${policy.name}"`,
+        );
+      }
+      return { policy, key: request.key, counter: counterKey(policy, request.key, options.scope), cost };
+    });
+  }
+
+  /**
+   * Decides resolved limits in one script: debits them when all admit and
+   * `debit` is set. Throws MisconfiguredCheckError when they cannot be decided
+   * together (none, too many, different groups, one counter twice).
+   */
+  async decide(limits: readonly ResolvedLimit[], debit = true): Promise<Decision> {
+    if (limits.length === 0 || limits.length > MAX_LIMITS_PER_CHECK) {
+      throw new MisconfiguredCheckError(`a check takes 1 to ${MAX_LIMITS_PER_CHECK} limits`);
+    }
+    if (limits.length > 1) assertOneSlot(limits);
+    const policies = limits.map((l) => l.policy);
+    const blocked = this.#blocks.refusal(limits);
+    if (blocked) return blocked;
+    const result = await this.#run('check', policies, checkCall(limits, debit), (reply) =>
+      parseCheckReply(policies, reply),
+    );
+    if (!result.ok) return this.#degradedDecision(policies, result.reason);
+    if (result.reply.outcome === 'limited') this.#blocks.remember(limits, result.reply);
+    return result.reply;
   }
 
   /** Counts a failed attempt for a failure-backoff policy (after the handler ran). */
-  async recordFailure(policyName: string, key: string): Promise<RecordFailureOutcome> {
+  async recordFailure(policyName: string, key: string, options: CheckOptions = {}): Promise<RecordFailureOutcome> {
     const policy = this.#policy(policyName, key, 'failureBackoff');
-    const [, base, max, free, memory] = policy.lua;
-    const result = await this.#run(
-      'recordFailure',
-      [policy],
-      this.#scripts.recordFailure,
-      [counterKey(policy, key)],
-      [base, max, free, memory],
-    );
-    return result.ok
-      ? { recorded: true, nextWaitMs: usToMs(Number(result.reply)) }
-      : { recorded: false, reason: result.reason };
+    const call = recordFailureCall(policy, counterKey(policy, key, options.scope));
+    const result = await this.#run('recordFailure', [policy], call, parseRecordFailureReply);
+    return result.ok ? { recorded: true, nextWaitMs: result.reply } : { recorded: false, reason: result.reason };
   }
 
   /** Forgets the failures of a key (after a success). */
-  async clearFailures(policyName: string, key: string): Promise<boolean> {
+  async clearFailures(policyName: string, key: string, options: CheckOptions = {}): Promise<boolean> {
     const policy = this.#policy(policyName, key, 'failureBackoff');
-    const result = await this.#within('clearFailures', [policy], (redis) => redis.del(counterKey(policy, key)));
+    const counter = counterKey(policy, key, options.scope);
+    const result = await this.#within('clearFailures', [policy], () => this.#redis.del(counter));
     return result.ok;
   }
 
@@ -159,195 +226,80 @@ export class Limiter {
    * Changes an adaptive token bucket's rate for every worker at its next
    * check: set outright, or an AIMD step (additive increase, multiplicative
    * decrease), clamped to the policy's adaptive min/max. A decrease may also
-   * pause the bucket (a source's Retry-After).
+   * pause the bucket (a source's Retry-After). The tokens held are kept.
    */
-  async changeRate(policyName: string, key: string, change: RateChange): Promise<RateChangeOutcome> {
+  async changeRate(
+    policyName: string,
+    key: string,
+    change: RateChange,
+    options: CheckOptions = {},
+  ): Promise<RateChangeOutcome> {
     const policy = this.#policy(policyName, key, 'tokenBucket');
-    const adaptive = policy.adaptive;
-    if (!adaptive) throw new InvalidCheckError(`policy "${policyName}" has no adaptive rate`);
-    let mode: string;
-    let amount: number;
-    let pauseMs = 0;
-    if ('set' in change) {
-      if (!(Number.isFinite(change.set) && change.set > 0)) throw new InvalidCheckError('a rate must be above 0');
-      mode = 'set';
-      amount = change.set;
-    } else if ('increase' in change) {
-      mode = 'increase';
-      amount = adaptive.increaseBy;
-    } else {
-      mode = 'decrease';
-      amount = adaptive.decreaseFactor;
-      pauseMs = change.pauseMs ?? 0;
-      if (!(Number.isFinite(pauseMs) && pauseMs >= 0)) throw new InvalidCheckError('a pause must be 0 ms or more');
+    if (!policy.adaptive) throw new MisconfiguredCheckError(`policy "${policyName}" has no adaptive rate`);
+    const call = setRateCall(policy, counterKey(policy, key, options.scope), commandOf(change));
+    const result = await this.#run('changeRate', [policy], call, parseRateReply);
+    return result.ok ? { changed: true, ratePerSecond: result.reply } : { changed: false, reason: result.reason };
+  }
+
+  /** The refill rate in force for a key (its runtime rate, or the policy's once lapsed), or undefined when Redis cannot tell. */
+  async currentRate(policyName: string, key: string, options: CheckOptions = {}): Promise<number | undefined> {
+    const policy = this.#policy(policyName, key, 'tokenBucket');
+    if (!policy.adaptive) return policy.ratePerSecond;
+    const call = setRateCall(policy, counterKey(policy, key, options.scope), { kind: 'get' });
+    const result = await this.#run('currentRate', [policy], call, parseRateReply);
+    return result.ok ? result.reply : undefined;
+  }
+
+  /**
+   * The answer to a check the code or configuration got wrong: decided by the
+   * failure mode of the policies that are known (closed when none is), and
+   * reported to `onDegraded` once per distinct problem, not per request.
+   */
+  misconfigured(requests: readonly CheckRequest[], error: MisconfiguredCheckError): Degraded {
+    const known = (Array.isArray(requests) ? requests : []).flatMap((r) => {
+      const policy = typeof r?.policy === 'string' ? this.#policies.resolve(r.policy, String(r.key)) : undefined;
+      return policy ? [policy] : [];
+    });
+    if (!this.#reportedMisconfigurations.has(error.message)) {
+      if (this.#reportedMisconfigurations.size >= 100) this.#reportedMisconfigurations.clear();
+      this.#reportedMisconfigurations.add(error.message);
+      this.#onDegraded({
+        operation: 'check',
+        policies: known.map((p) => p.name),
+        reason: 'misconfigured',
+        failureMode: known.length ? combinedFailureMode(known.map((p) => p.failureMode)) : DEFAULT_FAILURE_MODE,
+        detail: error.message,
+      });
     }
-    const counter = counterKey(policy, key);
-    const result = await this.#run(
-      'changeRate',
-      [policy],
-      this.#scripts.setRate,
-      [counter, rateKey(counter)],
-      [
-        mode,
-        String(amount),
-        String(adaptive.min),
-        String(adaptive.max),
-        String(policy.ratePerSecond),
-        String(toMs(adaptive.keep) * 1000),
-        String(Math.round(pauseMs * 1000)),
-        String(policy.limit),
-      ],
-    );
-    return result.ok
-      ? { changed: true, ratePerSecond: Number(result.reply) }
-      : { changed: false, reason: result.reason };
+    return this.#degradedDecision(known, 'misconfigured');
   }
 
-  /** The refill rate in force for a key: its runtime rate, or the policy's. */
-  async currentRate(policyName: string, key: string): Promise<number | undefined> {
-    const policy = this.#policy(policyName, key, 'tokenBucket');
-    const result = await this.#within('changeRate', [policy], (redis) => redis.get(rateKey(counterKey(policy, key))));
-    if (!result.ok) return undefined;
-    // "<rate> <µs set>"; staleness is the check's business, this reports what is stored
-    return result.reply === null ? policy.ratePerSecond : Number(String(result.reply).split(' ')[0]);
-  }
-
-  /** The policy in force for a key (overrides applied); throws InvalidCheckError for an unknown one. */
+  /** The policy in force for a key (overrides applied); throws MisconfiguredCheckError for an unknown one. */
   policyFor(name: string, key: string): CompiledPolicy {
     return this.#policy(name, key);
   }
 
-  #policy(name: string, key: string, strategy?: CompiledPolicy['strategy']): CompiledPolicy {
+  #policy(name: string, key: string): CompiledPolicy;
+  #policy(name: string, key: string, strategy: 'tokenBucket'): CompiledTokenBucket;
+  #policy(
+    name: string,
+    key: string,
+    strategy: 'failureBackoff',
+  ): Extract<CompiledPolicy, { strategy: 'failureBackoff' }>;
+  #policy(name: string, key: string, strategy?: Strategy): CompiledPolicy {
     assertKeyPart(key);
-    const policy = this.#policies.resolve(name, key);
-    if (!policy) throw new InvalidCheckError(`unknown rate-limit policy "${name}"`);
+    const policy = typeof name === 'string' ? this.#policies.resolve(name, key) : undefined;
+    if (!policy) throw new MisconfiguredCheckError(`unknown rate-limit policy "${String(name)}"`);
     if (strategy && policy.strategy !== strategy) {
-      throw new InvalidCheckError(`policy "${name}" is a ${policy.strategy}, not a ${strategy}`);
+      throw new MisconfiguredCheckError(`policy "${name}" is a ${policy.strategy}, not a ${strategy}`);
     }
     return policy;
   }
 
-  async #decide(requests: readonly CheckRequest[], debit: boolean): Promise<Decision> {
-    const count = requests.length;
-    if (count === 0 || count > MAX_LIMITS_PER_CHECK) {
-      throw new InvalidCheckError(`a check takes 1 to ${MAX_LIMITS_PER_CHECK} limits`);
-    }
-    if (count === 1) return this.#decideOne(requests[0] as CheckRequest, debit);
-    const policies = requests.map((r) => this.#policy(r.policy, r.key));
-    const group = policies[0]?.group;
-    if (group === undefined || policies.some((p) => p.group !== group)) {
-      throw new InvalidCheckError(
-        `limits checked together must share a policy group (one hash slot): ${policies.map((p) => `${p.name}:${p.group ?? '-'}`).join(', ')}`,
-      );
-    }
-    return this.#decideGeneric(requests, policies, debit);
-  }
-
-  /** One limit: the strategy's own script when it has one (the common, fast case). */
-  #decideOne(request: CheckRequest, debit: boolean): Promise<Decision> {
-    const policy = this.#policy(request.policy, request.key);
-    const cost = costOf(policy, request.cost);
-    const counter = counterKey(policy, request.key);
-    const [code, p1, p2, p3] = policy.lua;
-    const flag = debit ? '1' : '0';
-    if (code === 'tb') {
-      const keys = policy.adaptive ? [counter, rateKey(counter)] : [counter];
-      return this.#check([policy], this.#scripts.checkTokenBucket, keys, [cost, p1, p2, p3, flag]);
-    }
-    if (code === 'sw') return this.#check([policy], this.#scripts.checkSlidingWindow, [counter], [cost, p1, p2, flag]);
-    return this.#decideGeneric([request], [policy], debit);
-  }
-
-  /** Any limits of one group in the generic script (see lua/check.lua for the layout). */
-  #decideGeneric(
-    requests: readonly CheckRequest[],
-    policies: readonly CompiledPolicy[],
-    debit: boolean,
-  ): Promise<Decision> {
-    const keys: string[] = [];
-    const rateKeys: string[] = [];
-    const args: string[] = [String(requests.length), debit ? '1' : '0'];
-    requests.forEach((request, i) => {
-      const policy = policies[i] as CompiledPolicy;
-      const cost = costOf(policy, request.cost);
-      const counter = counterKey(policy, request.key);
-      if (keys.includes(counter)) throw new InvalidCheckError(`policy "${policy.name}" is checked twice for one key`);
-      keys.push(counter);
-      let rateIndex = 0;
-      if (policy.adaptive) {
-        rateKeys.push(rateKey(counter));
-        rateIndex = requests.length + rateKeys.length;
-      }
-      const [code, p1, p2, p3, p4] = policy.lua;
-      args.push(code, cost, p1, p2, p3, p4, String(rateIndex));
-    });
-    return this.#check(policies, this.#scripts.check, rateKeys.length ? [...keys, ...rateKeys] : keys, args);
-  }
-
-  #check(
-    policies: readonly CompiledPolicy[],
-    script: LuaScript,
-    keys: readonly string[],
-    args: readonly string[],
-  ): Promise<Decision> {
-    const cached = this.#blocked.size > 0 ? this.#blockedDecision(policies, keys) : undefined;
-    if (cached) return Promise.resolve(cached);
-    return this.#run('check', policies, script, keys, args, (reply) => toDecision(policies, reply)).then((result) => {
-      if (!result.ok) return this.#degradedDecision(policies, result.reason);
-      if (result.reply.outcome === 'limited') this.#rememberBlocked(policies, keys, result.reply);
-      return result.reply;
-    });
-  }
-
-  /** A limited decision from the block cache, when a limit of the check is known to refuse now. */
-  #blockedDecision(policies: readonly CompiledPolicy[], keys: readonly string[]): Limited | undefined {
-    const now = Date.now();
-    for (let i = 0; i < policies.length; i++) {
-      const policy = policies[i] as CompiledPolicy;
-      if (!policy.blockCache) continue;
-      const cacheKey = `${keys[i]}|${policy.version}`;
-      const until = this.#blocked.get(cacheKey);
-      if (until === undefined) continue;
-      if (until <= now) {
-        this.#blocked.delete(cacheKey);
-        continue;
-      }
-      const binding: LimitStatus = {
-        policy: policy.name,
-        strategy: policy.strategy,
-        limit: policy.limit,
-        remaining: 0,
-        retryAfterMs: until - now,
-        resetAfterMs: until - now,
-        windowSeconds: policy.windowSeconds,
-      };
-      return {
-        outcome: 'limited',
-        allowed: false,
-        degraded: false,
-        binding,
-        limits: [binding],
-        retryAfterMs: until - now,
-      };
-    }
-    return undefined;
-  }
-
-  #rememberBlocked(policies: readonly CompiledPolicy[], keys: readonly string[], decision: Limited): void {
-    const now = Date.now();
-    decision.limits.forEach((limit, i) => {
-      const policy = policies[i] as CompiledPolicy;
-      if (!policy.blockCache || limit.retryAfterMs <= 0) return;
-      if (this.#blocked.size >= MAX_BLOCKED_KEYS) {
-        const oldest = this.#blocked.keys().next().value;
-        if (oldest !== undefined) this.#blocked.delete(oldest);
-      }
-      this.#blocked.set(`${keys[i]}|${policy.version}`, now + limit.retryAfterMs);
-    });
-  }
-
   #degradedDecision(policies: readonly CompiledPolicy[], reason: DegradedReason): Degraded {
-    const failureMode = combinedFailureMode(policies.map((p) => p.failureMode));
+    const failureMode = policies.length
+      ? combinedFailureMode(policies.map((p) => p.failureMode))
+      : DEFAULT_FAILURE_MODE;
     const allowed = failureMode === 'open';
     return {
       outcome: 'degraded',
@@ -359,116 +311,47 @@ export class Limiter {
     };
   }
 
-  #run<T = unknown>(
+  #run<T>(
     operation: DegradedEvent['operation'],
     policies: readonly CompiledPolicy[],
-    script: LuaScript,
-    keys: readonly string[],
-    args: readonly string[],
-    parse: (reply: unknown) => T = (reply) => reply as T,
-  ): Promise<RunResult<T>> {
+    call: ScriptCall,
+    parse: (reply: unknown) => T,
+  ): Promise<Guarded<T>> {
     const timeArgs = this.#timeArgs();
-    const allArgs = timeArgs.length === 0 ? args : [...args, ...timeArgs];
-    return this.#within(operation, policies, (redis) => runScript(redis, script, keys, allArgs).then(parse));
+    const args = timeArgs.length === 0 ? call.args : [...call.args, ...timeArgs];
+    const script = this.#scripts[call.script];
+    return this.#within(operation, policies, () => runScript(this.#redis, script, call.keys, args).then(parse));
   }
 
-  /**
-   * Runs one Redis operation under the tightest time budget of the policies
-   * involved. Whatever happens (dead, stalled, OOM), it settles by then: one
-   * promise and one timer per operation, the whole cost of the guarantee.
-   */
-  #within<T>(
+  /** One Redis operation under the tightest time budget of the policies involved. */
+  async #within<T>(
     operation: DegradedEvent['operation'],
     policies: readonly CompiledPolicy[],
-    work: (redis: RedisClient) => Promise<T>,
-  ): Promise<RunResult<T>> {
-    let budgetMs = (policies[0] as CompiledPolicy).timeBudgetMs;
-    for (const p of policies) budgetMs = Math.min(budgetMs, p.timeBudgetMs);
-    const redis = this.#redis;
-    return new Promise((resolve) => {
-      let settled = false;
-      const fail = (error: unknown) => resolve(this.#failed(operation, policies, error, budgetMs));
-      const timer = setTimeout(() => {
-        settled = true;
-        this.#abandon();
-        fail(DEADLINE);
-      }, budgetMs);
-      const attempt = redis.status === 'ready' ? work(redis) : whenReady(redis).then(() => work(redis));
-      attempt.then(
-        (reply) => {
-          if (settled) return this.#abandoned--;
-          settled = true;
-          clearTimeout(timer);
-          resolve({ ok: true, reply });
-        },
-        (error: unknown) => {
-          if (settled) return this.#abandoned--;
-          settled = true;
-          clearTimeout(timer);
-          fail(error);
-        },
-      );
-    });
-  }
-
-  /**
-   * A command past its deadline stays queued in the client until Redis answers
-   * it. A server stalled for long would let them pile up, so past a bound the
-   * connection is reset: queued commands are rejected, and it reconnects.
-   */
-  #abandon(): void {
-    this.#abandoned++;
-    if (this.#abandoned > this.#maxAbandoned) {
-      this.#abandoned = 0;
-      resetConnection(this.#redis);
+    work: () => Promise<T>,
+  ): Promise<Guarded<T>> {
+    const budgetMs = Math.min(...policies.map((p) => p.timeBudgetMs));
+    const result = await this.#guard.within(budgetMs, work);
+    if (!result.ok) {
+      this.#onDegraded({
+        operation,
+        policies: policies.map((p) => p.name),
+        reason: result.reason,
+        failureMode: combinedFailureMode(policies.map((p) => p.failureMode)),
+        detail: result.detail,
+      });
     }
-  }
-
-  #failed(
-    operation: DegradedEvent['operation'],
-    policies: readonly CompiledPolicy[],
-    error: unknown,
-    budgetMs: number,
-  ): RunResult<never> {
-    const reason = classify(error);
-    this.#onDegraded({
-      operation,
-      policies: policies.map((p) => p.name),
-      reason,
-      failureMode: combinedFailureMode(policies.map((p) => p.failureMode)),
-      detail:
-        error === DEADLINE ? `no answer within ${budgetMs} ms` : error instanceof Error ? error.message : String(error),
-    });
-    return { ok: false, reason };
+    return result;
   }
 }
 
-/** The cost of a request, checked against its policy, as the scripts take it. */
-function costOf(policy: CompiledPolicy, cost = 1): string {
-  if (!Number.isInteger(cost) || cost < 1 || cost > policy.limit) {
-    throw new InvalidCheckError(`cost must be a whole number from 1 to ${policy.limit} for policy "${policy.name}"`);
+/** Limits decided in one script share one hash slot: one group, one scope, no counter twice. */
+function assertOneSlot(limits: readonly ResolvedLimit[]): void {
+  const group = limits[0]?.policy.group;
+  if (group === undefined || limits.some((l) => l.policy.group !== group)) {
+    throw new MisconfiguredCheckError(
+      `limits checked together must share a policy group (one hash slot): ${limits.map((l) => `${l.policy.name}:${l.policy.group ?? '-'}`).join(', ')}`,
+    );
   }
-  return String(cost);
-}
-
-export function toDecision(policies: readonly CompiledPolicy[], reply: unknown): Allowed | Limited {
-  if (!Array.isArray(reply) || reply.length !== 3 + 3 * policies.length) {
-    throw new TypeError(`unexpected check reply: ${JSON.stringify(reply)}`);
-  }
-  const n = reply as number[];
-  const limits: LimitStatus[] = policies.map((policy, i) => ({
-    policy: policy.name,
-    strategy: policy.strategy,
-    limit: policy.limit,
-    remaining: Math.max(0, Number(n[3 + 3 * i])),
-    resetAfterMs: usToMs(Number(n[4 + 3 * i])),
-    retryAfterMs: usToMs(Number(n[5 + 3 * i])),
-    windowSeconds: policy.windowSeconds,
-  }));
-  if (Number(n[0]) === 1) {
-    const binding = limits.reduce((a, b) => (b.remaining < a.remaining ? b : a));
-    return { outcome: 'allowed', allowed: true, degraded: false, binding, limits, retryAfterMs: 0 };
-  }
-  const binding = limits[Number(n[1]) - 1] as LimitStatus;
-  return { outcome: 'limited', allowed: false, degraded: false, binding, limits, retryAfterMs: usToMs(Number(n[2])) };
+  const counters = new Set(limits.map((l) => l.counter));
+  if (counters.size !== limits.length) throw new MisconfiguredCheckError('a check names one limit twice for one key');
 }

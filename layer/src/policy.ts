@@ -1,6 +1,6 @@
 import { createHash } from 'node:crypto';
 import * as v from 'valibot';
-import { type Duration, isDuration, parseDuration, toMs } from './duration.ts';
+import { type Duration, isDuration, parseDurationUs, toMs, toUs } from './duration.ts';
 import { InvalidPolicyError } from './errors.ts';
 import { DEFAULT_FAILURE_MODE, type FailureMode } from './failure-mode.ts';
 
@@ -71,22 +71,78 @@ export type Strategy = PolicyConfig['strategy'];
 
 export const DEFAULT_TIME_BUDGET: Duration = '100 ms';
 
-const MAX_WINDOW_MS = 7 * 24 * 3_600_000;
+const HOUR_US = 3_600_000_000;
+
+/**
+ * The bounds of every policy number. They exist so that every quantity the
+ * scripts derive (µs, TTL ms, a bucket's debt) is a whole number far below
+ * 2^53, which Lua's doubles add, compare and divide exactly: a policy outside
+ * them is refused with the reason, never left to degrade every check.
+ */
+export const POLICY_BOUNDS = {
+  /** Longest window, refill period, backoff, memory or runtime-rate keep: one week. */
+  maxPeriodUs: 168 * HOUR_US,
+  /** Longest a bucket may owe (capacity × refill interval): 400 days, so a TAT stays below 2^51 µs. */
+  maxBurstUs: 400 * 24 * HOUR_US,
+  maxCapacity: 1_000_000_000,
+  maxWindowLimit: 1_000_000,
+  /** Most events one sliding-window admit adds: 8 bytes each, written even at maxmemory. */
+  maxWindowCost: 1024,
+  /**
+   * A refill interval is rounded up to a whole µs (never faster than
+   * configured); a rate whose rounding would slow it by more than this share
+   * is refused (above ~10 000 tokens/s per key, unless the interval is whole).
+   */
+  maxIntervalRounding: 0.01,
+  maxFreeFailures: 1000,
+  /** Longest pause a runtime-rate decrease may impose (a source's Retry-After). */
+  maxPauseUs: 24 * HOUR_US,
+} as const;
+
 const NAME = /^[a-z0-9][a-z0-9-]{0,63}$/;
+
+/**
+ * Whole µs per token for `exactUs` (a float quotient), rounded up. A quotient
+ * within 1e-9 of a whole number is that number: decimal rates (0.1/s) are not
+ * exact in binary. lua/lib/token_bucket.lua's tb_interval_of is the same rule.
+ */
+export function wholeIntervalUs(exactUs: number): number {
+  const whole = Math.round(exactUs);
+  if (Math.abs(exactUs - whole) <= 1e-9 * exactUs) return Math.max(1, whole);
+  return Math.ceil(exactUs);
+}
+
+/** µs per token of a rate in tokens per second, as the scripts enforce it. */
+export function intervalOfRate(ratePerSecond: number): number {
+  return wholeIntervalUs(1e6 / ratePerSecond);
+}
+
+/** Why an interval cannot carry a rate exactly enough, or undefined when it can. */
+function intervalProblem(exactUs: number, capacity: number): string | undefined {
+  if (!(exactUs >= 0.5)) return 'is faster than one token per µs';
+  const interval = wholeIntervalUs(exactUs);
+  if ((interval - exactUs) / exactUs > POLICY_BOUNDS.maxIntervalRounding) {
+    return `needs ${exactUs} µs per token, which a whole µs (${interval}) would slow by more than 1%`;
+  }
+  if (capacity * interval > POLICY_BOUNDS.maxBurstUs) {
+    return `lets the bucket owe ${capacity} × ${interval} µs, more than 400 days`;
+  }
+  return undefined;
+}
 
 const count = v.pipe(v.number(), v.integer('must be a whole number'), v.minValue(1, 'must be at least 1'));
 const positiveRate = v.pipe(v.number(), v.gtValue(0, 'must be above 0'), v.finite());
-const duration = (maxMs: number) =>
+const duration = (maxUs: number) =>
   v.pipe(
     v.string(),
-    v.check(isDuration, 'must be a duration such as "100 ms", "1 s", "15 m" or "6 h"'),
-    v.check((d) => (parseDuration(d) ?? 0) > 0, 'must be longer than 0'),
-    v.check((d) => (parseDuration(d) ?? 0) <= maxMs, `must be at most ${maxMs} ms`),
+    v.check(isDuration, 'must be a whole number of µs with a unit, such as "100 ms", "1 s", "15 m" or "6 h"'),
+    v.check((d) => (parseDurationUs(d) ?? 0) > 0, 'must be longer than 0'),
+    v.check((d) => (parseDurationUs(d) ?? 0) <= maxUs, `must be at most ${maxUs / 1000} ms`),
     v.transform((d) => d as Duration),
   );
 const common = {
   failureMode: v.optional(v.picklist(['open', 'closed'], 'must be "open" or "closed"')),
-  timeBudget: v.optional(duration(10_000)),
+  timeBudget: v.optional(duration(10_000_000)),
   group: v.optional(v.pipe(v.string(), v.regex(NAME, 'must be lowercase letters, digits and dashes'))),
   shadow: v.optional(v.boolean()),
   blockCache: v.optional(v.boolean()),
@@ -95,16 +151,16 @@ const common = {
 const tokenBucketSchema = v.strictObject({
   ...common,
   strategy: v.literal('tokenBucket'),
-  capacity: count,
-  refill: v.strictObject({ tokens: positiveRate, every: duration(MAX_WINDOW_MS) }),
+  capacity: v.pipe(count, v.maxValue(POLICY_BOUNDS.maxCapacity, `must be at most ${POLICY_BOUNDS.maxCapacity}`)),
+  refill: v.strictObject({ tokens: positiveRate, every: duration(POLICY_BOUNDS.maxPeriodUs) }),
   adaptive: v.optional(
     v.pipe(
       v.strictObject({
         min: positiveRate,
         max: positiveRate,
         increaseBy: positiveRate,
-        decreaseFactor: v.pipe(v.number(), v.gtValue(0), v.ltValue(1, 'must be below 1')),
-        keep: duration(MAX_WINDOW_MS),
+        decreaseFactor: v.pipe(v.number(), v.gtValue(0, 'must be above 0'), v.ltValue(1, 'must be below 1')),
+        keep: duration(POLICY_BOUNDS.maxPeriodUs),
       }),
       v.check((a) => a.min <= a.max, 'min must not exceed max'),
     ),
@@ -113,19 +169,24 @@ const tokenBucketSchema = v.strictObject({
 const slidingWindowSchema = v.strictObject({
   ...common,
   strategy: v.literal('slidingWindow'),
-  limit: v.pipe(count, v.maxValue(1_000_000, 'must be at most 1000000')),
+  limit: v.pipe(count, v.maxValue(POLICY_BOUNDS.maxWindowLimit, `must be at most ${POLICY_BOUNDS.maxWindowLimit}`)),
   window: v.pipe(
-    duration(MAX_WINDOW_MS),
-    v.check((d) => Number.isInteger(toMs(d)), 'must be a whole number of milliseconds'),
+    duration(POLICY_BOUNDS.maxPeriodUs),
+    v.check((d) => toUs(d) % 1000 === 0, 'must be a whole number of milliseconds'),
   ),
 });
 const failureBackoffSchema = v.strictObject({
   ...common,
   strategy: v.literal('failureBackoff'),
-  freeFailures: v.pipe(v.number(), v.integer(), v.minValue(0)),
-  base: duration(MAX_WINDOW_MS),
-  max: duration(MAX_WINDOW_MS),
-  memory: duration(MAX_WINDOW_MS),
+  freeFailures: v.pipe(
+    v.number(),
+    v.integer('must be a whole number'),
+    v.minValue(0, 'must be 0 or more'),
+    v.maxValue(POLICY_BOUNDS.maxFreeFailures, `must be at most ${POLICY_BOUNDS.maxFreeFailures}`),
+  ),
+  base: duration(POLICY_BOUNDS.maxPeriodUs),
+  max: duration(POLICY_BOUNDS.maxPeriodUs),
+  memory: duration(POLICY_BOUNDS.maxPeriodUs),
 });
 
 const STRATEGIES = '"tokenBucket", "slidingWindow" or "failureBackoff"';
@@ -136,16 +197,12 @@ export const policySchema = v.variant(
   (issue) => (issue.path?.length ? `must be ${STRATEGIES}` : `must be an object whose strategy is ${STRATEGIES}`),
 );
 
-/**
- * A policy checked and turned into what a check needs: numbers in the units the
- * Lua scripts take, formatted once here rather than on every request.
- */
-export interface CompiledPolicy {
+/** What every compiled policy has, whatever its strategy. Numbers are in the units their names say. */
+interface CompiledCommon {
   readonly name: string;
   readonly config: PolicyConfig;
   /** Changes whenever the configuration does (caches keyed on a policy compare it). */
   readonly version: string;
-  readonly strategy: Strategy;
   readonly failureMode: FailureMode;
   readonly timeBudgetMs: number;
   readonly group: string | undefined;
@@ -153,15 +210,46 @@ export interface CompiledPolicy {
   readonly blockCache: boolean;
   /** The quota: bucket capacity, window limit, or 1 for a backoff. */
   readonly limit: number;
+  /** The largest cost one request may take. */
+  readonly maxCost: number;
   /** The quota's time window in seconds (RateLimit-Policy `w`). */
   readonly windowSeconds: number;
-  /** Lua strategy code and parameters p1..p4 (see lua/check.lua). */
-  readonly lua: readonly [code: 'tb' | 'sw' | 'bo', p1: string, p2: string, p3: string, p4: string];
-  /** Policy refill rate in tokens per second (token buckets). */
-  readonly ratePerSecond: number;
-  /** Runtime-rate bounds of an adaptive token bucket. */
-  readonly adaptive: AdaptiveRate | undefined;
 }
+
+/** Runtime-rate bounds of an adaptive bucket, compiled. */
+export interface CompiledAdaptive {
+  readonly minRate: number;
+  readonly maxRate: number;
+  readonly increaseBy: number;
+  readonly decreaseFactor: number;
+  readonly keepUs: number;
+}
+
+export interface CompiledTokenBucket extends CompiledCommon {
+  readonly strategy: 'tokenBucket';
+  readonly capacity: number;
+  /** Whole µs to refill one token: the configured rate, rounded up. */
+  readonly intervalUs: number;
+  /** The configured rate in tokens per second (AIMD steps start from it). */
+  readonly ratePerSecond: number;
+  readonly adaptive: CompiledAdaptive | undefined;
+}
+
+export interface CompiledSlidingWindow extends CompiledCommon {
+  readonly strategy: 'slidingWindow';
+  readonly windowUs: number;
+}
+
+export interface CompiledFailureBackoff extends CompiledCommon {
+  readonly strategy: 'failureBackoff';
+  readonly baseUs: number;
+  readonly maxUs: number;
+  readonly freeFailures: number;
+  readonly memoryUs: number;
+}
+
+/** A policy checked and turned into the domain numbers a check needs, once. */
+export type CompiledPolicy = CompiledTokenBucket | CompiledSlidingWindow | CompiledFailureBackoff;
 
 function describeIssues(issues: readonly v.BaseIssue<unknown>[]): string {
   return issues
@@ -179,65 +267,83 @@ export function compilePolicy(name: string, raw: unknown): CompiledPolicy {
   const parsed = v.safeParse(policySchema, raw, { abortPipeEarly: true });
   if (!parsed.success) throw new InvalidPolicyError(name, describeIssues(parsed.issues));
   const config = parsed.output as PolicyConfig;
-  const base = {
+  const common = {
     name,
     config,
     version: createHash('sha1').update(JSON.stringify(config)).digest('hex').slice(0, 12),
-    strategy: config.strategy,
     failureMode: config.failureMode ?? DEFAULT_FAILURE_MODE,
     timeBudgetMs: toMs(config.timeBudget ?? DEFAULT_TIME_BUDGET),
     group: config.group,
     shadow: config.shadow ?? false,
     blockCache: config.blockCache ?? false,
-    adaptive: config.strategy === 'tokenBucket' ? config.adaptive : undefined,
   };
   switch (config.strategy) {
-    case 'tokenBucket': {
-      const everyMs = toMs(config.refill.every);
-      const usPerToken = (everyMs * 1000) / config.refill.tokens;
-      const ratePerSecond = 1e6 / usPerToken;
-      if (config.adaptive && (ratePerSecond < config.adaptive.min || ratePerSecond > config.adaptive.max)) {
-        throw new InvalidPolicyError(name, `refill rate ${ratePerSecond}/s is outside adaptive min..max`);
-      }
-      return {
-        ...base,
-        limit: config.capacity,
-        windowSeconds: Math.ceil((config.capacity * usPerToken) / 1e6),
-        lua: [
-          'tb',
-          String(config.capacity),
-          String(usPerToken),
-          String(toMs(config.adaptive?.keep ?? '0 ms') * 1000),
-          '0',
-        ],
-        ratePerSecond,
-      };
-    }
+    case 'tokenBucket':
+      return compileTokenBucket(common, config);
     case 'slidingWindow':
       return {
-        ...base,
+        ...common,
+        strategy: 'slidingWindow',
         limit: config.limit,
-        windowSeconds: Math.ceil(toMs(config.window) / 1000),
-        lua: ['sw', String(config.limit), String(toMs(config.window) * 1000), '0', '0'],
-        ratePerSecond: 0,
+        maxCost: Math.min(config.limit, POLICY_BOUNDS.maxWindowCost),
+        windowSeconds: Math.ceil(toUs(config.window) / 1e6),
+        windowUs: toUs(config.window),
       };
     case 'failureBackoff': {
-      if (toMs(config.base) > toMs(config.max)) throw new InvalidPolicyError(name, 'base must not exceed max');
+      if (toUs(config.base) > toUs(config.max)) throw new InvalidPolicyError(name, 'base must not exceed max');
       return {
-        ...base,
+        ...common,
+        strategy: 'failureBackoff',
         limit: 1,
-        windowSeconds: Math.ceil(toMs(config.memory) / 1000),
-        lua: [
-          'bo',
-          String(toMs(config.base) * 1000),
-          String(toMs(config.max) * 1000),
-          String(config.freeFailures),
-          String(toMs(config.memory) * 1000),
-        ],
-        ratePerSecond: 0,
+        maxCost: 1,
+        windowSeconds: Math.ceil(toUs(config.memory) / 1e6),
+        baseUs: toUs(config.base),
+        maxUs: toUs(config.max),
+        freeFailures: config.freeFailures,
+        memoryUs: toUs(config.memory),
       };
     }
   }
+}
+
+function compileTokenBucket(
+  common: Omit<CompiledCommon, 'limit' | 'maxCost' | 'windowSeconds'>,
+  config: TokenBucketPolicy,
+): CompiledTokenBucket {
+  const { name } = common;
+  const everyUs = toUs(config.refill.every);
+  const exactUs = everyUs / config.refill.tokens;
+  const problem = intervalProblem(exactUs, config.capacity);
+  if (problem) throw new InvalidPolicyError(name, `refill ${problem}`);
+  const intervalUs = wholeIntervalUs(exactUs);
+  const ratePerSecond = (config.refill.tokens * 1e6) / everyUs;
+  let adaptive: CompiledAdaptive | undefined;
+  if (config.adaptive) {
+    const { min, max, increaseBy, decreaseFactor, keep } = config.adaptive;
+    if (ratePerSecond < min || ratePerSecond > max) {
+      throw new InvalidPolicyError(name, `refill rate ${ratePerSecond}/s is outside adaptive min..max`);
+    }
+    for (const [field, rate] of [
+      ['min', min],
+      ['max', max],
+    ] as const) {
+      const rateProblem = intervalProblem(1e6 / rate, config.capacity);
+      if (rateProblem) throw new InvalidPolicyError(name, `adaptive.${field} ${rateProblem}`);
+    }
+    adaptive = { minRate: min, maxRate: max, increaseBy, decreaseFactor, keepUs: toUs(keep) };
+  }
+  return {
+    ...common,
+    strategy: 'tokenBucket',
+    limit: config.capacity,
+    maxCost: config.capacity,
+    // the configured time to refill a whole bucket (RateLimit-Policy `w`), not its µs rounding
+    windowSeconds: Math.ceil(wholeIntervalUs((config.capacity * everyUs) / config.refill.tokens) / 1e6),
+    capacity: config.capacity,
+    intervalUs,
+    ratePerSecond,
+    adaptive,
+  };
 }
 
 /** Checks a whole catalogue; the first invalid policy throws. */

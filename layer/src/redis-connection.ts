@@ -1,13 +1,11 @@
 import { Cluster, Redis, type RedisOptions } from 'ioredis';
+import type { GuardedConnection } from './deadline.ts';
 import type { RedisClient } from './run-script.ts';
+import { DEFAULT_REDIS_URL, readSettings } from './settings.ts';
 
 /**
- * Where the limiter's Redis is. Resolved once per container, in this order:
- * explicit option, then environment, then the local default.
- *
- * - `REDIS_CLUSTER_NODES`: `host:port,host:port` — Redis Cluster (production)
- * - `REDIS_URL`: `redis://host:port` or `rediss://…` — a single node
- * - `REDIS_TLS`: `true` for TLS to cluster nodes (ElastiCache in-transit encryption)
+ * Where the limiter's Redis is: an explicit option, else the environment
+ * (`readSettings`, settings.ts: REDIS_CLUSTER_NODES, REDIS_URL, REDIS_TLS).
  */
 export interface RedisSettings {
   readonly url?: string;
@@ -17,16 +15,6 @@ export interface RedisSettings {
   readonly connectTimeoutMs?: number;
   /** Longest wait between reconnect attempts. @default 100 */
   readonly maxReconnectDelayMs?: number;
-}
-
-export const DEFAULT_REDIS_URL = 'redis://127.0.0.1:6379';
-
-export function redisSettingsFromEnv(env: NodeJS.ProcessEnv = process.env): RedisSettings {
-  const nodes = env.REDIS_CLUSTER_NODES?.split(',')
-    .map((n) => n.trim())
-    .filter(Boolean);
-  if (nodes && nodes.length > 0) return { clusterNodes: nodes, tls: env.REDIS_TLS === 'true' };
-  return { url: env.REDIS_URL ?? DEFAULT_REDIS_URL };
 }
 
 /**
@@ -120,7 +108,16 @@ export function resetConnection(redis: RedisClient): void {
 let shared: RedisClient | undefined;
 
 /** One connection per Lambda container, created on first use and reused. */
-export function sharedRedis(settings: RedisSettings = redisSettingsFromEnv()): RedisClient {
+export function sharedRedis(settings: RedisSettings = readSettings().redis): RedisClient {
   shared ??= createRedisClient(settings);
   return shared;
+}
+
+/** The deadline guard's view of an ioredis client (see deadline.ts). */
+export function ioredisConnection(redis: RedisClient): GuardedConnection {
+  return {
+    isReady: () => redis.status === 'ready',
+    whenReady: () => whenReady(redis),
+    reset: () => resetConnection(redis),
+  };
 }

@@ -2,42 +2,50 @@ import { createHash } from 'node:crypto';
 import { readLua } from './lua-sources.ts';
 
 /**
- * The Lua scripts, assembled from the fragments in `lua/`. Each entry script
- * lists the library fragments it needs before its own body; the SHA is of the
- * assembled text (a test asserts it equals what `SCRIPT LOAD` returns).
+ * The Lua scripts, assembled from the files in `lua/`: a clock fragment, the
+ * library fragments an entry script lists on its `-- fragments:` line, then
+ * the entry script itself. The SHA is of the assembled text (a test asserts it
+ * equals what `SCRIPT LOAD` returns); `npm run lua:dump` writes them out.
  */
 export interface LuaScript {
-  readonly name: string;
+  readonly name: ScriptName;
   readonly source: string;
   readonly sha: string;
 }
 
-export type ScriptName = 'check' | 'checkTokenBucket' | 'checkSlidingWindow' | 'recordFailure' | 'setRate';
+/** Each script by its TypeScript name, and its entry file in `lua/`. */
+export const ENTRY_SCRIPTS = {
+  check: 'check',
+  checkTokenBucket: 'check_token_bucket',
+  checkSlidingWindow: 'check_sliding_window',
+  recordFailure: 'record_failure',
+  setRate: 'set_rate',
+} as const;
 
-const PARTS: Readonly<Record<ScriptName, readonly string[]>> = {
-  check: ['lib/token_bucket', 'lib/sliding_window', 'lib/failure_backoff', 'check'],
-  // one limit of one strategy: no generic loop, fewer closures per call
-  checkTokenBucket: ['lib/token_bucket', 'check_token_bucket'],
-  checkSlidingWindow: ['lib/sliding_window', 'check_sliding_window'],
-  recordFailure: ['lib/failure_backoff', 'record_failure'],
-  setRate: ['lib/token_bucket', 'set_rate'],
-};
+export type ScriptName = keyof typeof ENTRY_SCRIPTS;
+export type ScriptSet = Readonly<Record<ScriptName, LuaScript>>;
 
-export function luaScript(name: string, source: string): LuaScript {
-  return { name, source, sha: createHash('sha1').update(source).digest('hex') };
+/** The fragments an entry script names on its `-- fragments:` line. */
+export function fragmentsOf(entrySource: string, entry: string): string[] {
+  const line = /^-- fragments: (.+)$/m.exec(entrySource);
+  if (!line) throw new Error(`lua/${entry}.lua has no "-- fragments:" line`);
+  return (line[1] as string).trim().split(/\s+/);
 }
 
-export type ScriptSet = Readonly<Record<ScriptName, LuaScript>>;
+function luaScript(name: ScriptName, source: string): LuaScript {
+  return { name, source, sha: createHash('sha1').update(source).digest('hex') };
+}
 
 /**
  * All scripts with the given clock fragment in front. Production code only
  * ever uses `productionScripts()`, whose clock is Redis `TIME`.
  */
 export function assembleScripts(clockSource: string): ScriptSet {
-  const entries = Object.entries(PARTS).map(([name, parts]) => [
-    name,
-    luaScript(name, [clockSource, ...parts.map(readLua)].join('\n')),
-  ]);
+  const entries = Object.entries(ENTRY_SCRIPTS).map(([name, entry]) => {
+    const body = readLua(entry);
+    const parts = [clockSource, ...fragmentsOf(body, entry).map(readLua), body];
+    return [name, luaScript(name as ScriptName, parts.join('\n'))];
+  });
   return Object.fromEntries(entries) as ScriptSet;
 }
 

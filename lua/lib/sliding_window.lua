@@ -19,10 +19,18 @@
 -- appending until it holds `limit` events (then it is copied once into an
 -- exactly sized string), then overwrites the oldest.
 --
+-- A changed window (the policy edited) applies to the events still stored: a
+-- shortened window counts fewer of them at once, a lengthened one counts every
+-- stored event inside it. An event is dropped only once it has left the
+-- window in force when the ring is written (or the key expires, one window
+-- after its newest event): so for up to one new window after a window is
+-- lengthened, events that had already left the old window are not counted.
+--
 --   key        the window
 --   limit      events allowed in any window
 --   window_us  the window length in µs (a whole number of ms)
---   cost       events this request adds (>= 1)
+--   cost       events this request adds, 1..min(limit, 1024): one admit
+--              writes at most 8 KiB of slots past maxmemory (see policy.ts)
 -- Complexity: O(cost + log n) time worst case, O(cost) amortised.
 
 local SW_HEADER = '>I4I4I4I4i8i8' -- n, h, e, w, f, t
@@ -42,6 +50,17 @@ local function sw_read(key, indexes)
     args[#args + 1] = 8 * (SW_HEADER_BYTES + 8 * i)
   end
   return redis.call('BITFIELD_RO', unpack(args))
+end
+
+-- The raw bytes of `count` slots from ring index `from` on, wrapping at `n`:
+-- at most two GETRANGEs, whatever the count (Lua's unpack limit never applies).
+local function sw_slot_bytes(key, from, count, n)
+  local first_run = math.min(count, n - from)
+  local bytes = redis.call('GETRANGE', key, SW_HEADER_BYTES + 8 * from, SW_HEADER_BYTES + 8 * (from + first_run) - 1)
+  if first_run < count then
+    bytes = bytes .. redis.call('GETRANGE', key, SW_HEADER_BYTES, SW_HEADER_BYTES + 8 * (count - first_run) - 1)
+  end
+  return bytes
 end
 
 -- Time of the event at relative position p (0 = oldest stored), read once.
@@ -146,13 +165,12 @@ local function sw_apply(r)
   end
   if n < limit and h ~= 0 then
     -- The limit was raised after the ring wrapped: lay it out again from the
-    -- oldest event still in the window (rare, O(n)), then append as usual.
-    local idx = {}
-    for p = e, n - 1 do idx[#idx + 1] = (h + p) % n end
-    local kept = sw_read(key, idx)
-    for j = 1, cost do kept[#kept + 1] = now end
-    local size = #kept
-    redis.call('SET', key, sw_pack(size, 0, 0, r.window_ms, kept[1], now, kept), 'PX', ttl_ms)
+    -- oldest event still in the window (rare, O(n) bytes copied by Redis, no
+    -- per-slot work in Lua), then append as usual.
+    local kept = sw_slot_bytes(key, (h + e) % n, n - e, n)
+    local size = n - e + cost
+    local header = struct.pack(SW_HEADER, size, 0, 0, r.window_ms, r.first, now)
+    redis.call('SET', key, header .. kept .. string.rep(struct.pack('>i8', now), cost), 'PX', ttl_ms)
     return
   end
   local stamp = struct.pack('>i8', now)

@@ -1,56 +1,105 @@
 -- Token bucket, stored as GCRA: the whole state of a bucket is one integer,
 -- its "theoretical arrival time" (TAT, µs). The bucket is full when TAT <= now;
 -- every token taken pushes TAT one refill interval further. This is exactly a
--- token bucket with `capacity` tokens refilled one per `interval_us`, but it
--- costs one small integer string per key (see the benchmarks for bytes/key).
+-- token bucket with `capacity` tokens refilled one per `interval_us`, at the
+-- cost of one small integer string per key.
 --
---   key         the bucket; a missing key is a full bucket
---   rate_key    optional: a runtime rate set by set_rate, "<tokens/s> <µs set>"
---   capacity    tokens the bucket holds (the burst)
---   interval_us µs to refill one token (float; the policy's rate)
---   keep_us     how long a runtime rate stays in force after it was set
---   cost        tokens this request takes (>= 1)
--- Returns a result table; nothing is written here (see tb_apply).
--- Complexity: O(1) time, O(1) memory.
--- The runtime rate of a bucket (tokens/s), or nil when none is in force.
-local function tb_runtime_rate(rate_key, keep_us, now)
-  local v = redis.call('GET', rate_key)
-  if not v then return nil end
-  local rate, set_at = string.match(v, '^(%S+) (%S+)$')
-  rate, set_at = tonumber(rate), tonumber(set_at)
-  if rate == nil or rate <= 0 or now - set_at >= keep_us then return nil end
-  return rate
+-- Arithmetic is exact by design: every quantity is a whole number of µs below
+-- 2^53 (the policy schema bounds capacity x interval, see layer/src/policy.ts),
+-- so Lua's doubles add, compare and divide them without rounding. The policy's
+-- interval is rounded up to a whole µs once, in TypeScript; a runtime rate is
+-- rounded the same way here (tb_interval_of). Rounding up never refills faster
+-- than configured.
+-- Complexity: O(1) time and memory.
+
+-- µs per token of a runtime rate (tokens/s), rounded up to a whole µs. A
+-- quotient within 1e-9 of a whole number is that number: a decimal rate such
+-- as 0.1/s is not exact in binary, and must not cost a µs for it.
+local function tb_interval_of(rate)
+  local exact = 1000000 / rate
+  local whole = math.floor(exact + 0.5)
+  if math.abs(exact - whole) <= 1e-9 * exact then return math.max(1, whole) end
+  return math.ceil(exact)
 end
 
-local function tb_eval(key, rate_key, capacity, interval_us, keep_us, cost, now)
-  if rate_key then
-    local rate = tb_runtime_rate(rate_key, keep_us, now)
-    if rate then interval_us = 1000000 / rate end
-  end
+-- A runtime rate as set_rate stores it ("<tokens/s> <µs set>"), or nil.
+local function tb_read_rate(rate_key)
+  local v = redis.call('GET', rate_key)
+  if not v then return nil end
+  local rate, set_at = string.match(v, '^(%S+) (%d+)$')
+  rate, set_at = tonumber(rate), tonumber(set_at)
+  if rate == nil or set_at == nil or rate <= 0 then return nil end
+  return rate, set_at
+end
+
+-- The same tokens owed, re-expressed at another interval: the whole tokens
+-- owed are kept exactly, and the fraction of one is rounded up, so a rate
+-- change never hands out a token.
+local function tb_rescale(debt_us, from_us, to_us)
+  local tokens = math.floor(debt_us / from_us)
+  local rest = debt_us - tokens * from_us
+  return tokens * to_us + math.ceil(rest * to_us / from_us)
+end
+
+-- The bucket as of `now`: its TAT (µs, at the interval in force, never before
+-- now), that interval, the runtime rate in force (nil: the policy's), and
+-- whether a lapsed runtime rate was folded in. At the lapse the debt run up at
+-- the runtime rate is owed in tokens and drains at the policy rate from then
+-- on; the lapsed rate key must go when the bucket is next written, or the next
+-- read would fold the same debt twice.
+local function tb_read(key, rate_key, interval_us, keep_us, now)
   local tat = tonumber(redis.call('GET', key)) or now
+  local runtime_rate, lapsed = nil, false
+  if rate_key then
+    local rate, set_at = tb_read_rate(rate_key)
+    if rate then
+      local runtime_us = tb_interval_of(rate)
+      local lapse_at = set_at + keep_us
+      if now < lapse_at then
+        runtime_rate, interval_us = rate, runtime_us
+      else
+        if tat > lapse_at then tat = lapse_at + tb_rescale(tat - lapse_at, runtime_us, interval_us) end
+        lapsed = true
+      end
+    end
+  end
   if tat < now then tat = now end
-  local tolerance = capacity * interval_us
-  local new_tat = tat + cost * interval_us
-  local r = { key = key, kind = 'tb', limit = capacity }
-  if new_tat - now <= tolerance then
+  return tat, interval_us, runtime_rate, lapsed
+end
+
+--   key         the bucket; a missing key is a full bucket
+--   rate_key    optional: its runtime rate (adaptive buckets)
+--   capacity    tokens the bucket holds (the burst)
+--   interval_us whole µs to refill one token (the policy's rate)
+--   keep_us     how long a runtime rate stays in force after it was set
+--   cost        tokens this request takes (1..capacity)
+-- Returns a result table; nothing is written here (see tb_apply).
+local function tb_eval(key, rate_key, capacity, interval_us, keep_us, cost, now)
+  local tat, interval, _, lapsed = tb_read(key, rate_key, interval_us, keep_us, now)
+  local burst = capacity * interval -- how far TAT may run ahead of now
+  local debt = tat - now
+  local new_debt = debt + cost * interval
+  local r = { key = key, kind = 'tb', limit = capacity, lapsed_rate_key = lapsed and rate_key or nil }
+  if new_debt <= burst then
     r.allowed = true
-    r.new_tat = math.ceil(new_tat)
-    r.remaining = math.floor((tolerance - (new_tat - now)) / interval_us)
-    r.reset_us = math.ceil(new_tat - now)
+    r.new_tat = now + new_debt
+    r.remaining = math.floor((burst - new_debt) / interval)
+    r.reset_us = new_debt
     r.retry_us = 0
   else
     r.allowed = false
-    r.remaining = math.floor((tolerance - (tat - now)) / interval_us)
-    r.reset_us = math.ceil(tat - now)
-    -- exactly when `cost` tokens will be back in the bucket
-    r.retry_us = math.ceil(new_tat - tolerance - now)
+    -- negative while a pause (a source's Retry-After) holds the bucket past empty
+    r.remaining = math.floor((burst - debt) / interval)
+    r.reset_us = debt
+    -- exactly when `cost` tokens will be back: waiting this long admits, 1 µs less does not
+    r.retry_us = new_debt - burst
   end
   return r
 end
 
 -- Debits an admitted request: one SET with its expiry, so the key is gone the
 -- moment the bucket is full again (an idle key costs nothing).
-local function tb_apply(r, now)
-  local ttl_ms = math.max(1, math.ceil((r.new_tat - now) / 1000))
-  redis.call('SET', r.key, string.format('%d', r.new_tat), 'PX', key_ttl_ms(ttl_ms))
+local function tb_apply(r)
+  redis.call('SET', r.key, string.format('%d', r.new_tat), 'PX', key_ttl_ms(math.max(1, math.ceil(r.reset_us / 1000))))
+  if r.lapsed_rate_key then redis.call('DEL', r.lapsed_rate_key) end
 end

@@ -24,10 +24,11 @@ async function hammer(
   redis: RedisSettings,
   catalogue: Record<string, unknown>,
   requestsOf: (worker: number) => CheckRequest[],
+  scope?: string,
 ): Promise<Counts[]> {
   return Promise.all(
     Array.from({ length: PROCESSES }, async (_, worker) => {
-      const input = { redis, catalogue, requests: requestsOf(worker), attempts: ATTEMPTS, inFlight: 16 };
+      const input = { redis, catalogue, requests: requestsOf(worker), scope, attempts: ATTEMPTS, inFlight: 16 };
       const { stdout } = await promisify(execFile)(process.execPath, [WORKER, JSON.stringify(input)]);
       return JSON.parse(stdout) as Counts;
     }),
@@ -74,7 +75,8 @@ for (const target of targets) {
 
     it('admit exactly the tighter limit of a multi-limit check, and debit only what was admitted', async (t) => {
       // Prepare: one IP (window of 500), two accounts (buckets of 300); processes
-      // 0-1 use account a, 2-3 account b. The IP binds: exactly 500 pass.
+      // 0-1 use account a, 2-3 account b. The IP binds: exactly 500 pass. The
+      // IP is the coarsest dimension, so it is the check's scope (hash tag).
       const group = unique('g');
       const [ip, account] = [`${group}-ip`, `${group}-acct`];
       const catalogue = {
@@ -83,10 +85,16 @@ for (const target of targets) {
       };
       const accountOf = (worker: number) => (worker < 2 ? 'a' : 'b');
       // Act
-      const counts = await hammer(settings, catalogue, (worker) => [
-        { policy: ip, key: '203.0.113.7' },
-        { policy: account, key: accountOf(worker) },
-      ]);
+      const scope = '203.0.113.7';
+      const counts = await hammer(
+        settings,
+        catalogue,
+        (worker) => [
+          { policy: ip, key: '203.0.113.7' },
+          { policy: account, key: accountOf(worker) },
+        ],
+        scope,
+      );
       // Assess
       const admittedA = (counts[0] as Counts).allowed + (counts[1] as Counts).allowed;
       const admittedB = (counts[2] as Counts).allowed + (counts[3] as Counts).allowed;
@@ -98,8 +106,8 @@ for (const target of targets) {
       assert.ok(admittedA <= 300 && admittedB <= 300);
       // every account bucket was debited exactly by its admitted checks, never by a denial
       const limiter = createLimiter({ redis, policies: staticPolicies(compilePolicies(catalogue)) });
-      const peekA = await limiter.peek([{ policy: account, key: 'a' }]);
-      const peekB = await limiter.peek([{ policy: account, key: 'b' }]);
+      const peekA = await limiter.peek([{ policy: account, key: 'a' }], { scope });
+      const peekB = await limiter.peek([{ policy: account, key: 'b' }], { scope });
       assert.ok(peekA.outcome !== 'degraded' && peekB.outcome !== 'degraded');
       // a peek's `remaining` is what would remain after the peeked request (cost 1)
       const afterOneMore = (admitted: number) => Math.max(0, 300 - admitted - 1);

@@ -230,7 +230,7 @@ for (const deployment of deployments) {
       });
 
       it('still refuses an exhausted key, fails admits by the failure mode, and never evicts', async (t) => {
-        // Prepare: one group, so every key shares a slot (one node fills up)
+        // Prepare: one group and one scope, so every key shares a slot (one node fills up)
         const policies = staticPolicies(
           compilePolicies({
             window: { strategy: 'slidingWindow', limit: 2, window: '1 h', group: 'oom' },
@@ -244,7 +244,11 @@ for (const deployment of deployments) {
             },
           }),
         );
-        const limiter = createLimiter({ redis, policies, ...quiet });
+        const full = createLimiter({ redis, policies, ...quiet });
+        const oneSlot = { scope: 'oom' };
+        const limiter = {
+          check: (request: { policy: string; key: string; cost?: number }) => full.check(request, oneSlot),
+        };
         for (const policy of ['window', 'bucket']) {
           for (let i = 0; i < 2; i++)
             assert.equal((await limiter.check({ policy, key: 'exhausted' })).outcome, 'allowed');

@@ -62,13 +62,14 @@ for (const target of targets) {
         { policy: perIp, key: '10.0.0.1' },
         { policy: perAccount, key: account },
       ];
-      assert.equal((await limiter.checkAll(both('a'))).outcome, 'allowed');
-      assert.equal((await limiter.checkAll(both('a'))).outcome, 'allowed');
-      const refused = await limiter.checkAll(both('a'));
+      const scope = { scope: '10.0.0.1' }; // the coarsest dimension is the hash tag
+      assert.equal((await limiter.checkAll(both('a'), scope)).outcome, 'allowed');
+      assert.equal((await limiter.checkAll(both('a'), scope)).outcome, 'allowed');
+      const refused = await limiter.checkAll(both('a'), scope);
       assert.ok(refused.outcome === 'limited');
       assert.equal(refused.binding.policy, perAccount);
       // the per-IP window saw exactly the two admitted requests
-      const ip = await limiter.peek([{ policy: perIp, key: '10.0.0.1' }]);
+      const ip = await limiter.peek([{ policy: perIp, key: '10.0.0.1' }], scope);
       assert.ok(ip.outcome === 'allowed');
       assert.equal(ip.binding.remaining, 10 - 2 - 1);
     });

@@ -30,7 +30,7 @@ import { connected, pinnedLimiter, policies, targets, unique } from '../support/
 
 type Response = { statusCode: number; headers: Record<string, string>; body: string };
 
-function stack(limiter: Limiter, limits: RouteLimit[], seen: Verdict[] = []) {
+function stack(limiter: Limiter, limits: RouteLimit[], seen: Verdict[] = [], scope?: RouteLimit['key']) {
   let handled = 0;
   const handler = middy<HttpEvent, Response>(async () => {
     handled++;
@@ -38,7 +38,7 @@ function stack(limiter: Limiter, limits: RouteLimit[], seen: Verdict[] = []) {
   })
     .use(httpCors({ origins: ['https://app.example'] }))
     .use(httpErrorHandler({ logger: false }))
-    .use(rateLimit({ limiter, limits, observer: { observe: (v) => seen.push(v) } }));
+    .use(rateLimit({ limiter, limits, observer: { observe: (v) => seen.push(v) }, ...(scope ? { scope } : {}) }));
   return {
     invoke: (event: HttpEvent) => handler(event, {} as Context) as Promise<Response>,
     handled: () => handled,
@@ -113,7 +113,7 @@ describe('rateLimit middleware', () => {
     const response = await api.invoke(restEvent());
     assert.equal(response.statusCode, 400);
     assert.deepEqual(JSON.parse(response.body), {
-      error: 'rate_limit_key_missing',
+      error: 'rate_limit_bad_request',
       message: 'the request has no x-api-key header',
     });
     assert.equal(api.handled(), 0);
@@ -165,6 +165,7 @@ describe('rateLimit middleware', () => {
         { policy: shadow, key: clientIp },
       ],
       seen,
+      clientIp,
     );
     const statuses = [];
     for (let i = 0; i < 3; i++) statuses.push((await api.invoke(restEvent({ ip: '192.0.2.99' }))).statusCode);
@@ -174,7 +175,7 @@ describe('rateLimit middleware', () => {
       ['allowed', 'shadow-limited', 'shadow-limited'],
     );
     // the enforced window counted every request: the shadow refusals blocked nothing
-    const peek = await limiter.peek([{ policy: enforced, key: '192.0.2.99' }]);
+    const peek = await limiter.peek([{ policy: enforced, key: '192.0.2.99' }], { scope: '192.0.2.99' });
     assert.ok(peek.outcome === 'allowed' && peek.binding.remaining === 10 - 3 - 1);
   });
 
@@ -207,10 +208,15 @@ describe('rateLimit middleware', () => {
         [`${group}-mail`]: { strategy: 'slidingWindow', limit: 1, window: '1 m', group },
       }),
     });
-    const api = stack(limiter, [
-      { policy: `${group}-key`, key: apiKeyHash() },
-      { policy: `${group}-mail`, key: emailHash({ pepper: () => 'test-pepper' }) },
-    ]);
+    const api = stack(
+      limiter,
+      [
+        { policy: `${group}-key`, key: apiKeyHash() },
+        { policy: `${group}-mail`, key: emailHash({ pepper: () => 'test-pepper' }) },
+      ],
+      [],
+      apiKeyHash(),
+    );
     const written: string[] = [];
     const [out, err] = [process.stdout.write.bind(process.stdout), process.stderr.write.bind(process.stderr)];
     process.stdout.write = ((chunk: string) => written.push(String(chunk)) > 0) as typeof process.stdout.write;
@@ -223,7 +229,7 @@ describe('rateLimit middleware', () => {
       process.stdout.write = out;
       process.stderr.write = err;
     }
-    const keys = await redis.keys(`rl:{${group}}:*`);
+    const keys = await redis.keys(`rl:{${group}:*`);
     assert.equal(keys.length, 2);
     for (const text of [...keys, ...written]) {
       assert.equal(text.includes(secretKey), false, text);

@@ -5,11 +5,11 @@
 import assert from 'node:assert/strict';
 import { after, describe, it } from 'node:test';
 import fc from 'fast-check';
-import { type CompiledPolicy, compilePolicy, InvalidCheckError, toMs } from '../../layer/src/index.ts';
-import { toDecision } from '../../layer/src/limiter.ts';
+import { type CompiledPolicy, compilePolicy, InvalidCheckError, toUs } from '../../layer/src/index.ts';
+import { parseCheckReply } from '../../layer/src/lua-contract.ts';
 import type { PolicyConfig } from '../../layer/src/policy.ts';
 import type { RedisClient } from '../../layer/src/run-script.ts';
-import { type ModelLimit, ReferenceModel } from '../model/reference-model.ts';
+import { type ModelLimit, modelInterval, ReferenceModel } from '../model/reference-model.ts';
 import { pinnedLimiter, targets, unique } from '../support/targets.ts';
 
 /** The client, with the last script reply kept, so replies compare to the µs. */
@@ -36,6 +36,10 @@ const VARIANTS: Record<'tb' | 'sw' | 'bo', PolicyConfig[]> = {
     { strategy: 'tokenBucket', capacity: 3, refill: { tokens: 1, every: '1 s' }, group },
     { strategy: 'tokenBucket', capacity: 5, refill: { tokens: 3, every: '1 s' }, group },
     { strategy: 'tokenBucket', capacity: 1, refill: { tokens: 2, every: '250 ms' }, group },
+    // refill intervals that are not whole µs (the rounding is part of the definition)
+    { strategy: 'tokenBucket', capacity: 7, refill: { tokens: 3, every: '1 s' }, group },
+    { strategy: 'tokenBucket', capacity: 1, refill: { tokens: 6, every: '1 s' }, group },
+    { strategy: 'tokenBucket', capacity: 10, refill: { tokens: 9, every: '4 s' }, group },
   ],
   sw: [
     { strategy: 'slidingWindow', limit: 3, window: '1 s', group },
@@ -55,19 +59,19 @@ function modelLimit(config: PolicyConfig, key: string, cost: number): ModelLimit
         kind: 'tb',
         key,
         capacity: config.capacity,
-        usPerToken: (toMs(config.refill.every) * 1000) / config.refill.tokens,
+        intervalUs: modelInterval(toUs(config.refill.every), config.refill.tokens),
         cost,
       };
     case 'slidingWindow':
-      return { kind: 'sw', key, limit: config.limit, windowUs: toMs(config.window) * 1000, cost };
+      return { kind: 'sw', key, limit: config.limit, windowUs: toUs(config.window), cost };
     case 'failureBackoff':
       return {
         kind: 'bo',
         key,
-        baseUs: toMs(config.base) * 1000,
-        maxUs: toMs(config.max) * 1000,
+        baseUs: toUs(config.base),
+        maxUs: toUs(config.max),
         free: config.freeFailures,
-        memoryUs: toMs(config.memory) * 1000,
+        memoryUs: toUs(config.memory),
       };
   }
 }
@@ -91,18 +95,21 @@ const command = fc.oneof(
     weight: 6,
     arbitrary: fc.record({
       op: fc.constantFrom('check' as const, 'peek' as const),
-      limits: fc.uniqueArray(fc.record({ kind, key: keyName, cost: fc.integer({ min: 1, max: 3 }) }), {
-        minLength: 1,
-        maxLength: 3,
-        selector: (l) => `${l.kind}:${l.key}`,
-      }),
+      limits: fc.uniqueArray(
+        fc.record({ kind, key: keyName, cost: fc.oneof(fc.integer({ min: 1, max: 3 }), fc.constantFrom(5, 7, 10)) }),
+        {
+          minLength: 1,
+          maxLength: 3,
+          selector: (l) => `${l.kind}:${l.key}`,
+        },
+      ),
     }),
   },
   { weight: 2, arbitrary: fc.record({ op: fc.constant('fail' as const), key: keyName }) },
   { weight: 1, arbitrary: fc.record({ op: fc.constant('clear' as const), key: keyName }) },
   {
     weight: 1,
-    arbitrary: fc.record({ op: fc.constant('reconfigure' as const), kind, variant: fc.nat({ max: 3 }) }),
+    arbitrary: fc.record({ op: fc.constant('reconfigure' as const), kind, variant: fc.nat({ max: 5 }) }),
   },
   {
     weight: 2,
@@ -157,7 +164,7 @@ for (const target of targets) {
                 break;
               }
               case 'fail': {
-                const outcome = await limiter.recordFailure('p-bo', `${run}-${c.key}`);
+                const outcome = await limiter.recordFailure('p-bo', `${run}-${c.key}`, { scope: run });
                 const expected = model.recordFailure(boLimit(c.key), clock.nowUs);
                 assert.equal(recorded.last(), expected);
                 assert.deepEqual(outcome, { recorded: true, nextWaitMs: Math.ceil(expected / 1000) });
@@ -165,15 +172,15 @@ for (const target of targets) {
               }
               case 'burst':
                 for (let i = 0; i < c.count; i++) {
-                  const decision = await limiter.check({ policy: 'p-sw', key: `${run}-${c.key}` });
+                  const decision = await limiter.check({ policy: 'p-sw', key: `${run}-${c.key}` }, { scope: run });
                   const reply = model.check([modelLimit(current.sw.config, `${run}-${c.key}`, 1)], clock.nowUs);
                   assert.deepEqual(recorded.last(), reply, 'raw replies (µs) differ');
-                  assert.deepEqual(decision, toDecision([current.sw.compiled], reply));
+                  assert.deepEqual(decision, parseCheckReply([current.sw.compiled], reply));
                   clock.nowUs += c.spacingUs;
                 }
                 break;
               case 'clear':
-                assert.equal(await limiter.clearFailures('p-bo', `${run}-${c.key}`), true);
+                assert.equal(await limiter.clearFailures('p-bo', `${run}-${c.key}`, { scope: run }), true);
                 model.clearFailures(`${run}-${c.key}`);
                 break;
               case 'check':
@@ -181,7 +188,7 @@ for (const target of targets) {
                 const requests = c.limits.map((l) => ({ policy: `p-${l.kind}`, key: `${run}-${l.key}`, cost: l.cost }));
                 const compiled = c.limits.map((l) => current[l.kind].compiled);
                 const tooDear = c.limits.some(
-                  (l, i) => l.kind !== 'bo' && l.cost > (compiled[i] as CompiledPolicy).limit,
+                  (l, i) => l.kind !== 'bo' && l.cost > (compiled[i] as CompiledPolicy).maxCost,
                 );
                 // a backoff takes no cost: the check uses 1
                 const effective = c.limits.map((l) => (l.kind === 'bo' ? { ...l, cost: 1 } : l));
@@ -189,8 +196,12 @@ for (const target of targets) {
                   c.op === 'check'
                     ? limiter.checkAll(
                         requests.map((r, i) => ({ ...r, cost: (effective[i] as { cost: number }).cost })),
+                        { scope: run },
                       )
-                    : limiter.peek(requests.map((r, i) => ({ ...r, cost: (effective[i] as { cost: number }).cost })));
+                    : limiter.peek(
+                        requests.map((r, i) => ({ ...r, cost: (effective[i] as { cost: number }).cost })),
+                        { scope: run },
+                      );
                 if (tooDear) {
                   await assert.rejects(act(), InvalidCheckError);
                   break;
@@ -202,7 +213,7 @@ for (const target of targets) {
                   c.op === 'check',
                 );
                 assert.deepEqual(recorded.last(), reply, 'raw replies (µs) differ');
-                assert.deepEqual(decision, toDecision(compiled, reply));
+                assert.deepEqual(decision, parseCheckReply(compiled, reply));
                 break;
               }
             }

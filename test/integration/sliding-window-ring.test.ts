@@ -6,7 +6,7 @@
 import assert from 'node:assert/strict';
 import { after, describe, it } from 'node:test';
 import { type CompiledPolicy, compilePolicy } from '../../layer/src/index.ts';
-import { toDecision } from '../../layer/src/limiter.ts';
+import { parseCheckReply } from '../../layer/src/lua-contract.ts';
 import { ReferenceModel } from '../model/reference-model.ts';
 import { pinnedLimiter, targets, unique } from '../support/targets.ts';
 
@@ -31,7 +31,7 @@ for (const target of targets) {
           const p = state.policy as CompiledPolicy;
           const decision = await limiter.check({ policy: 'ring', key, cost });
           const reply = model.check([{ kind: 'sw', key, limit: p.limit, windowUs: 1_000_000, cost }], clock.nowUs);
-          assert.deepEqual(decision, toDecision([p], reply));
+          assert.deepEqual(decision, parseCheckReply([p], reply));
           return decision;
         },
       };

@@ -3,12 +3,20 @@
  * definitions (not from the Lua): a token bucket as GCRA, a sliding window as
  * the plain list of admitted event times, a failure backoff as a counter. It
  * returns the check script's reply layout so both feed the same decision code.
- * Arithmetic mirrors the definitions in the same float operations the scripts
- * use, so replies must be identical to the microsecond.
+ * Time is whole microseconds, and a bucket's refill interval is the
+ * documented rounding of its rate (up to a whole µs, `modelInterval`), so
+ * replies must be identical to the microsecond.
  */
 
+/** µs per token of `tokens` per `everyUs`: rounded up to a whole µs, a quotient within 1e-9 of a whole number being that number. */
+export function modelInterval(everyUs: number, tokens: number): number {
+  const exact = everyUs / tokens;
+  const nearest = Math.round(exact);
+  return Math.abs(exact - nearest) <= 1e-9 * exact ? Math.max(1, nearest) : Math.ceil(exact);
+}
+
 export type ModelLimit =
-  | { kind: 'tb'; key: string; capacity: number; usPerToken: number; cost: number }
+  | { kind: 'tb'; key: string; capacity: number; intervalUs: number; cost: number }
   | { kind: 'sw'; key: string; limit: number; windowUs: number; cost: number }
   | { kind: 'bo'; key: string; baseUs: number; maxUs: number; free: number; memoryUs: number };
 
@@ -63,23 +71,25 @@ export class ReferenceModel {
   }
 
   #tokenBucket(limit: Extract<ModelLimit, { kind: 'tb' }>, now: number): Evaluation {
-    const tat = Math.max(this.#tat.get(limit.key) ?? now, now);
-    const tolerance = limit.capacity * limit.usPerToken;
-    const newTat = tat + limit.cost * limit.usPerToken;
-    if (newTat - now <= tolerance) {
+    // a bucket of `capacity` tokens, one back every `intervalUs`: the debt is
+    // how far its last token's arrival runs ahead of now
+    const debt = Math.max((this.#tat.get(limit.key) ?? now) - now, 0);
+    const burst = limit.capacity * limit.intervalUs;
+    const newDebt = debt + limit.cost * limit.intervalUs;
+    if (newDebt <= burst) {
       return {
         allowed: true,
-        remaining: Math.floor((tolerance - (newTat - now)) / limit.usPerToken),
-        resetUs: Math.ceil(newTat - now),
+        remaining: Math.floor((burst - newDebt) / limit.intervalUs),
+        resetUs: newDebt,
         retryUs: 0,
-        apply: () => this.#tat.set(limit.key, Math.ceil(newTat)),
+        apply: () => this.#tat.set(limit.key, now + newDebt),
       };
     }
     return {
       allowed: false,
-      remaining: Math.floor((tolerance - (tat - now)) / limit.usPerToken),
-      resetUs: Math.ceil(tat - now),
-      retryUs: Math.ceil(newTat - tolerance - now),
+      remaining: Math.floor((burst - debt) / limit.intervalUs),
+      resetUs: debt,
+      retryUs: newDebt - burst,
       apply: () => {},
     };
   }

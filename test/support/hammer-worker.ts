@@ -1,6 +1,6 @@
 /**
  * One OS process hammering the limiter (spawned by the concurrency tests).
- * argv[2]: JSON { redis: RedisSettings, catalogue, requests, attempts, inFlight }.
+ * argv[2]: JSON { redis: RedisSettings, catalogue, requests, scope?, attempts, inFlight }.
  * Prints one JSON line: how many checks were allowed, limited and degraded.
  */
 import {
@@ -16,6 +16,7 @@ interface WorkerInput {
   redis: RedisSettings;
   catalogue: Record<string, unknown>;
   requests: CheckRequest[];
+  scope?: string;
   attempts: number;
   inFlight: number;
 }
@@ -33,7 +34,7 @@ let started = 0;
 async function lane(): Promise<void> {
   while (started < input.attempts) {
     started++;
-    const decision = await limiter.checkAll(input.requests);
+    const decision = await limiter.checkAll(input.requests, input.scope === undefined ? {} : { scope: input.scope });
     counts[decision.outcome]++;
   }
 }

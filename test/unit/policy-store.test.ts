@@ -55,7 +55,8 @@ describe('Class: PolicyStore', () => {
     assert.equal(store.resolve('api-key', 'someone')?.limit, 200);
     const premium = store.resolve('api-key', 'premium-hash');
     assert.equal(premium?.limit, 1000);
-    assert.equal(premium?.ratePerSecond, 10); // 600 per minute: the override merged into refill
+    assert.ok(premium?.strategy === 'tokenBucket');
+    assert.equal(premium.ratePerSecond, 10); // 600 per minute: the override merged into refill
     assert.equal(premium?.failureMode, 'open'); // inherited from the policy
   });
 

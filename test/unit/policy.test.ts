@@ -27,14 +27,26 @@ describe('Function: compilePolicy', () => {
     assert.equal(policy.group, undefined);
     assert.equal(policy.shadow, false);
     assert.equal(policy.windowSeconds, 900);
-    assert.deepEqual(policy.lua, ['sw', '10', '900000000', '0', '0']);
+    assert.ok(policy.strategy === 'slidingWindow');
+    assert.equal(policy.windowUs, 900_000_000);
   });
 
-  it('turns a token bucket rate into microseconds per token', () => {
+  it('turns a token bucket rate into whole microseconds per token, rounded up', () => {
     const policy = compilePolicy('api', { strategy: 'tokenBucket', capacity: 60, refill: { tokens: 3, every: '1 s' } });
+    assert.ok(policy.strategy === 'tokenBucket');
     assert.equal(policy.ratePerSecond, 3);
-    assert.deepEqual(policy.lua.slice(0, 3), ['tb', '60', String(1e6 / 3)]);
-    assert.equal(policy.windowSeconds, 20); // a whole bucket refills in 20 s
+    assert.equal(policy.intervalUs, 333_334); // 333 333.3 µs, never faster than configured
+    assert.equal(policy.windowSeconds, 20); // a whole bucket refills in 20 s (as configured)
+  });
+
+  it('keeps a decimal rate whose interval is whole exact (0.1 per second is 10 s per token)', () => {
+    const policy = compilePolicy('slow', {
+      strategy: 'tokenBucket',
+      capacity: 1,
+      refill: { tokens: 0.1, every: '1 s' },
+    });
+    assert.ok(policy.strategy === 'tokenBucket');
+    assert.equal(policy.intervalUs, 10_000_000);
   });
 
   it('never throws anything but InvalidPolicyError, whatever the configuration holds', () => {

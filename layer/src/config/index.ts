@@ -3,6 +3,7 @@
  * root import so a consumer that does not read SSM does not load the SDK.
  */
 import defaults from '../../../config/policies.json' with { type: 'json' };
+import { readSettings } from '../settings.ts';
 import { FileParameterSource } from './file-source.ts';
 import type { ParameterSource } from './parameter-source.ts';
 import { type ConfigLogger, PolicyStore } from './policy-store.ts';
@@ -17,24 +18,30 @@ export { SsmParameterSource } from './ssm-source.ts';
 export const PLATFORM_DEFAULTS: Readonly<Record<string, unknown>> = defaults;
 
 export interface PolicyStoreSettings {
-  /** Parameter path. @default env RATE_LIMIT_PARAMETER_PATH, else '/ratelimit/local' */
+  /** Parameter path. @default RATE_LIMIT_PARAMETER_PATH (settings.ts) */
   readonly prefix?: string;
   /** @default a file when RATE_LIMIT_PARAMETERS_FILE is set, else SSM */
   readonly source?: ParameterSource;
-  /** @default env RATE_LIMIT_CONFIG_TTL_SECONDS × 1000, else 60000 */
+  /** @default RATE_LIMIT_CONFIG_TTL_SECONDS × 1000 (settings.ts) */
   readonly ttlMs?: number;
   readonly logger?: ConfigLogger;
 }
 
-/** The policy store of this container, each setting from option, then environment, then default. */
-export function createPolicyStore(settings: PolicyStoreSettings = {}, env = process.env): PolicyStore {
-  const file = env.RATE_LIMIT_PARAMETERS_FILE;
-  const ttlSeconds = Number(env.RATE_LIMIT_CONFIG_TTL_SECONDS);
+/**
+ * The policy store of this container, each setting from option, then the
+ * environment (validated in settings.ts: a bad value throws InvalidSettingError).
+ */
+export function createPolicyStore(
+  settings: PolicyStoreSettings = {},
+  env: Readonly<Record<string, string | undefined>> = process.env,
+): PolicyStore {
+  const fromEnv = readSettings(env);
+  const file = fromEnv.parametersFile;
   return new PolicyStore({
-    prefix: settings.prefix ?? env.RATE_LIMIT_PARAMETER_PATH ?? '/ratelimit/local',
+    prefix: settings.prefix ?? fromEnv.parameterPath,
     source: settings.source ?? (file ? new FileParameterSource(file) : new SsmParameterSource()),
     defaults: PLATFORM_DEFAULTS,
-    ttlMs: settings.ttlMs ?? (ttlSeconds > 0 ? ttlSeconds * 1000 : 60_000),
+    ttlMs: settings.ttlMs ?? fromEnv.configTtlMs,
     ...(settings.logger ? { logger: settings.logger } : {}),
   });
 }

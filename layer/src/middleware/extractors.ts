@@ -1,7 +1,7 @@
 import { createHash, createHmac } from 'node:crypto';
 import { isIP } from 'node:net';
-import { RateLimitError } from '../errors.ts';
-import { type HttpEvent, header, isHttpApiV2, jsonBody } from './http-event.ts';
+import { MisconfiguredCheckError, RateLimitError } from '../errors.ts';
+import { gatewaySourceIp, type HttpEvent, header, jsonBody } from './http-event.ts';
 
 /**
  * Turns a request into the key of one limit: an identifier that is safe to
@@ -20,7 +20,7 @@ export class MissingKeyError extends RateLimitError {
  * it). Never `X-Forwarded-For`: a client writes that header itself.
  */
 export const clientIp: KeyExtractor = (event) => {
-  const ip = isHttpApiV2(event) ? event.requestContext.http.sourceIp : event.requestContext.identity?.sourceIp;
+  const ip = gatewaySourceIp(event);
   if (typeof ip !== 'string' || isIP(ip) === 0) throw new MissingKeyError('the request has no client IP');
   return ip;
 };
@@ -60,7 +60,7 @@ export function emailHash(options: { field?: string; pepper: () => string | unde
     const email = bodyValue(event, field);
     if (typeof email !== 'string' || !email.includes('@')) throw new MissingKeyError(`the body has no ${field}`);
     const pepper = options.pepper();
-    if (!pepper) throw new RateLimitError('no email pepper is configured (secrets/email-pepper)');
+    if (!pepper) throw new MisconfiguredCheckError('no email pepper is configured (secrets/email-pepper)');
     return createHmac('sha256', pepper)
       .update(email.trim().toLowerCase())
       .digest()

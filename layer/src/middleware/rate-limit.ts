@@ -1,7 +1,7 @@
 import type { MiddlewareObj, Request } from '@middy/core';
 import { createError } from '@middy/util';
-import { enforce, type RateLimitObserver, type Verdict } from '../enforce.ts';
-import { InvalidCheckError } from '../errors.ts';
+import { enforce, misconfiguredVerdict, type RateLimitObserver, type Verdict } from '../enforce.ts';
+import { InvalidCheckError, MisconfiguredCheckError } from '../errors.ts';
 import type { CheckRequest, Limiter } from '../limiter.ts';
 import { type KeyExtractor, MissingKeyError } from './extractors.ts';
 import { rateLimitHeaders, retryAfterSeconds } from './headers.ts';
@@ -20,6 +20,11 @@ export interface RateLimitOptions {
   readonly limiter: Limiter;
   /** The limits of this route, decided together in one all-or-nothing check. */
   readonly limits: readonly RouteLimit[];
+  /**
+   * The check's scope when its policies share a group: the key of the
+   * coarsest dimension (a workspace, a bot), which becomes the hash tag.
+   */
+  readonly scope?: KeyExtractor;
   /** Metrics and logs (see powertoolsObserver). */
   readonly observer?: RateLimitObserver & { flush?(): void };
 }
@@ -28,7 +33,7 @@ export interface RateLimitOptions {
 export const ERROR_CODES = {
   limited: 'rate_limited',
   unavailable: 'rate_limiter_unavailable',
-  badRequest: 'rate_limit_key_missing',
+  badRequest: 'rate_limit_bad_request',
 } as const;
 
 const PACKAGE = '@platform/rate-limit';
@@ -80,22 +85,34 @@ export function rateLimit(options: RateLimitOptions): MiddlewareObj<HttpEvent> {
   const { limiter, limits, observer } = options;
 
   const rateLimitMiddlewareBefore = async (request: Request<HttpEvent>): Promise<void> => {
-    let checks: CheckRequest[];
+    const verdict = await verdictFor(request.event);
+    (request.internal as Record<string, unknown>)[INTERNAL] = verdict;
+    if (!verdict.proceed) throw refusal(verdict);
+  };
+
+  /**
+   * The request's verdict. What the request brought wrong (no key, a bad
+   * cost) is a 400 with the reason; what the code or configuration got wrong
+   * is decided by the failure mode (logged once); only a fault of this code
+   * itself can still throw.
+   */
+  const verdictFor = async (event: HttpEvent): Promise<Verdict> => {
+    const named = limits.map((limit) => ({ policy: limit.policy, key: '-' }));
     try {
-      checks = limits.map((limit) => ({
+      const scope = options.scope?.(event);
+      const checks: CheckRequest[] = limits.map((limit) => ({
         policy: limit.policy,
-        key: limit.key(request.event),
-        ...(limit.cost ? { cost: limit.cost(request.event) } : {}),
+        key: limit.key(event),
+        ...(limit.cost ? { cost: limit.cost(event) } : {}),
       }));
+      return await enforce(limiter, checks, { observer, ...(scope === undefined ? {} : { scope }) });
     } catch (error) {
+      if (error instanceof MisconfiguredCheckError) return misconfiguredVerdict(limiter, named, error, { observer });
       if (error instanceof MissingKeyError || error instanceof InvalidCheckError) {
         throw httpError(400, { error: ERROR_CODES.badRequest, message: error.message }, {});
       }
       throw error;
     }
-    const verdict = await enforce(limiter, checks, observer);
-    (request.internal as Record<string, unknown>)[INTERNAL] = verdict;
-    if (!verdict.proceed) throw refusal(verdict);
   };
 
   const rateLimitMiddlewareAfter = (request: Request<HttpEvent>): void => {

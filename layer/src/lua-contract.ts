@@ -1,0 +1,186 @@
+/**
+ * The TypeScript side of the Lua contract, in one place: for each script, one
+ * typed function that packs its KEYS and ARGV in the order the script binds
+ * them at its top, and one that reads its reply. Nothing else in the layer
+ * knows an ARGV position. Change a script's header and this module together.
+ */
+import type { Allowed, Limited, LimitStatus } from './decision.ts';
+import { rateKey } from './keys.ts';
+import type { CompiledFailureBackoff, CompiledPolicy, CompiledTokenBucket } from './policy.ts';
+import type { ScriptName } from './scripts.ts';
+
+/** One limit of a check, resolved and validated: what the scripts need of it. */
+export interface ResolvedLimit {
+  readonly policy: CompiledPolicy;
+  /** The caller's key part (already safe). */
+  readonly key: string;
+  /** The Redis key of its counter (see keys.ts). */
+  readonly counter: string;
+  /** Whole units this request takes, 1..policy.maxCost. */
+  readonly cost: number;
+}
+
+/** A script to run, with its KEYS and ARGV packed. */
+export interface ScriptCall {
+  readonly script: ScriptName;
+  readonly keys: readonly string[];
+  readonly args: readonly string[];
+}
+
+const flag = (debit: boolean) => (debit ? '1' : '0');
+const int = (n: number) => String(n);
+
+/** lua/check_token_bucket.lua: bucket, [rate]; cost, capacity, interval µs, keep µs, debit. */
+function checkTokenBucketCall(limit: ResolvedLimit, policy: CompiledTokenBucket, debit: boolean): ScriptCall {
+  return {
+    script: 'checkTokenBucket',
+    keys: policy.adaptive ? [limit.counter, rateKey(limit.counter)] : [limit.counter],
+    args: [
+      int(limit.cost),
+      int(policy.capacity),
+      int(policy.intervalUs),
+      int(policy.adaptive?.keepUs ?? 0),
+      flag(debit),
+    ],
+  };
+}
+
+/** One record of lua/check.lua: kind, cost, then the strategy's four fields. */
+function checkRecord(limit: ResolvedLimit, rateIndex: number): string[] {
+  const { policy, cost } = limit;
+  switch (policy.strategy) {
+    case 'tokenBucket':
+      return [
+        'tb',
+        int(cost),
+        int(policy.capacity),
+        int(policy.intervalUs),
+        int(policy.adaptive?.keepUs ?? 0),
+        int(rateIndex),
+      ];
+    case 'slidingWindow':
+      return ['sw', int(cost), int(policy.limit), int(policy.windowUs), '0', '0'];
+    case 'failureBackoff':
+      return ['bo', int(cost), int(policy.baseUs), int(policy.maxUs), int(policy.freeFailures), int(policy.memoryUs)];
+  }
+}
+
+/**
+ * The script call of a check: a single token bucket or sliding window gets its
+ * own script (the common, fast case); anything else the generic one.
+ */
+export function checkCall(limits: readonly ResolvedLimit[], debit: boolean): ScriptCall {
+  const only = limits.length === 1 ? (limits[0] as ResolvedLimit) : undefined;
+  if (only?.policy.strategy === 'tokenBucket') return checkTokenBucketCall(only, only.policy, debit);
+  if (only?.policy.strategy === 'slidingWindow') {
+    // lua/check_sliding_window.lua: window; cost, limit, window µs, debit
+    return {
+      script: 'checkSlidingWindow',
+      keys: [only.counter],
+      args: [int(only.cost), int(only.policy.limit), int(only.policy.windowUs), flag(debit)],
+    };
+  }
+  // lua/check.lua: counters, then rate keys; N, debit, one record per limit
+  const counters = limits.map((l) => l.counter);
+  const rateKeys: string[] = [];
+  const args = [int(limits.length), flag(debit)];
+  for (const limit of limits) {
+    let rateIndex = 0;
+    if (limit.policy.strategy === 'tokenBucket' && limit.policy.adaptive) {
+      rateKeys.push(rateKey(limit.counter));
+      rateIndex = limits.length + rateKeys.length;
+    }
+    args.push(...checkRecord(limit, rateIndex));
+  }
+  return { script: 'check', keys: [...counters, ...rateKeys], args };
+}
+
+/** lua/record_failure.lua: backoff; base µs, max µs, free failures, memory µs. */
+export function recordFailureCall(policy: CompiledFailureBackoff, counter: string): ScriptCall {
+  return {
+    script: 'recordFailure',
+    keys: [counter],
+    args: [int(policy.baseUs), int(policy.maxUs), int(policy.freeFailures), int(policy.memoryUs)],
+  };
+}
+
+/** What set_rate does: read, or one change (amount per kind, see lua/set_rate.lua). */
+export type RateCommand =
+  | { readonly kind: 'get' }
+  | { readonly kind: 'set'; readonly rate: number }
+  | { readonly kind: 'increase' }
+  | { readonly kind: 'decrease'; readonly pauseUs: number };
+
+/** lua/set_rate.lua: bucket, rate; change, amount, min, max, policy rate, policy interval, keep, pause, capacity. */
+export function setRateCall(policy: CompiledTokenBucket, counter: string, command: RateCommand): ScriptCall {
+  const adaptive = policy.adaptive;
+  const amount =
+    command.kind === 'set'
+      ? command.rate
+      : command.kind === 'increase'
+        ? (adaptive?.increaseBy ?? 0)
+        : command.kind === 'decrease'
+          ? (adaptive?.decreaseFactor ?? 1)
+          : 0;
+  return {
+    script: 'setRate',
+    keys: [counter, rateKey(counter)],
+    args: [
+      command.kind,
+      String(amount),
+      String(adaptive?.minRate ?? policy.ratePerSecond),
+      String(adaptive?.maxRate ?? policy.ratePerSecond),
+      String(policy.ratePerSecond),
+      int(policy.intervalUs),
+      int(adaptive?.keepUs ?? 0),
+      int(command.kind === 'decrease' ? command.pauseUs : 0),
+      int(policy.capacity),
+    ],
+  };
+}
+
+/** µs to whole ms, rounded up: waiting the ms answered is never too early. */
+export function usToMs(us: number): number {
+  return us > 0 ? Math.ceil(us / 1000) : 0;
+}
+
+/**
+ * A check reply: allowed, binding (1-based), retry µs, then per limit
+ * remaining, reset µs, retry µs (lua/check.lua; the single-limit scripts
+ * answer the same layout). Throws TypeError on any other shape.
+ */
+export function parseCheckReply(policies: readonly CompiledPolicy[], reply: unknown): Allowed | Limited {
+  if (!Array.isArray(reply) || reply.length !== 3 + 3 * policies.length) {
+    throw new TypeError(`unexpected check reply: ${JSON.stringify(reply)}`);
+  }
+  const n = reply as number[];
+  const limits: LimitStatus[] = policies.map((policy, i) => ({
+    policy: policy.name,
+    strategy: policy.strategy,
+    limit: policy.limit,
+    remaining: Math.max(0, Number(n[3 + 3 * i])),
+    resetAfterMs: usToMs(Number(n[4 + 3 * i])),
+    retryAfterMs: usToMs(Number(n[5 + 3 * i])),
+    windowSeconds: policy.windowSeconds,
+  }));
+  if (Number(n[0]) === 1) {
+    const binding = limits.reduce((a, b) => (b.remaining < a.remaining ? b : a));
+    return { outcome: 'allowed', allowed: true, degraded: false, binding, limits, retryAfterMs: 0 };
+  }
+  const binding = limits[Number(n[1]) - 1] as LimitStatus;
+  return { outcome: 'limited', allowed: false, degraded: false, binding, limits, retryAfterMs: usToMs(Number(n[2])) };
+}
+
+/** record_failure's reply: the next wait in µs, as ms. */
+export function parseRecordFailureReply(reply: unknown): number {
+  const us = Number(reply);
+  if (!Number.isFinite(us)) throw new TypeError(`unexpected record_failure reply: ${JSON.stringify(reply)}`);
+  return usToMs(us);
+}
+
+/** set_rate's reply: the rate in force, tokens per second. */
+export function parseRateReply(reply: unknown): number {
+  const rate = Number(reply);
+  if (!(rate > 0)) throw new TypeError(`unexpected set_rate reply: ${JSON.stringify(reply)}`);
+  return rate;
+}

@@ -1,0 +1,95 @@
+import { InvalidSettingError } from './errors.ts';
+import type { RedisSettings } from './redis-connection.ts';
+
+/**
+ * Every setting the layer reads from the environment, in one place: each
+ * variable, its default and its validation. A bad value is an
+ * `InvalidSettingError` at startup naming the variable, never a silent default.
+ *
+ * | variable                        | meaning                                                | default                    |
+ * | ------------------------------- | ------------------------------------------------------ | -------------------------- |
+ * | `REDIS_CLUSTER_NODES`           | `host:port,host:port`: Redis Cluster (production)      | none: a single node        |
+ * | `REDIS_URL`                     | `redis://host:port` or `rediss://…`: a single node     | `redis://127.0.0.1:6379`   |
+ * | `REDIS_TLS`                     | `true` for TLS to cluster nodes (ElastiCache)          | `false`                    |
+ * | `RATE_LIMIT_PARAMETER_PATH`     | SSM path of the policies (`/ratelimit/prod`)           | `/ratelimit/local`         |
+ * | `RATE_LIMIT_PARAMETERS_FILE`    | a JSON file of parameters instead of SSM (local runs)  | none: SSM                  |
+ * | `RATE_LIMIT_CONFIG_TTL_SECONDS` | how long fetched parameters serve before a refresh     | `60` (1..3600)             |
+ */
+export interface LayerSettings {
+  readonly redis: RedisSettings;
+  readonly parameterPath: string;
+  readonly parametersFile: string | undefined;
+  readonly configTtlMs: number;
+}
+
+export const DEFAULT_REDIS_URL = 'redis://127.0.0.1:6379';
+export const DEFAULT_PARAMETER_PATH = '/ratelimit/local';
+const DEFAULT_CONFIG_TTL_SECONDS = 60;
+
+type Env = Readonly<Record<string, string | undefined>>;
+
+const HOST_PORT = /^([A-Za-z0-9.-]+|\[[0-9A-Fa-f:]+\]):(\d{1,5})$/;
+const PARAMETER_PATH = /^(\/[A-Za-z0-9_.-]+)+$/;
+
+function clusterNodes(text: string): string[] {
+  const nodes = text
+    .split(',')
+    .map((n) => n.trim())
+    .filter(Boolean);
+  if (nodes.length === 0) throw new InvalidSettingError('REDIS_CLUSTER_NODES', 'names no node (host:port,…)');
+  for (const node of nodes) {
+    const port = Number(HOST_PORT.exec(node)?.[2]);
+    if (!(port >= 1 && port <= 65535)) {
+      throw new InvalidSettingError('REDIS_CLUSTER_NODES', `"${node}" is not host:port with a port from 1 to 65535`);
+    }
+  }
+  return nodes;
+}
+
+function redisUrl(text: string): string {
+  let url: URL;
+  try {
+    url = new URL(text);
+  } catch {
+    throw new InvalidSettingError('REDIS_URL', 'is not a URL (redis://host:port)');
+  }
+  if (url.protocol !== 'redis:' && url.protocol !== 'rediss:') {
+    throw new InvalidSettingError('REDIS_URL', `must use redis:// or rediss://, not ${url.protocol}//`);
+  }
+  return text;
+}
+
+function flag(name: string, text: string | undefined): boolean {
+  if (text === undefined || text === '' || text === 'false') return false;
+  if (text === 'true') return true;
+  throw new InvalidSettingError(name, 'must be "true" or "false"');
+}
+
+function ttlSeconds(text: string | undefined): number {
+  if (text === undefined || text === '') return DEFAULT_CONFIG_TTL_SECONDS;
+  const seconds = Number(text);
+  if (!(Number.isInteger(seconds) && seconds >= 1 && seconds <= 3600)) {
+    throw new InvalidSettingError('RATE_LIMIT_CONFIG_TTL_SECONDS', 'must be a whole number of seconds from 1 to 3600');
+  }
+  return seconds;
+}
+
+/** The layer's settings from the environment; throws InvalidSettingError for the first bad one. */
+export function readSettings(env: Env = process.env): LayerSettings {
+  const nodes = env.REDIS_CLUSTER_NODES;
+  const tls = flag('REDIS_TLS', env.REDIS_TLS);
+  const redis: RedisSettings =
+    nodes !== undefined && nodes !== ''
+      ? { clusterNodes: clusterNodes(nodes), tls }
+      : { url: redisUrl(env.REDIS_URL || DEFAULT_REDIS_URL) };
+  const parameterPath = env.RATE_LIMIT_PARAMETER_PATH || DEFAULT_PARAMETER_PATH;
+  if (!PARAMETER_PATH.test(parameterPath)) {
+    throw new InvalidSettingError('RATE_LIMIT_PARAMETER_PATH', 'must be an SSM path such as /ratelimit/prod');
+  }
+  return {
+    redis,
+    parameterPath,
+    parametersFile: env.RATE_LIMIT_PARAMETERS_FILE || undefined,
+    configTtlMs: ttlSeconds(env.RATE_LIMIT_CONFIG_TTL_SECONDS) * 1000,
+  };
+}
