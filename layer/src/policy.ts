@@ -122,7 +122,7 @@ function intervalProblem(exactUs: number, capacity: number): string | undefined 
   if (!(exactUs >= 0.5)) return 'is faster than one token per µs';
   const interval = wholeIntervalUs(exactUs);
   if ((interval - exactUs) / exactUs > POLICY_BOUNDS.maxIntervalRounding) {
-    return `needs ${exactUs} µs per token, which a whole µs (${interval}) would slow by more than 1%`;
+    return `needs ${Number(exactUs.toFixed(3))} µs per token, which a whole µs (${interval}) would slow by more than 1%`;
   }
   if (capacity * interval > POLICY_BOUNDS.maxBurstUs) {
     return `lets the bucket owe ${capacity} × ${interval} µs, more than 400 days`;

@@ -5,7 +5,7 @@
 --   bits   0..31  n    stored events (the ring's size in slots)
 --   bits  32..63  h    index of the oldest stored event
 --   bits  64..95  e    stored events, from h on, known to have left the window
---   bits  96..127 w    the window (ms) e was computed with
+--   bits  96..127 w    the window (ms) e was last computed with (informational)
 --   bits 128..191 f    time (µs) of the event at position e: the oldest one
 --                      not known to have left, so a denial in steady traffic
 --                      needs no read past the header
@@ -19,12 +19,14 @@
 -- appending until it holds `limit` events (then it is copied once into an
 -- exactly sized string), then overwrites the oldest.
 --
--- A changed window (the policy edited) applies to the events still stored: a
--- shortened window counts fewer of them at once, a lengthened one counts every
--- stored event inside it. An event is dropped only once it has left the
--- window in force when the ring is written (or the key expires, one window
--- after its newest event): so for up to one new window after a window is
--- lengthened, events that had already left the old window are not counted.
+-- A changed window (the policy edited) applies from the change on: an event
+-- counts until a write sees it leave the window then in force (the write
+-- moves `e` past it, or drops it); a later, longer window does not count it
+-- again. So a shortened window takes effect at once, and a lengthened one
+-- counts every event that was still inside the old window at the last admit;
+-- for up to one new window after lengthening, events that had already left
+-- the old window are not counted. A key also expires one window after its
+-- newest event.
 --
 --   key        the window
 --   limit      events allowed in any window
@@ -119,8 +121,9 @@ local function sw_eval(key, limit, window_us, cost, now)
     if now - newest >= window_us then
       e = n
     else
-      -- A changed window invalidates what `e` knows: count again from the start.
-      if w == window_ms then times[e] = first else e = 0 end
+      -- Events before `e` were seen to leave the window by the last write; a
+      -- window changed since then (shortened or lengthened) counts from `e` on.
+      times[e] = first
       e = sw_first_in_window(key, n, h, e, times, now, window_us)
     end
   end

@@ -4,8 +4,9 @@
  */
 import assert from 'node:assert/strict';
 import { after, describe, it } from 'node:test';
-import { compilePolicy, InvalidCheckError } from '../../layer/src/index.ts';
-import { pinnedLimiter, targets, unique } from '../support/targets.ts';
+import { compilePolicy, counterKey, InvalidCheckError, rateKey } from '../../layer/src/index.ts';
+import type { RateChange } from '../../layer/src/limiter.ts';
+import { connected, pinnedLimiter, targets, unique } from '../support/targets.ts';
 
 const adaptive = compilePolicy('harvest', {
   strategy: 'tokenBucket',
@@ -14,8 +15,15 @@ const adaptive = compilePolicy('harvest', {
   failureMode: 'open',
   adaptive: { min: 0.5, max: 100, increaseBy: 1, decreaseFactor: 0.5, keep: '1 h' },
 });
+const lapsing = compilePolicy('lapsing', {
+  strategy: 'tokenBucket',
+  capacity: 10,
+  refill: { tokens: 2, every: '1 s' },
+  adaptive: { min: 0.05, max: 20, increaseBy: 1, decreaseFactor: 0.5, keep: '1 m' },
+});
 const fixed = compilePolicy('fixed', { strategy: 'tokenBucket', capacity: 1, refill: { tokens: 1, every: '1 s' } });
-const resolve = (name: string) => (name === 'harvest' ? adaptive : name === 'fixed' ? fixed : undefined);
+const catalogue = new Map([adaptive, lapsing, fixed].map((p) => [p.name, p]));
+const resolve = (name: string) => catalogue.get(name);
 
 for (const target of targets) {
   describe(`Runtime rates on a ${target.name}`, () => {
@@ -78,6 +86,55 @@ for (const target of targets) {
       clock.nowUs += 3_600_000_000; // an hour: the runtime rate has lapsed, the bucket is full
       for (let i = 0; i < 10; i++) await worker.check({ policy: 'harvest', key });
       assert.equal((await worker.check({ policy: 'harvest', key })).retryAfterMs, 1000);
+    });
+
+    it('lapse with the tokens the bucket holds, like an explicit change', async () => {
+      // Prepare: 10 tokens at 2/s; drained, then slowed to 0.05/s (one token per 20 s) for a minute
+      const { clock, operator, worker, key } = workers();
+      assert.equal((await worker.check({ policy: 'lapsing', key, cost: 10 })).outcome, 'allowed');
+      assert.deepEqual(await operator.changeRate('lapsing', key, { set: 0.05 }), {
+        changed: true,
+        ratePerSecond: 0.05,
+      });
+      // Act: the minute passes; 3 tokens came back at 0.05/s
+      clock.nowUs += 60_000_000;
+      // Assess: the policy rate again, with those 3 tokens, and the rest refilling at 2/s
+      assert.equal(await worker.currentRate('lapsing', key), 2);
+      const peek = await worker.peek([{ policy: 'lapsing', key }]);
+      assert.ok(peek.outcome === 'allowed' && peek.binding.remaining === 2, JSON.stringify(peek));
+      const four = await worker.check({ policy: 'lapsing', key, cost: 4 });
+      assert.ok(four.outcome === 'limited' && four.retryAfterMs === 500, JSON.stringify(four));
+      clock.nowUs += 3_500_000;
+      assert.equal((await worker.check({ policy: 'lapsing', key, cost: 10 })).outcome, 'allowed');
+      clock.nowUs += 500_000;
+      assert.equal((await worker.check({ policy: 'lapsing', key })).outcome, 'allowed', 'refills at 2/s after');
+    });
+
+    it('refuse any change that is not exactly one valid shape, and write nothing', async () => {
+      const { operator, key } = workers();
+      for (const change of [
+        {},
+        { sett: 2 },
+        { decrease: false },
+        { increase: false },
+        { set: 2, decrease: true },
+        { set: Number.NaN },
+        { set: -1 },
+        { decrease: true, pauseMs: -1 },
+        { decrease: true, pauseMs: 1e12 },
+        { increase: true, pauseMs: 10 },
+        null,
+        'decrease',
+      ]) {
+        await assert.rejects(
+          operator.changeRate('harvest', key, change as unknown as RateChange),
+          InvalidCheckError,
+          JSON.stringify(change),
+        );
+      }
+      assert.equal(await operator.currentRate('harvest', key), 1);
+      await connected(redisA);
+      assert.equal(await redisA.exists(rateKey(counterKey(adaptive, key))), 0);
     });
 
     it('are refused for a policy that is not adaptive', async () => {

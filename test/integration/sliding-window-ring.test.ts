@@ -55,6 +55,95 @@ for (const target of targets) {
       assert.deepEqual(outcomes, ['allowed', 'allowed', 'allowed', 'allowed', 'limited']);
     });
 
+    for (const events of [10_000, 100_000]) {
+      it(`lays out a wrapped ring of ${events} events again when the limit is raised (no per-slot unpack)`, async () => {
+        // Prepare: fill the ring in batches of 1000 events, 50 ms apart, in a 10 s window
+        const batch = 1000;
+        const state = { policy: compilePolicy('big', { strategy: 'slidingWindow', limit: events, window: '10 s' }) };
+        const clock = { nowUs: 1_800_000_000_000_000 };
+        const limiter = pinnedLimiter(
+          { redis, policies: { resolve: () => state.policy }, onDegraded: (e) => assert.fail(e.detail) },
+          clock,
+        );
+        const key = unique('big');
+        const check = (cost: number) => limiter.check({ policy: 'big', key, cost });
+        for (let i = 0; i < events / batch; i++) {
+          assert.equal((await check(batch)).outcome, 'allowed');
+          clock.nowUs += 50_000;
+        }
+        // the first two batches leave; two admits overwrite them: the ring has wrapped
+        clock.nowUs = 1_800_000_000_000_000 + 10_000_000 + 60_000;
+        assert.equal((await check(batch)).outcome, 'allowed');
+        assert.equal((await check(batch)).outcome, 'allowed');
+        // Act: a raised limit makes the next admit lay the ring out again
+        state.policy = compilePolicy('big', { strategy: 'slidingWindow', limit: events + 20_000, window: '10 s' });
+        const raised = await check(batch);
+        // Assess: decided by Redis, with every in-window event kept
+        assert.ok(raised.outcome === 'allowed', `after raising the limit: ${raised.outcome}`);
+        assert.equal(raised.binding.remaining, events + 20_000 - events - batch);
+        assert.equal(await redis.strlen(`rl:{big:${key}}`), 32 + 8 * (events + batch));
+      });
+    }
+
+    it('applies a changed window from the change on (see lua/lib/sliding_window.lua)', async () => {
+      const state = { policy: compilePolicy('win', { strategy: 'slidingWindow', limit: 4, window: '1 s' }) };
+      const clock = { nowUs: 1_800_000_000_000_000 };
+      const limiter = pinnedLimiter({ redis, policies: { resolve: () => state.policy } }, clock);
+      const lengthen = () => {
+        state.policy = compilePolicy('win', { strategy: 'slidingWindow', limit: 4, window: '3 s' });
+      };
+      const at = (ms: number) => {
+        clock.nowUs = 1_800_000_000_000_000 + ms * 1000;
+      };
+      // lengthened while the events are still inside the old window: they count
+      const stillIn = unique('in');
+      state.policy = compilePolicy('win', { strategy: 'slidingWindow', limit: 4, window: '1 s' });
+      at(0);
+      assert.equal((await limiter.check({ policy: 'win', key: stillIn, cost: 3 })).outcome, 'allowed');
+      at(500);
+      lengthen();
+      at(1500);
+      assert.equal((await limiter.check({ policy: 'win', key: stillIn })).outcome, 'allowed');
+      at(1600);
+      assert.equal((await limiter.check({ policy: 'win', key: stillIn, cost: 3 })).outcome, 'limited');
+
+      // lengthened after an admit saw them leave the old window: they are gone
+      const left = unique('left');
+      state.policy = compilePolicy('win', { strategy: 'slidingWindow', limit: 4, window: '1 s' });
+      at(0);
+      assert.equal((await limiter.check({ policy: 'win', key: left, cost: 3 })).outcome, 'allowed');
+      at(1500);
+      assert.equal((await limiter.check({ policy: 'win', key: left })).outcome, 'allowed');
+      lengthen();
+      at(1600);
+      const after = await limiter.check({ policy: 'win', key: left, cost: 3 });
+      assert.ok(after.outcome === 'allowed' && after.binding.remaining === 0, 'only the event at 1.5 s counts');
+
+      // the same when the events that left are still stored in the ring (other events kept it alive)
+      const stored = unique('stored');
+      state.policy = compilePolicy('win', { strategy: 'slidingWindow', limit: 4, window: '1 s' });
+      at(0);
+      assert.equal((await limiter.check({ policy: 'win', key: stored, cost: 2 })).outcome, 'allowed');
+      at(800);
+      assert.equal((await limiter.check({ policy: 'win', key: stored })).outcome, 'allowed');
+      at(1500);
+      assert.equal((await limiter.check({ policy: 'win', key: stored })).outcome, 'allowed');
+      lengthen();
+      at(1600);
+      const kept = await limiter.check({ policy: 'win', key: stored });
+      assert.ok(kept.outcome === 'allowed' && kept.binding.remaining === 1, 'the events at 0 s left before the change');
+
+      // shortened: takes effect at once
+      const short = unique('short');
+      lengthen();
+      at(0);
+      assert.equal((await limiter.check({ policy: 'win', key: short, cost: 4 })).outcome, 'allowed');
+      at(1200);
+      assert.equal((await limiter.check({ policy: 'win', key: short })).outcome, 'limited');
+      state.policy = compilePolicy('win', { strategy: 'slidingWindow', limit: 4, window: '1 s' });
+      assert.equal((await limiter.check({ policy: 'win', key: short, cost: 4 })).outcome, 'allowed');
+    });
+
     it('writes a cost that wraps around the end of the ring to both ends, and never past it', async () => {
       const h = harness(5);
       for (let i = 0; i < 24; i++) {

@@ -1,0 +1,111 @@
+/**
+ * The policy bounds (layer/src/policy.ts POLICY_BOUNDS) hold what they promise:
+ * any policy the schema accepts, however extreme its numbers, is decided by
+ * Redis at its extremes (cost 1 and its largest cost, a drained bucket, runtime
+ * rates at their bounds with the longest pause), never degraded by a number
+ * Lua cannot carry. Policies the schema refuses are refused with a reason.
+ */
+import assert from 'node:assert/strict';
+import { after, describe, it } from 'node:test';
+import fc from 'fast-check';
+import { type CompiledPolicy, compilePolicy, InvalidPolicyError, POLICY_BOUNDS } from '../../layer/src/index.ts';
+import { pinnedLimiter, targets, unique } from '../support/targets.ts';
+
+const duration = fc.oneof(
+  fc.constantFrom('1 ms', '0.5 ms', '0.001 ms', '1 s', '59.999 s', '1 h', '168 h', '169 h', '6.5 m'),
+  fc.integer({ min: 1, max: 604_800_000 }).map((ms) => `${ms} ms`),
+);
+const wide = fc.oneof(
+  fc.integer({ min: 1, max: 100 }),
+  fc.double({ min: 1e-12, max: 1e15, noNaN: true, noDefaultInfinity: true }),
+  fc.constantFrom(1e9, 1e9 + 1, 1e15, 0.05, 1_000_000, 1_000_001),
+);
+
+const policyConfig = fc.oneof(
+  fc.record({
+    strategy: fc.constant('tokenBucket'),
+    capacity: wide,
+    refill: fc.record({ tokens: wide, every: duration }),
+    adaptive: fc.option(
+      fc.record({
+        min: wide,
+        max: wide,
+        increaseBy: wide,
+        decreaseFactor: fc.double({ min: 0.01, max: 0.99, noNaN: true }),
+        keep: duration,
+      }),
+      { nil: undefined },
+    ),
+  }),
+  fc.record({ strategy: fc.constant('slidingWindow'), limit: wide, window: duration }),
+  fc.record({
+    strategy: fc.constant('failureBackoff'),
+    freeFailures: fc.integer({ min: 0, max: 2000 }),
+    base: duration,
+    max: duration,
+    memory: duration,
+  }),
+);
+
+function compiled(config: Record<string, unknown>): CompiledPolicy | undefined {
+  const clean = Object.fromEntries(Object.entries(config).filter(([, value]) => value !== undefined));
+  try {
+    return compilePolicy('edge', clean);
+  } catch (error) {
+    assert.ok(error instanceof InvalidPolicyError, String(error));
+    assert.match(error.reason, /\S/);
+    return undefined;
+  }
+}
+
+for (const target of targets) {
+  describe(`Policy bounds on a ${target.name}`, () => {
+    const redis = target.client();
+    after(() => redis.disconnect());
+
+    it('every policy the schema accepts is decided by Redis at its extremes', async () => {
+      let accepted = 0;
+      await fc.assert(
+        fc.asyncProperty(policyConfig, fc.integer({ min: 0, max: 10 * 365 * 86_400 }), async (config, skewS) => {
+          const policy = compiled(config);
+          if (!policy) return;
+          accepted++;
+          const clock = { nowUs: 1_800_000_000_000_000 + skewS * 1_000_000 };
+          const limiter = pinnedLimiter(
+            {
+              redis,
+              policies: { resolve: () => policy },
+              onDegraded: (e) => assert.fail(`${JSON.stringify(config)}: ${e.detail}`),
+            },
+            clock,
+          );
+          const key = unique('edge');
+          for (const cost of [policy.maxCost, 1, policy.maxCost]) {
+            const decision = await limiter.check({ policy: 'edge', key, cost });
+            assert.notEqual(decision.outcome, 'degraded');
+          }
+          if (policy.strategy === 'failureBackoff') {
+            for (let i = 0; i < 3; i++) assert.ok((await limiter.recordFailure('edge', key)).recorded);
+            assert.notEqual((await limiter.check({ policy: 'edge', key })).outcome, 'degraded');
+          }
+          if (policy.strategy === 'tokenBucket' && policy.adaptive) {
+            const pauseMs = POLICY_BOUNDS.maxPauseUs / 1000;
+            for (const change of [
+              { set: policy.adaptive.minRate },
+              { decrease: true as const, pauseMs },
+              { set: policy.adaptive.maxRate },
+              { increase: true as const },
+            ]) {
+              assert.ok((await limiter.changeRate('edge', key, change)).changed);
+              assert.notEqual((await limiter.check({ policy: 'edge', key, cost: policy.maxCost })).outcome, 'degraded');
+            }
+            clock.nowUs += policy.adaptive.keepUs; // lapse
+            assert.notEqual((await limiter.check({ policy: 'edge', key })).outcome, 'degraded');
+          }
+        }),
+        { numRuns: 300 },
+      );
+      assert.ok(accepted > 30, `only ${accepted} of 300 generated policies were accepted`);
+    });
+  });
+}
