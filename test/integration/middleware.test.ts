@@ -196,6 +196,22 @@ describe('rateLimit middleware', () => {
     assert.equal((await limiter.check({ policy, key: 'k' })).outcome, 'allowed');
   });
 
+  it('refuses from the block cache only a cost at least as large as the one refused', async () => {
+    await connected(redis);
+    const policy = unique('costly');
+    const config = { strategy: 'tokenBucket', capacity: 5, refill: { tokens: 1, every: '1 h' }, blockCache: true };
+    const compiled = compilePolicy(policy, config);
+    const limiter = createLimiter({ redis, policies: { resolve: () => compiled } });
+    const calls = async () => Number(/cmdstat_evalsha:calls=(\d+)/.exec(await redis.info('commandstats'))?.[1] ?? 0);
+    assert.equal((await limiter.check({ policy, key: 'k', cost: 3 })).outcome, 'allowed');
+    assert.equal((await limiter.check({ policy, key: 'k', cost: 5 })).outcome, 'limited');
+    // 2 tokens are left: a cost of 1 fits, though a cost of 5 was just refused
+    assert.equal((await limiter.check({ policy, key: 'k', cost: 1 })).outcome, 'allowed');
+    const before = await calls();
+    assert.equal((await limiter.check({ policy, key: 'k', cost: 5 })).outcome, 'limited');
+    assert.equal(await calls(), before, 'the cost-5 refusal came from the cache');
+  });
+
   it('puts no raw API key or email in any Redis key or log line', async () => {
     await connected(redis);
     const secretKey = `sk_live_${unique('secret')}`;
@@ -217,10 +233,18 @@ describe('rateLimit middleware', () => {
       [],
       apiKeyHash(),
     );
+    // Record every write and pass it on: in a test file's process, stdout also
+    // carries the runner's own results, and swallowing them would hide tests.
     const written: string[] = [];
     const [out, err] = [process.stdout.write.bind(process.stdout), process.stderr.write.bind(process.stderr)];
-    process.stdout.write = ((chunk: string) => written.push(String(chunk)) > 0) as typeof process.stdout.write;
-    process.stderr.write = ((chunk: string) => written.push(String(chunk)) > 0) as typeof process.stderr.write;
+    const recording =
+      (write: typeof out) =>
+      (chunk: string | Uint8Array, ...rest: unknown[]): boolean => {
+        written.push(String(chunk));
+        return (write as (...args: unknown[]) => boolean)(chunk, ...rest);
+      };
+    process.stdout.write = recording(out) as typeof process.stdout.write;
+    process.stderr.write = recording(err) as typeof process.stderr.write;
     try {
       const event = () => restEvent({ headers: { 'x-api-key': secretKey }, body: { email } });
       assert.equal((await api.invoke(event())).statusCode, 200);

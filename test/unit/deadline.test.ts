@@ -1,0 +1,85 @@
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+import { classify, DeadlineGuard, type GuardedConnection } from '../../layer/src/deadline.ts';
+
+function connection(ready = true) {
+  const state = { ready, resets: 0, whenReady: () => Promise.resolve() };
+  const fake: GuardedConnection = {
+    isReady: () => state.ready,
+    whenReady: () => state.whenReady(),
+    reset: () => {
+      state.resets++;
+    },
+  };
+  return { state, fake };
+}
+
+const never = () => new Promise<never>(() => {});
+
+describe('Class: DeadlineGuard', () => {
+  it('passes the reply through when the work answers in time', async () => {
+    const guard = new DeadlineGuard(connection().fake, 10);
+    assert.deepEqual(await guard.within(1000, async () => 42), { ok: true, reply: 42 });
+  });
+
+  it('answers "timeout" at the deadline when the work never answers', async () => {
+    const guard = new DeadlineGuard(connection().fake, 10);
+    const result = await guard.within(5, never);
+    assert.deepEqual(result, { ok: false, reason: 'timeout', detail: 'no answer within 5 ms' });
+    assert.equal(guard.abandoned, 1);
+  });
+
+  it('resets the connection once more commands are abandoned than the bound', async () => {
+    const { state, fake } = connection();
+    const guard = new DeadlineGuard(fake, 2);
+    await Promise.all([guard.within(1, never), guard.within(1, never)]);
+    assert.equal(state.resets, 0);
+    await guard.within(1, never);
+    assert.equal(state.resets, 1);
+    assert.equal(guard.abandoned, 0);
+  });
+
+  it('counts a late answer off the abandoned commands', async () => {
+    const guard = new DeadlineGuard(connection().fake, 10);
+    let answer: (value: number) => void = () => {};
+    const late = new Promise<number>((resolve) => {
+      answer = resolve;
+    });
+    assert.equal((await guard.within(1, () => late)).ok, false);
+    assert.equal(guard.abandoned, 1);
+    answer(1);
+    await late;
+    await Promise.resolve();
+    assert.equal(guard.abandoned, 0);
+  });
+
+  it('waits for a connecting client, and answers at once when it is known to be down', async () => {
+    const { state, fake } = connection(false);
+    state.whenReady = () => Promise.reject(new Error('Redis connection is reconnecting'));
+    const guard = new DeadlineGuard(fake, 10);
+    assert.deepEqual(await guard.within(1000, async () => 1), {
+      ok: false,
+      reason: 'unavailable',
+      detail: 'Redis connection is reconnecting',
+    });
+  });
+
+  it('turns a work function that throws synchronously into a degraded answer', async () => {
+    const guard = new DeadlineGuard(connection().fake, 10);
+    const result = await guard.within(1000, () => {
+      throw new TypeError('bad reply');
+    });
+    assert.deepEqual(result, { ok: false, reason: 'redis-error', detail: 'bad reply' });
+  });
+});
+
+describe('Function: classify', () => {
+  it('sorts Redis errors into degraded reasons', () => {
+    const reply = (message: string) => Object.assign(new Error(message), { name: 'ReplyError' });
+    assert.equal(classify(reply('OOM command not allowed when used memory > maxmemory')), 'out-of-memory');
+    assert.equal(classify(reply('CLUSTERDOWN The cluster is down')), 'unavailable');
+    assert.equal(classify(reply('ERR value is not an integer')), 'redis-error');
+    assert.equal(classify(new Error('Connection is closed.')), 'unavailable');
+    assert.equal(classify(new Error('Command timed out')), 'timeout');
+  });
+});
