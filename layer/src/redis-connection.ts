@@ -58,10 +58,36 @@ export function createRedisClient(settings: RedisSettings): RedisClient {
   // Connection errors reach callers as degraded decisions (logged and counted
   // there); without a listener ioredis would also print every failed reconnect.
   client.on('error', () => {});
+  if (client instanceof Cluster) {
+    // ioredis creates every node connection lazily, and re-queues a command
+    // that meets a node still connecting behind `retryDelayOnFailover` (100 ms):
+    // past a check's whole budget. Connect each node as soon as it is known.
+    client.on('+node', (node: Redis) => {
+      if (node.status === 'wait') node.connect().catch(() => {});
+    });
+  }
   return client;
 }
 
 const connecting = new WeakMap<RedisClient, Promise<void>>();
+/** Cluster clients whose master connections were all seen ready once. */
+const warmClusters = new WeakSet<Cluster>();
+
+/**
+ * Whether checks can be sent now: the connection is ready, and for a cluster,
+ * its masters were connected once (after that, a node's own trouble is an
+ * ordinary failure of the checks sent to it).
+ */
+export function isReady(redis: RedisClient): boolean {
+  return redis.status === 'ready' && (!(redis instanceof Cluster) || warmClusters.has(redis));
+}
+
+/** Resolves once every master of a ready cluster is connected; rejects at a node's error. */
+function mastersReady(cluster: Cluster): Promise<void> {
+  return Promise.all(cluster.nodes('master').map((node) => whenReady(node))).then(() => {
+    warmClusters.add(cluster);
+  });
+}
 
 /**
  * Resolves once the client can take commands (connecting a lazy client), or
@@ -70,7 +96,8 @@ const connecting = new WeakMap<RedisClient, Promise<void>>();
  * wait with its own deadline.
  */
 export function whenReady(redis: RedisClient): Promise<void> {
-  if (redis.status === 'ready') return Promise.resolve();
+  if (isReady(redis)) return Promise.resolve();
+  if (redis instanceof Cluster && redis.status === 'ready') return mastersReady(redis);
   // Known to be down: answer now rather than spend the budget on a reconnect.
   if (redis.status === 'reconnecting' || redis.status === 'end' || redis.status === 'close') {
     return Promise.reject(new Error(`Redis connection is ${redis.status}`));
@@ -82,8 +109,9 @@ export function whenReady(redis: RedisClient): Promise<void> {
         redis.off('ready', settle);
         redis.off('error', settle);
         connecting.delete(redis);
-        if (error === undefined) resolve();
-        else reject(error);
+        if (error !== undefined) reject(error);
+        else if (redis instanceof Cluster) mastersReady(redis).then(resolve, reject);
+        else resolve();
       };
       redis.once('ready', settle);
       redis.once('error', settle);
@@ -116,7 +144,7 @@ export function sharedRedis(settings: RedisSettings = readSettings().redis): Red
 /** The deadline guard's view of an ioredis client (see deadline.ts). */
 export function ioredisConnection(redis: RedisClient): GuardedConnection {
   return {
-    isReady: () => redis.status === 'ready',
+    isReady: () => isReady(redis),
     whenReady: () => whenReady(redis),
     reset: () => resetConnection(redis),
   };

@@ -169,6 +169,25 @@ for (const deployment of deployments) {
         assert.equal((await timed(limiter, 'closed', 'after-stall')).decision.outcome, 'allowed');
       });
 
+      it('counts checks abandoned at their deadline once a stalled Redis resumes (documented: the requests did happen)', async () => {
+        // Prepare
+        const key = `late-${Math.random()}`;
+        assert.equal((await timed(limiter, 'closed', key)).decision.outcome, 'allowed');
+        d.pause();
+        let late: Decision[];
+        try {
+          // Act: 20 checks answered "degraded" while their commands wait in the socket
+          late = await Promise.all(Array.from({ length: 20 }, () => limiter.check({ policy: 'closed', key })));
+        } finally {
+          d.resume();
+        }
+        // Assess: each was refused (fail-closed), and each was debited when Redis ran it
+        assert.ok(late.every((decision) => decision.outcome === 'degraded' && !decision.allowed));
+        const peek = await limiter.peek([{ policy: 'closed', key }]);
+        assert.ok(peek.outcome === 'allowed', peek.outcome);
+        assert.equal(peek.binding.remaining, 1000 - 1 - 20 - 1);
+      });
+
       it('resets the connection once too many commands wait on a stalled Redis, and recovers', {
         timeout: 10_000,
       }, async () => {
@@ -289,6 +308,35 @@ for (const deployment of deployments) {
         assert.equal(keys, admitted + 2, 'every admitted window and both exhausted keys are still there');
         const stats = await Promise.all(nodes.map((n) => n.info('stats')));
         for (const s of stats) assert.match(s, /evicted_keys:0\r?\n/);
+      });
+
+      it('bounds what one admit writes past maxmemory: a sliding window takes at most 1024 events per request', async (t) => {
+        // Prepare: a wide window; fresh headroom of 256 KiB on the node that holds its scope
+        const full = createLimiter({
+          redis,
+          policies: staticPolicies(
+            compilePolicies({ wide: { strategy: 'slidingWindow', limit: 100_000, window: '1 h', group: 'oom' } }),
+          ),
+          ...quiet,
+        });
+        const check = (key: string, cost: number) => full.check({ policy: 'wide', key, cost }, { scope: 'oom' });
+        await assert.rejects(check('too-dear', 50_000), /cost must be a whole number from 1 to 1024/);
+        const nodes = 'nodes' in redis ? redis.nodes('master') : [redis];
+        const used = Math.max(...(await d.memory(redis)).map((m) => m.used));
+        const limitBytes = used + 256 * 1024;
+        await Promise.all(nodes.map((n) => n.config('SET', 'maxmemory', String(limitBytes))));
+        // Act: admits of the largest cost on fresh keys until Redis refuses
+        let admitted = 0;
+        for (let i = 0; i < 1000; i++) {
+          const decision = await check(`wide-${i}`, 1024);
+          if (decision.outcome !== 'allowed') break;
+          admitted++;
+        }
+        // Assess: the last admit started below maxmemory and wrote at most ~8 KiB past it
+        const overshoot = Math.max(...(await d.memory(redis)).map((m) => m.used)) - limitBytes;
+        t.diagnostic(`${admitted} admits of 1024 events; used_memory ends ${overshoot} bytes past maxmemory`);
+        assert.ok(admitted > 0);
+        assert.ok(overshoot <= 16 * 1024, `overshoot ${overshoot} bytes`);
       });
     });
   });

@@ -74,6 +74,24 @@ for (const target of targets) {
       assert.equal(ip.binding.remaining, 10 - 2 - 1);
     });
 
+    it('answers a burst of first checks on a fresh client, none degraded (cluster nodes connect lazily in ioredis)', async () => {
+      const fresh = target.client();
+      try {
+        const name = unique('burst');
+        const limiter = createLimiter({
+          redis: fresh,
+          policies: policies({ [name]: { strategy: 'slidingWindow', limit: 5, window: '1 m' } }),
+          onDegraded: (e) => assert.fail(e.detail),
+        });
+        const decisions = await Promise.all(
+          Array.from({ length: 64 }, (_, i) => limiter.check({ policy: name, key: `k${i}` })),
+        );
+        assert.ok(decisions.every((d) => d.outcome === 'allowed'));
+      } finally {
+        fresh.disconnect();
+      }
+    });
+
     it('refuses to check ungrouped policies together (they could sit on different shards)', async () => {
       const [a, b] = [unique('a'), unique('b')];
       const limiter = createLimiter({
