@@ -125,6 +125,8 @@ try {
     bar(`${s}: 2-limit check at c=128 ≥ 0.8 × single limit`, `${two.toFixed(2)} ×`, two >= 0.8);
     const sw = at('ours-sw', s, 128).checksPerSecond / at('reference-zset', s, 128).checksPerSecond;
     bar(`${s}: sliding window at c=128 ≥ 0.9 × sorted-set log`, `${sw.toFixed(2)} ×`, sw >= 0.9);
+    const swCpu = at('ours-sw', s, 128).redisCpuUsPerCheck / at('reference-zset', s, 128).redisCpuUsPerCheck;
+    bar(`${s}: sliding window Redis CPU per check (c=128) ≤ 1.0 × sorted-set log`, `${swCpu.toFixed(2)} ×`, swCpu <= 1);
   }
   const perEvent = results.memory.bytesPerInWindowEvent['ours-sw'] ?? Number.NaN;
   const zsetPerEvent = results.memory.bytesPerInWindowEvent['reference-zset'] ?? Number.NaN;

@@ -42,7 +42,9 @@ for i = 1, limit_count do
   local r
   if kind == 'tb' then
     local capacity, interval_us, keep_us, rate_index = f1, f2, f3, f4
-    r = tb_eval(key, rate_index > 0 and KEYS[rate_index] or nil, capacity, interval_us, keep_us, cost, now)
+    r = { key = key, kind = 'tb' }
+    r.allowed, r.remaining, r.reset_us, r.retry_us, r.lapsed_key =
+      tb_eval(key, rate_index > 0 and KEYS[rate_index] or nil, capacity, interval_us, keep_us, cost, now)
   elseif kind == 'sw' then
     local limit, window_us = f1, f2
     r = sw_eval(key, limit, window_us, cost, now)
@@ -64,7 +66,7 @@ end
 if allowed and debit then
   for i = 1, limit_count do
     local r = results[i]
-    if r.kind == 'tb' then tb_apply(r) elseif r.kind == 'sw' then sw_apply(r) end
+    if r.kind == 'tb' then tb_apply(r.key, r.reset_us, now, r.lapsed_key) elseif r.kind == 'sw' then sw_apply(r) end
   end
 end
 

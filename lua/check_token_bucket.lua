@@ -1,8 +1,12 @@
 -- check_token_bucket: one token-bucket limit, the common case, without the
 -- generic multi-limit loop (fewer closures and arguments per call).
 -- fragments: lib/token_bucket
--- Reply (integers): allowed (1|0), binding limit (0 admitted, 1 refused),
---   retry-after µs, remaining, reset µs, retry-after µs (as check.lua, one limit).
+-- Reply: admitted, the bucket's debt after it (µs), one integer, from which
+--   the client derives what remains (it knows capacity and interval); an
+--   adaptive bucket (whose interval may be a runtime one) answers an array
+--   { remaining, reset µs } instead. Refused: an array { remaining, reset µs,
+--   retry-after µs }. (A table reply costs Redis ~0.7 µs; one integer, almost
+--   nothing: the common case gets the integer.)
 -- Complexity: O(1) time and memory.
 local bucket_key = KEYS[1] -- the bucket (its TAT)
 local rate_key = KEYS[2] -- optional: its runtime rate (adaptive buckets), same hash slot
@@ -13,9 +17,11 @@ local keep_us = tonumber(ARGV[4]) -- how long a runtime rate stays in force (0: 
 local debit = ARGV[5] == '1' -- '0': only read (peek)
 
 local now = now_us()
-local r = tb_eval(bucket_key, rate_key, capacity, interval_us, keep_us, cost, now)
-if r.allowed then
-  if debit then tb_apply(r) end
-  return { 1, 0, 0, r.remaining, r.reset_us, 0 }
+local admitted, remaining, reset_us, retry_us, lapsed_key =
+  tb_eval(bucket_key, rate_key, capacity, interval_us, keep_us, cost, now)
+if admitted then
+  if debit then tb_apply(bucket_key, reset_us, now, lapsed_key) end
+  if rate_key then return { remaining, reset_us } end
+  return reset_us
 end
-return { 0, 1, r.retry_us, r.remaining, r.reset_us, r.retry_us }
+return { remaining, reset_us, retry_us }

@@ -144,31 +144,58 @@ export function usToMs(us: number): number {
   return us > 0 ? Math.ceil(us / 1000) : 0;
 }
 
+const isInteger = (value: unknown): value is number => typeof value === 'number' && Number.isSafeInteger(value);
+
 /**
- * A check reply: allowed, binding (1-based), retry µs, then per limit
- * remaining, reset µs, retry µs (lua/check.lua; the single-limit scripts
- * answer the same layout). Throws TypeError on any other shape.
+ * A check's answer in µs, in lua/check.lua's layout: allowed (1|0), binding
+ * limit (1-based, 0 when admitted), retry µs, then per limit remaining, reset
+ * µs, retry µs. The single-limit scripts answer shorter (an admission as one
+ * integer: a table reply costs Redis ~0.7 µs) and are expanded here:
+ *   token bucket admitted: its debt µs (remaining derived from the policy),
+ *     or { remaining, reset } for an adaptive bucket;
+ *   sliding window admitted: what remains (reset: a whole window);
+ *   refused, either: { remaining, reset, retry }.
+ * Throws TypeError on any other shape.
  */
-export function parseCheckReply(policies: readonly CompiledPolicy[], reply: unknown): Allowed | Limited {
-  if (!Array.isArray(reply) || reply.length !== 3 + 3 * policies.length) {
-    throw new TypeError(`unexpected check reply: ${JSON.stringify(reply)}`);
+export function checkReplyLayout(policies: readonly CompiledPolicy[], reply: unknown): number[] {
+  const bad = () => new TypeError(`unexpected check reply: ${JSON.stringify(reply)}`);
+  const only = policies.length === 1 ? (policies[0] as CompiledPolicy) : undefined;
+  if (only && isInteger(reply)) {
+    if (only.strategy === 'tokenBucket') {
+      const burst = only.capacity * only.intervalUs;
+      return [1, 0, 0, Math.floor((burst - reply) / only.intervalUs), reply, 0];
+    }
+    if (only.strategy === 'slidingWindow') return [1, 0, 0, reply, only.windowUs, 0];
+    throw bad();
   }
+  if (!Array.isArray(reply) || !reply.every(isInteger)) throw bad();
   const n = reply as number[];
+  if (only && only.strategy !== 'failureBackoff') {
+    if (n.length === 2) return [1, 0, 0, n[0] as number, n[1] as number, 0];
+    if (n.length === 3) return [0, 1, n[2] as number, n[0] as number, n[1] as number, n[2] as number];
+  }
+  if (n.length !== 3 + 3 * policies.length) throw bad();
+  return n;
+}
+
+/** A check's decision from its reply (any shape checkReplyLayout reads). */
+export function parseCheckReply(policies: readonly CompiledPolicy[], reply: unknown): Allowed | Limited {
+  const n = checkReplyLayout(policies, reply);
   const limits: LimitStatus[] = policies.map((policy, i) => ({
     policy: policy.name,
     strategy: policy.strategy,
     limit: policy.limit,
-    remaining: Math.max(0, Number(n[3 + 3 * i])),
-    resetAfterMs: usToMs(Number(n[4 + 3 * i])),
-    retryAfterMs: usToMs(Number(n[5 + 3 * i])),
+    remaining: Math.max(0, n[3 + 3 * i] as number),
+    resetAfterMs: usToMs(n[4 + 3 * i] as number),
+    retryAfterMs: usToMs(n[5 + 3 * i] as number),
     windowSeconds: policy.windowSeconds,
   }));
-  if (Number(n[0]) === 1) {
+  if (n[0] === 1) {
     const binding = limits.reduce((a, b) => (b.remaining < a.remaining ? b : a));
     return { outcome: 'allowed', allowed: true, degraded: false, binding, limits, retryAfterMs: 0 };
   }
-  const binding = limits[Number(n[1]) - 1] as LimitStatus;
-  return { outcome: 'limited', allowed: false, degraded: false, binding, limits, retryAfterMs: usToMs(Number(n[2])) };
+  const binding = limits[(n[1] as number) - 1] as LimitStatus;
+  return { outcome: 'limited', allowed: false, degraded: false, binding, limits, retryAfterMs: usToMs(n[2] as number) };
 }
 
 /** record_failure's reply: the next wait in µs, as ms. */

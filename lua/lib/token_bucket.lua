@@ -73,33 +73,29 @@ end
 --   interval_us whole µs to refill one token (the policy's rate)
 --   keep_us     how long a runtime rate stays in force after it was set
 --   cost        tokens this request takes (1..capacity)
--- Returns a result table; nothing is written here (see tb_apply).
+-- Returns, as values (no table: this is the hot path): admitted, remaining,
+-- reset µs (the debt after an admission, before a refusal), retry-after µs,
+-- and the lapsed rate key to delete when the admission is written (or nil).
+-- Nothing is written here (see tb_apply).
 local function tb_eval(key, rate_key, capacity, interval_us, keep_us, cost, now)
   local tat, interval, _, lapsed = tb_read(key, rate_key, interval_us, keep_us, now)
   local burst = capacity * interval -- how far TAT may run ahead of now
   local debt = tat - now
   local new_debt = debt + cost * interval
-  local r = { key = key, kind = 'tb', limit = capacity, lapsed_rate_key = lapsed and rate_key or nil }
+  local lapsed_key = lapsed and rate_key or nil
   if new_debt <= burst then
-    r.allowed = true
-    r.new_tat = now + new_debt
-    r.remaining = math.floor((burst - new_debt) / interval)
-    r.reset_us = new_debt
-    r.retry_us = 0
-  else
-    r.allowed = false
-    -- negative while a pause (a source's Retry-After) holds the bucket past empty
-    r.remaining = math.floor((burst - debt) / interval)
-    r.reset_us = debt
-    -- exactly when `cost` tokens will be back: waiting this long admits, 1 µs less does not
-    r.retry_us = new_debt - burst
+    return true, math.floor((burst - new_debt) / interval), new_debt, 0, lapsed_key
   end
-  return r
+  -- remaining is negative while a pause (a source's Retry-After) holds the
+  -- bucket past empty; the retry-after is exactly when `cost` tokens are back:
+  -- waiting this long admits, 1 µs less does not
+  return false, math.floor((burst - debt) / interval), debt, new_debt - burst, lapsed_key
 end
 
--- Debits an admitted request: one SET with its expiry, so the key is gone the
--- moment the bucket is full again (an idle key costs nothing).
-local function tb_apply(r)
-  redis.call('SET', r.key, string.format('%d', r.new_tat), 'PX', key_ttl_ms(math.max(1, math.ceil(r.reset_us / 1000))))
-  if r.lapsed_rate_key then redis.call('DEL', r.lapsed_rate_key) end
+-- Debits an admitted request that leaves the bucket owing `debt_us`: one SET
+-- with its expiry, so the key is gone the moment the bucket is full again (an
+-- idle key costs nothing).
+local function tb_apply(key, debt_us, now, lapsed_key)
+  redis.call('SET', key, string.format('%d', now + debt_us), 'PX', key_ttl_ms(math.max(1, math.ceil(debt_us / 1000))))
+  if lapsed_key then redis.call('DEL', lapsed_key) end
 end

@@ -105,6 +105,34 @@ describe('rateLimit middleware, bad input', () => {
     assert.equal(verdict.proceed, false);
   });
 
+  it('resolves each policy of a request once, shadow and enforced alike', async () => {
+    const group = unique('once');
+    const catalogue = policies({
+      [`${group}-a`]: { strategy: 'slidingWindow', limit: 5, window: '1 m', group },
+      [`${group}-b`]: { strategy: 'slidingWindow', limit: 5, window: '1 m', group, shadow: true },
+    });
+    const resolved: string[] = [];
+    const limiter = createLimiter({
+      redis,
+      policies: {
+        resolve: (policy) => {
+          resolved.push(policy);
+          return catalogue.resolve(policy);
+        },
+      },
+    });
+    const verdict = await enforce(
+      limiter,
+      [
+        { policy: `${group}-a`, key: 'k' },
+        { policy: `${group}-b`, key: 'k' },
+      ],
+      { scope: 'k' },
+    );
+    assert.equal(verdict.outcome, 'allowed');
+    assert.deepEqual(resolved, [`${group}-a`, `${group}-b`]);
+  });
+
   it('never answers 500 or a stack trace, whatever the event holds', async () => {
     const group = unique('fz');
     const limiter = createLimiter({

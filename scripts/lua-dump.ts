@@ -1,0 +1,38 @@
+/**
+ * `npm run lua:dump [dir]` (default dist/lua): writes every production script
+ * as Redis runs it, assembled from lua/ with the Redis `TIME` clock, one file
+ * per entry script, byte for byte what the layer sends: `SCRIPT LOAD` of a file
+ * answers the SHA the layer uses. An index (README.md) lists each SHA and how
+ * to run it by hand with `redis-cli --eval` (KEYS, a comma, then ARGV, in the
+ * order the script binds them at the top of its own header).
+ */
+import { mkdirSync, writeFileSync } from 'node:fs';
+import { join, resolve } from 'node:path';
+import { ENTRY_SCRIPTS, productionScripts } from '../layer/src/scripts.ts';
+
+const EXAMPLES: Record<keyof typeof ENTRY_SCRIPTS, string> = {
+  checkTokenBucket: "'rl:{demo:k}' , 1 10 100000 0 1",
+  checkSlidingWindow: "'rl:{demo-sw:k}' , 1 5 60000000 1",
+  check: "'rl:{demo-g:t}:a:k' 'rl:{demo-g:t}:b:k' , 2 1 tb 1 10 100000 0 0 sw 1 5 60000000 0 0",
+  recordFailure: "'rl:{demo-bo:k}' , 1000000 8000000 2 900000000",
+  setRate: "'rl:{demo-ad:k}' 'rl:{demo-ad:k}:rate' , get 0 0.5 20 2 500000 3600000000 0 10",
+};
+
+const dir = resolve(process.argv[2] ?? 'dist/lua');
+mkdirSync(dir, { recursive: true });
+const index = [
+  '# Assembled Lua scripts',
+  '',
+  'Written by `npm run lua:dump`; each file is exactly what the layer sends to Redis.',
+  '',
+  '| script | file | SHA1 | try it |',
+  '|---|---|---|---|',
+];
+for (const [name, entry] of Object.entries(ENTRY_SCRIPTS) as [keyof typeof ENTRY_SCRIPTS, string][]) {
+  const script = productionScripts()[name];
+  const file = `${entry}.lua`;
+  writeFileSync(join(dir, file), script.source);
+  index.push(`| ${name} | ${file} | \`${script.sha}\` | \`redis-cli --eval ${file} ${EXAMPLES[name]}\` |`);
+}
+writeFileSync(join(dir, 'README.md'), `${index.join('\n')}\n`);
+console.log(`wrote ${Object.keys(ENTRY_SCRIPTS).length} scripts and README.md to ${dir}`);
