@@ -1,0 +1,91 @@
+/**
+ * The one route table. Plain data, no CDK and no handler imports: the CDK app
+ * creates one API Gateway route and one function per entry, and the local
+ * gateway (scripts/gateway.ts) mounts the same entries; a test fails if either
+ * serves a route this table lacks.
+ *
+ * Each route names the limits its middleware checks before the handler runs
+ * (a policy of config/policies.json, and where its key comes from). A limit
+ * whose policy is `shadow` in configuration is counted but never refuses.
+ * Limits a handler checks itself, once it has parsed and verified the request
+ * (the login account, the webhooks' workspace and channel), are listed in
+ * `inHandler` for the record: they are not the middleware's.
+ */
+
+/** Where a limit's key comes from. Secrets and personal data are hashed before they become a key. */
+export type KeySource =
+  /** The client IP API Gateway saw (IPv6 by its /64), never X-Forwarded-For. */
+  | { readonly from: 'clientIp' }
+  /** An API key header, hashed (SHA-256, 128 bits). */
+  | { readonly from: 'apiKey'; readonly header: string }
+  /** A path parameter, as API Gateway names it (`{bot}`). */
+  | { readonly from: 'pathParameter'; readonly name: string };
+
+export interface RouteLimitSpec {
+  /** A policy of config/policies.json; `byRole` takes the policy of the API key's role instead. */
+  readonly policy: string | { readonly byRole: true };
+  readonly key: KeySource;
+}
+
+export type HttpMethod = 'GET' | 'POST';
+
+export interface Route {
+  /** Stable id: the function's name in AWS, the route's name in logs. */
+  readonly id: string;
+  readonly methods: readonly HttpMethod[];
+  /** API Gateway resource path: `{name}` is a path parameter, `{proxy+}` the rest of the path. */
+  readonly path: string;
+  /** The handler module, relative to functions/; it exports `handler`. */
+  readonly handler: string;
+  /** The handler needs the body byte for byte (webhook signatures are computed over it). */
+  readonly rawBody: boolean;
+  /** Limits the middleware checks before the handler, all-or-nothing. */
+  readonly limits: readonly RouteLimitSpec[];
+  /** Limits the handler checks itself after parsing (documentation; see the handler). */
+  readonly inHandler: readonly string[];
+  /** What a refusal does to this caller (docs/consumers.md has the long form). */
+  readonly onRefusal: string;
+}
+
+export const routes: readonly Route[] = [
+  {
+    id: 'login',
+    methods: ['POST'],
+    path: '/auth/login',
+    handler: 'login/handler.ts',
+    rawBody: false,
+    limits: [{ policy: 'login-ip', key: { from: 'clientIp' } }],
+    inHandler: ['login-account'],
+    onRefusal: 'browser: 429 with Retry-After; the login form waits',
+  },
+  {
+    id: 'api',
+    methods: ['GET', 'POST'],
+    path: '/v1/{proxy+}',
+    handler: 'api/handler.ts',
+    rawBody: false,
+    limits: [{ policy: { byRole: true }, key: { from: 'apiKey', header: 'x-api-key' } }],
+    inHandler: ['api-unknown-key-ip'],
+    onRefusal: 'API client: 429 with Retry-After and RateLimit headers',
+  },
+  {
+    id: 'slack',
+    methods: ['POST'],
+    path: '/webhooks/slack',
+    handler: 'slack/handler.ts',
+    rawBody: true,
+    limits: [{ policy: 'slack-ip', key: { from: 'clientIp' } }],
+    inHandler: ['slack-workspace', 'slack-channel'],
+    onRefusal: 'Slack: 429 with X-Slack-No-Retry: 1 (dropped, counted); see docs/consumers.md',
+  },
+  {
+    id: 'telegram',
+    methods: ['POST'],
+    path: '/webhooks/telegram/{bot}',
+    handler: 'telegram/handler.ts',
+    rawBody: true,
+    limits: [{ policy: 'telegram-ip', key: { from: 'clientIp' } }],
+    inHandler: ['telegram-bot', 'telegram-chat'],
+    onRefusal: 'Telegram: 429; it redelivers the update later (back-pressure without loss)',
+  },
+];
