@@ -1,90 +1,92 @@
 /**
  * `npm start`: the platform locally. Without REDIS_URL it starts its own Redis
  * configured like production's "redis-durable" (append-only file, noeviction),
- * with its data under .local/redis, then serves checks over HTTP and shows a
- * few live ones.
+ * with its data under .local/redis, on a port it remembers there; then the
+ * local gateway (scripts/gateway.ts) serves every route of functions/routes.ts
+ * behind the outer line of config/outer-line.json.
  *
- *   PORT (default 3000), REDIS_URL (an existing Redis), LOCAL_DATA_DIR (.local)
+ *   PORT (default 3000: the gateway), REDIS_URL (an existing Redis), LOCAL_DATA_DIR (.local)
  *   RATE_LIMIT_PARAMETERS_FILE (default config/local-parameters.json): overrides
  *   and secrets with the names SSM has in production, re-read every 60 s
- *   GET /check?policy=login-ip&key=203.0.113.9[&cost=1]   one check, JSON decision
- *   GET /policies?key=demo-premium                         the policies in force for a key
+ *   EVENT_SINK_FILE (default .local/events.jsonl): where accepted webhook events go
  */
-import { createServer } from 'node:http';
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { createPolicyStore, FileParameterSource, PLATFORM_DEFAULTS } from '../layer/src/config/index.ts';
-import { createLimiter, createRedisClient, InvalidCheckError, RateLimitError } from '../layer/src/index.ts';
-import { type RedisProcess, startRedis } from './redis-process.ts';
+import { signSlackBody } from '../functions/slack/signature.ts';
+import { freePort, isPortFree, type RedisProcess, startRedis } from './redis-process.ts';
 
-const dataDir = process.env.LOCAL_DATA_DIR ?? join(process.cwd(), '.local');
-const parametersFile =
-  process.env.RATE_LIMIT_PARAMETERS_FILE ?? new URL('../config/local-parameters.json', import.meta.url).pathname;
-const policies = createPolicyStore({ prefix: '/ratelimit/local', source: new FileParameterSource(parametersFile) });
-await policies.ready();
+const ROOT = new URL('..', import.meta.url).pathname;
+const dataDir = process.env.LOCAL_DATA_DIR || join(process.cwd(), '.local');
+const redisDir = join(dataDir, 'redis');
+
+/**
+ * The durable Redis's port: the one remembered in its data folder while it is
+ * free, else a free one (remembered from then on). A port that is taken is
+ * never used: whatever answers there is not this platform's durable Redis.
+ */
+async function redisPort(): Promise<number> {
+  const file = join(redisDir, 'port');
+  const remembered = existsSync(file) ? Number(readFileSync(file, 'utf8')) : 6390;
+  const port = remembered > 0 && (await isPortFree(remembered)) ? remembered : await freePort();
+  mkdirSync(redisDir, { recursive: true });
+  writeFileSync(file, `${port}\n`);
+  return port;
+}
 
 let redisProcess: RedisProcess | undefined;
-let url = process.env.REDIS_URL;
-if (!url) {
-  redisProcess = await startRedis({
-    port: Number(process.env.REDIS_PORT ?? 6390),
-    dir: join(dataDir, 'redis'),
-    durable: true,
-    maxmemoryBytes: 256 * 1024 * 1024,
-  });
-  url = redisProcess.url;
-  console.log(`redis-durable: ${url} (appendonly yes, noeviction, data in ${join(dataDir, 'redis')})`);
-}
-const redis = createRedisClient({ url });
-const limiter = createLimiter({ redis, policies });
-
-console.log('\nlive checks: login-ip, 20 per 15 min, exact sliding window (a fresh demo key each run)');
-for (let i = 1; i <= 22; i++) {
-  const d = await limiter.check({ policy: 'login-ip', key: `demo-${process.pid}` });
-  const detail =
-    d.outcome === 'degraded' ? d.reason : `remaining ${d.binding.remaining}, retry after ${d.retryAfterMs} ms`;
-  if (i <= 2 || i >= 20) console.log(`  #${String(i).padStart(2)} ${d.outcome.padEnd(8)} ${detail}`);
-  else if (i === 3) console.log('  …');
-}
-
-const server = createServer(async (request, response) => {
-  const reply = (status: number, body: unknown) => {
-    response.writeHead(status, { 'content-type': 'application/json' });
-    response.end(`${JSON.stringify(body, null, 2)}\n`);
-  };
-  const requestUrl = new URL(request.url ?? '/', 'http://localhost');
+let redisUrl = process.env.REDIS_URL;
+if (!redisUrl) {
   try {
-    if (requestUrl.pathname === '/policies') {
-      const key = requestUrl.searchParams.get('key') ?? 'any';
-      const inForce = Object.keys(PLATFORM_DEFAULTS).map((name) => policies.resolve(name, key)?.config);
-      return reply(200, { key, policies: inForce });
-    }
-    if (requestUrl.pathname !== '/check') return reply(404, { error: 'not_found', routes: ['/check', '/policies'] });
-    const cost = requestUrl.searchParams.get('cost');
-    const decision = await limiter.check({
-      policy: requestUrl.searchParams.get('policy') ?? '',
-      key: requestUrl.searchParams.get('key') ?? '',
-      ...(cost === null ? {} : { cost: Number(cost) }),
+    redisProcess = await startRedis({
+      port: await redisPort(),
+      dir: redisDir,
+      durable: true,
+      maxmemoryBytes: 256 * 1024 * 1024,
     });
-    return reply(decision.allowed ? 200 : decision.outcome === 'limited' ? 429 : 503, decision);
   } catch (error) {
-    if (error instanceof InvalidCheckError || error instanceof RateLimitError) {
-      return reply(400, { error: 'invalid_check', reason: error.message });
-    }
-    console.error('check failed', error instanceof Error ? error.message : error);
-    return reply(500, { error: 'internal' });
+    console.error(`cannot start the local Redis: ${error instanceof Error ? error.message : String(error)}`);
+    process.exit(1);
   }
-});
+  redisUrl = redisProcess.url;
+  console.log(`redis-durable: ${redisUrl} (appendonly yes, noeviction, data in ${redisDir})`);
+}
+// The handlers read their settings from the environment, as in Lambda.
+process.env.REDIS_URL = redisUrl;
+process.env.RATE_LIMIT_PARAMETER_PATH ||= '/ratelimit/local';
+process.env.RATE_LIMIT_PARAMETERS_FILE ||= join(ROOT, 'config/local-parameters.json');
+process.env.EVENT_SINK_FILE ||= join(dataDir, 'events.jsonl');
 
-server.listen(Number(process.env.PORT ?? 3000), '127.0.0.1', () => {
-  const address = server.address();
-  const port = typeof address === 'object' && address ? address.port : 0;
-  console.log(`\nlistening on http://127.0.0.1:${port}`);
-  console.log(`  curl 'http://127.0.0.1:${port}/check?policy=api-key&key=demo'`);
+const { startGateway } = await import('./gateway.ts');
+const { routes } = await import('../functions/routes.ts');
+const gateway = await startGateway({ port: Number(process.env.PORT ?? 3000) });
+
+const slackBody = JSON.stringify({
+  type: 'event_callback',
+  team_id: 'T0DEMO',
+  event_id: `Ev${Date.now()}`,
+  event: { type: 'message', channel: 'C0DEMO', text: 'hello' },
 });
+const slackHeaders = signSlackBody('local-only-slack-signing-secret', slackBody);
+const base = gateway.url;
+console.log(`\nlistening on ${base}\n\nroutes (functions/routes.ts):`);
+for (const route of routes) {
+  const limits = route.limits.map((l) => (typeof l.policy === 'string' ? l.policy : 'the key role policy'));
+  console.log(
+    `  ${route.methods.join('|').padEnd(8)} ${route.path.padEnd(26)} ${[...limits, ...route.inHandler].join(', ')}`,
+  );
+}
+console.log(`
+try (events land in ${process.env.EVENT_SINK_FILE}):
+  curl -i -X POST ${base}/auth/login -d '{"email":"alice@example.com","password":"correct horse battery staple"}'
+  curl -i ${base}/v1/whoami -H 'x-api-key: demo-partner-key'
+  curl -i -X POST ${base}/webhooks/telegram/demo -H 'X-Telegram-Bot-Api-Secret-Token: local-only-telegram-secret-token' -d '{"update_id":${Date.now()},"message":{"chat":{"id":42}}}'
+  curl -i -X POST ${base}/webhooks/slack -H 'X-Slack-Request-Timestamp: ${slackHeaders['X-Slack-Request-Timestamp']}' -H 'X-Slack-Signature: ${slackHeaders['X-Slack-Signature']}' -d '${slackBody}'
+    (the Slack signature is valid for 5 minutes)`);
 
 async function shutdown(): Promise<void> {
-  server.close();
-  redis.disconnect();
+  await gateway.close();
+  const { platform } = await import('../functions/shared/platform.ts');
+  platform().redis.disconnect();
   await redisProcess?.stop(true); // keep the data: it is durable
   process.exit(0);
 }

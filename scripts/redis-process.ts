@@ -82,19 +82,37 @@ export function rawCommand(port: number, command: string, host = '127.0.0.1'): P
   });
 }
 
-async function untilAnswers(port: number, child: ChildProcess): Promise<void> {
+const NOT_INSTALLED = `${SERVER_BIN} is not installed: apt-get install redis-server redis-tools (or set REDIS_SERVER_BIN)`;
+
+/**
+ * Waits until the server this process started answers on `port`. Its PONG is
+ * not enough: a server that was already there would answer too, so the
+ * answering server's process id must be the child's.
+ */
+async function untilAnswers(port: number, child: ChildProcess, spawnError: () => Error | undefined): Promise<void> {
   const deadline = Date.now() + 10_000;
   while (Date.now() < deadline) {
+    const error = spawnError();
+    if (error) throw (error as NodeJS.ErrnoException).code === 'ENOENT' ? new Error(NOT_INSTALLED) : error;
     if (child.exitCode !== null) throw new Error(`redis-server on port ${port} exited with ${child.exitCode}`);
-    const reply = await rawCommand(port, 'PING').catch(() => '');
-    if (reply.startsWith('+PONG')) return;
+    const info = await rawCommand(port, 'INFO server').catch(() => '');
+    const pid = /process_id:(\d+)/.exec(info)?.[1];
+    if (pid !== undefined && Number(pid) === child.pid) return;
     await delay(20); // polling a starting process, bounded by the deadline
   }
   throw new Error(`redis-server on port ${port} did not answer within 10 s`);
 }
 
+/** Whether a port on loopback is free now. */
+export { isFree as isPortFree };
+
 export async function startRedis(options: RedisProcessOptions = {}): Promise<RedisProcess> {
   const port = options.port ?? (await freePort(options.clusterNode));
+  if (options.port !== undefined && !(await isFree(port))) {
+    throw new Error(
+      `port ${port} is already taken (another Redis?): the local platform never uses a server it did not start`,
+    );
+  }
   const ownDir = options.dir === undefined;
   const dir = options.dir ?? mkdtempSync(join(tmpdir(), 'rl-redis-'));
   mkdirSync(dir, { recursive: true });
@@ -127,8 +145,11 @@ export async function startRedis(options: RedisProcessOptions = {}): Promise<Red
     options.cpu === undefined
       ? spawn(SERVER_BIN, args, { stdio: 'ignore' })
       : spawn('taskset', ['-c', String(options.cpu), SERVER_BIN, ...args], { stdio: 'ignore' });
-  child.once('error', () => {}); // a missing binary shows as "exited" below
-  await untilAnswers(port, child);
+  let spawnError: Error | undefined;
+  child.once('error', (error) => {
+    spawnError = error;
+  });
+  await untilAnswers(port, child, () => spawnError);
   const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
   const handle: RedisProcess = {
     host: '127.0.0.1',

@@ -6,6 +6,7 @@ import { Limiter, type LimiterOptions } from './limiter.ts';
 import type { CompiledPolicy } from './policy.ts';
 import { productionScripts } from './scripts.ts';
 
+export { classify, DeadlineGuard, type Guarded, type GuardedConnection } from './deadline.ts';
 export type { Allowed, Decision, Degraded, DegradedReason, Limited, LimitStatus } from './decision.ts';
 export { type Duration, parseDuration, parseDurationUs, toMs, toUs } from './duration.ts';
 export {
@@ -51,7 +52,8 @@ export {
   type SlidingWindowPolicy,
   type TokenBucketPolicy,
 } from './policy.ts';
-export { createRedisClient, type RedisSettings, sharedRedis } from './redis-connection.ts';
+export { createRedisClient, ioredisConnection, type RedisSettings, sharedRedis } from './redis-connection.ts';
+export type { RedisClient } from './run-script.ts';
 export { type LayerSettings, readSettings } from './settings.ts';
 
 /** Resolves policies from a fixed catalogue (no overrides). */

@@ -59,12 +59,11 @@ export function createRedisClient(settings: RedisSettings): RedisClient {
   // there); without a listener ioredis would also print every failed reconnect.
   client.on('error', () => {});
   if (client instanceof Cluster) {
-    // ioredis creates every node connection lazily, and re-queues a command
-    // that meets a node still connecting behind `retryDelayOnFailover` (100 ms):
-    // past a check's whole budget. Connect each node as soon as it is known.
-    client.on('+node', (node: Redis) => {
-      if (node.status === 'wait') node.connect().catch(() => {});
-    });
+    // A node ioredis learns of later (a failover, resharding) is connected
+    // lazily: the next check waits for every master again (see whenReady).
+    // Connecting it here instead would race ioredis' own startup connect and
+    // make a fresh client close and retry (measured: 2-6 clients of 15).
+    client.on('+node', () => warmClusters.delete(client));
   }
   return client;
 }
@@ -74,6 +73,11 @@ const connecting = new WeakMap<RedisClient, Promise<void>>();
 const warmClusters = new WeakSet<Cluster>();
 
 /**
+ * ioredis creates every cluster node connection lazily, and re-queues a
+ * command that meets a node still connecting behind `retryDelayOnFailover`
+ * (100 ms): past a check's whole budget. So a cluster counts as ready once its
+ * masters are connected.
+ *
  * Whether checks can be sent now: the connection is ready, and for a cluster,
  * its masters were connected once (after that, a node's own trouble is an
  * ordinary failure of the checks sent to it).

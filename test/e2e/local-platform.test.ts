@@ -1,30 +1,39 @@
 /**
- * `npm start` on this machine: it starts its own durable Redis, serves checks,
- * answers bad input with a 400, and its counters survive a restart.
+ * `npm start` on this machine: it starts its own durable Redis, serves the
+ * route table through the local gateway, its counters survive a restart, it
+ * never passes off a Redis it did not start as its own, and it says how to
+ * install redis-server when there is none.
  */
 import assert from 'node:assert/strict';
 import { type ChildProcess, spawn } from 'node:child_process';
 import { once } from 'node:events';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, describe, it } from 'node:test';
-import { freePort } from '../../scripts/redis-process.ts';
+import { startRedis } from '../../scripts/redis-process.ts';
 
 const DEV = new URL('../../scripts/dev.ts', import.meta.url).pathname;
 
-async function start(env: NodeJS.ProcessEnv): Promise<{ child: ChildProcess; base: string }> {
-  const child = spawn(process.execPath, [DEV], {
-    env: { ...process.env, ...env },
-    stdio: ['ignore', 'pipe', 'inherit'],
+function launch(env: NodeJS.ProcessEnv): ChildProcess {
+  return spawn(process.execPath, [DEV], {
+    env: { ...process.env, REDIS_URL: '', PORT: '0', ...env },
+    stdio: ['ignore', 'pipe', 'pipe'],
   });
+}
+
+/** Starts npm start and waits for its sample curls (the last thing it prints); keeps reading its output. */
+async function start(env: NodeJS.ProcessEnv): Promise<{ child: ChildProcess; base: string; output: string }> {
+  const child = launch(env);
   let output = '';
-  for await (const chunk of child.stdout ?? []) {
-    output += String(chunk);
-    const match = /listening on (http:\/\/\S+)/.exec(output);
-    if (match) return { child, base: match[1] as string };
-  }
-  throw new Error(`npm start ended before listening:\n${output}`);
+  return new Promise((resolve, reject) => {
+    child.stdout?.on('data', (chunk) => {
+      output += String(chunk);
+      const match = /listening on (http:\/\/\S+)/.exec(output);
+      if (match && output.includes('valid for 5 minutes')) resolve({ child, base: match[1] as string, output });
+    });
+    child.once('exit', () => reject(new Error(`npm start ended before listening:\n${output}`)));
+  });
 }
 
 async function stop(child: ChildProcess): Promise<number | null> {
@@ -34,34 +43,66 @@ async function stop(child: ChildProcess): Promise<number | null> {
   return code as number | null;
 }
 
+const login = (base: string) =>
+  fetch(`${base}/auth/login`, { method: 'POST', body: JSON.stringify({ email: 'x@example.com', password: 'nope' }) });
+
 describe('The local platform (npm start)', () => {
   const dataDir = mkdtempSync(join(tmpdir(), 'rl-dev-'));
   after(() => rmSync(dataDir, { recursive: true, force: true }));
 
-  it('serves checks from its own durable Redis, whose counters survive a restart', async () => {
-    const env = { PORT: '0', LOCAL_DATA_DIR: dataDir, REDIS_PORT: String(await freePort()), REDIS_URL: '' };
+  it('serves the routes from its own durable Redis, whose counters survive a restart', async () => {
+    const env = { LOCAL_DATA_DIR: dataDir, EVENT_SINK_FILE: join(dataDir, 'events.jsonl') };
     const first = await start(env);
-    const check = async (base: string, query: string) => {
-      const response = await fetch(`${base}/check?${query}`);
-      return { status: response.status, body: (await response.json()) as Record<string, unknown> };
-    };
     try {
-      const one = await check(first.base, 'policy=login-ip&key=192.0.2.1');
-      assert.equal(one.status, 200);
-      assert.equal((one.body.binding as { remaining: number }).remaining, 19);
-      const bad = await check(first.base, 'policy=login-ip&key=someone@example.com');
-      assert.equal(bad.status, 400);
-      assert.equal(bad.body.error, 'invalid_check');
+      assert.match(first.output, /POST\s+\/webhooks\/slack/);
+      const response = await login(first.base);
+      assert.equal(response.status, 401);
+      assert.equal(response.headers.get('ratelimit'), '"login-ip";r=19;t=900');
     } finally {
       assert.equal(await stop(first.child), 0);
     }
-
     const second = await start(env);
     try {
-      const again = await check(second.base, 'policy=login-ip&key=192.0.2.1');
-      assert.equal((again.body.binding as { remaining: number }).remaining, 18, 'the first check survived the restart');
+      const again = await login(second.base);
+      assert.equal(again.headers.get('ratelimit'), '"login-ip";r=18;t=900', 'the first attempt survived the restart');
     } finally {
       assert.equal(await stop(second.child), 0);
+    }
+  });
+
+  it('never uses a Redis it did not start: a taken port is left alone and a free one remembered', async () => {
+    const foreign = await startRedis();
+    const dir = mkdtempSync(join(tmpdir(), 'rl-dev-'));
+    try {
+      mkdirSync(join(dir, 'redis'), { recursive: true });
+      writeFileSync(join(dir, 'redis', 'port'), `${foreign.port}\n`);
+      const platform = await start({ LOCAL_DATA_DIR: dir });
+      try {
+        const used = Number(/redis-durable: redis:\/\/127\.0\.0\.1:(\d+)/.exec(platform.output)?.[1]);
+        assert.notEqual(used, foreign.port);
+        assert.equal(Number(readFileSync(join(dir, 'redis', 'port'), 'utf8')), used);
+      } finally {
+        assert.equal(await stop(platform.child), 0);
+      }
+    } finally {
+      await foreign.stop();
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
+  it('says how to install redis-server when there is none', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'rl-dev-'));
+    try {
+      const child = launch({ LOCAL_DATA_DIR: dir, REDIS_SERVER_BIN: join(dir, 'no-such-redis-server') });
+      let errors = '';
+      child.stderr?.on('data', (chunk) => {
+        errors += String(chunk);
+      });
+      const [code] = await once(child, 'exit');
+      assert.equal(code, 1);
+      assert.match(errors, /is not installed: apt-get install redis-server/);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
     }
   });
 });

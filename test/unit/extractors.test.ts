@@ -1,13 +1,48 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { apiKeyHash, bodyField, clientIp, emailHash, MissingKeyError } from '../../layer/src/middleware/index.ts';
+import fc from 'fast-check';
+import {
+  apiKeyHash,
+  bodyField,
+  clientIp,
+  emailHash,
+  ipKey,
+  MissingKeyError,
+} from '../../layer/src/middleware/index.ts';
 import { httpApiEvent, restEvent } from '../support/events.ts';
 
 describe('Key extractors', () => {
   it('clientIp reads the gateway-seen address of REST and HTTP API events, not X-Forwarded-For', () => {
-    assert.equal(clientIp(restEvent({ ip: '2001:db8::1', headers: { 'X-Forwarded-For': '1.2.3.4' } })), '2001:db8::1');
+    assert.equal(
+      clientIp(restEvent({ ip: '2001:db8::1', headers: { 'X-Forwarded-For': '1.2.3.4' } })),
+      '2001:db8:0:0::/64',
+    );
     assert.equal(clientIp(httpApiEvent({ ip: '192.0.2.1', headers: { 'x-forwarded-for': '1.2.3.4' } })), '192.0.2.1');
     assert.throws(() => clientIp(restEvent({ ip: 'not-an-ip' })), MissingKeyError);
+  });
+
+  it('ipKey keeps an IPv4 address and keys an IPv6 address by its /64', () => {
+    assert.equal(ipKey('192.0.2.1'), '192.0.2.1');
+    assert.equal(ipKey('2001:db8:1:2:3:4:5:6'), '2001:db8:1:2::/64');
+    assert.equal(ipKey('2001:DB8:0001:0002::ff'), '2001:db8:1:2::/64');
+    assert.equal(ipKey('::1'), '0:0:0:0::/64');
+    assert.equal(ipKey('fe80::1%eth0'.split('%')[0] as string), 'fe80:0:0:0::/64');
+    assert.equal(ipKey('::ffff:192.0.2.9'), '192.0.2.9', 'an IPv4-mapped address is its IPv4 address');
+  });
+
+  it('ipKey gives every address of one /64 the same key, and different /64s different keys', () => {
+    const group = fc.integer({ min: 0, max: 0xffff }).map((n) => n.toString(16));
+    const half = fc.tuple(group, group, group, group);
+    fc.assert(
+      fc.property(half, half, half, (prefix, hostA, hostB) => {
+        const a = ipKey([...prefix, ...hostA].join(':'));
+        const b = ipKey([...prefix, ...hostB].join(':'));
+        assert.equal(a, b);
+        const other = [...prefix];
+        other[3] = ((Number.parseInt(prefix[3], 16) + 1) % 0x10000).toString(16);
+        assert.notEqual(ipKey([...other, ...hostA].join(':')), a);
+      }),
+    );
   });
 
   it('apiKeyHash gives a 22-character hash whatever the header case, never the key', () => {

@@ -4,9 +4,9 @@ import { Metrics } from '@aws-lambda-powertools/metrics';
 import type { Verdict } from '../../layer/src/index.ts';
 import { powertoolsObserver } from '../../layer/src/middleware/index.ts';
 
-function verdict(outcome: Verdict['outcome'], remaining: number): Verdict {
+function verdict(outcome: Verdict['outcome'], remaining: number, policy = 'api-key'): Verdict {
   const status = {
-    policy: 'api-key',
+    policy,
     strategy: 'tokenBucket' as const,
     limit: 100,
     remaining,
@@ -27,7 +27,7 @@ function verdict(outcome: Verdict['outcome'], remaining: number): Verdict {
       retryAfterMs: 0,
     },
     limits: [status],
-    policy: 'api-key',
+    policy,
     latencyMs: 1.5,
   };
 }
@@ -53,5 +53,32 @@ describe('Function: powertoolsObserver', () => {
       _aws: { CloudWatchMetrics: { Metrics: { Name: string }[] }[] };
     };
     assert.deepEqual(emf._aws.CloudWatchMetrics[0]?.Metrics.map((m) => m.Name).sort(), ['Allowed', 'CheckLatency']);
+  });
+
+  it('writes one line per policy when one invocation checks two, each under its own dimension', () => {
+    // Prepare: capture what Powertools prints (its own Console on stdout); the
+    // block is synchronous, so no output of the test runner can fall into it
+    const lines: string[] = [];
+    const metrics = new Metrics({ namespace: 'RateLimit', serviceName: 'test' });
+    const original = process.stdout.write;
+    process.stdout.write = ((chunk: string) => lines.push(...String(chunk).trim().split('\n')) > 0) as typeof original;
+    try {
+      // Act: the middleware's check, then the handler's own, then the invocation's flush
+      const observer = powertoolsObserver({ metrics });
+      observer.observe(verdict('allowed', 50, 'login-ip'));
+      observer.observe(verdict('limited', 0, 'login-account'));
+      observer.flush();
+    } finally {
+      process.stdout.write = original;
+    }
+    // Assess
+    const emf = lines.map((line) => JSON.parse(line) as Record<string, unknown>);
+    assert.deepEqual(
+      emf.map((e) => [e.policy, e.Allowed ?? 0, e.Limited ?? 0]),
+      [
+        ['login-ip', 1, 0],
+        ['login-account', 0, 1],
+      ],
+    );
   });
 });

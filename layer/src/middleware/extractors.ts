@@ -16,13 +16,31 @@ export class MissingKeyError extends RateLimitError {
 }
 
 /**
+ * The key of a client address: an IPv4 address as it is, an IPv6 address by
+ * its /64 prefix (`2001:db8:1:2::/64`). One host usually holds a whole /64, so
+ * a limit per IPv6 address would be bypassed by changing the last 64 bits.
+ */
+export function ipKey(ip: string): string {
+  if (isIP(ip) !== 6) return ip;
+  const embedded = /^(.*:)(\d+\.\d+\.\d+\.\d+)$/.exec(ip); // ::ffff:192.0.2.1
+  const text = embedded ? `${embedded[1]}0:0` : ip;
+  const [head = '', tail = ''] = text.split('::');
+  const left = head ? head.split(':') : [];
+  const right = tail ? tail.split(':') : [];
+  const groups = text.includes('::') ? [...left, ...Array(8 - left.length - right.length).fill('0'), ...right] : left;
+  if (embedded && groups.slice(0, 6).join(':') === '0:0:0:0:0:ffff') return embedded[2] as string;
+  const prefix = groups.slice(0, 4).map((g) => Number.parseInt(g || '0', 16).toString(16));
+  return `${prefix.join(':')}::/64`;
+}
+
+/**
  * The client IP as API Gateway saw it (the TCP peer, or what CloudFront told
- * it). Never `X-Forwarded-For`: a client writes that header itself.
+ * it), keyed by `ipKey`. Never `X-Forwarded-For`: a client writes that header itself.
  */
 export const clientIp: KeyExtractor = (event) => {
   const ip = gatewaySourceIp(event);
   if (typeof ip !== 'string' || isIP(ip) === 0) throw new MissingKeyError('the request has no client IP');
-  return ip;
+  return ipKey(ip);
 };
 
 // 128 bits of the digest (22 characters): collisions stay out of reach for
@@ -31,12 +49,17 @@ const HASH_BYTES = 16;
 const sha256 = (text: string) =>
   createHash('sha256').update(text).digest().subarray(0, HASH_BYTES).toString('base64url');
 
+/** The hash an API key is known by, in Redis keys and in the key registry. */
+export function hashApiKey(apiKey: string): string {
+  return sha256(apiKey.trim());
+}
+
 /** The API key from a header, hashed: a Redis dump does not reveal keys. */
 export function apiKeyHash(headerName = 'x-api-key'): KeyExtractor {
   return (event) => {
     const key = header(event, headerName)?.trim();
     if (!key) throw new MissingKeyError(`the request has no ${headerName} header`);
-    return sha256(key);
+    return hashApiKey(key);
   };
 }
 
@@ -47,6 +70,20 @@ function bodyValue(event: HttpEvent, path: string): unknown {
     value = (value as Record<string, unknown>)[part];
   }
   return value;
+}
+
+/** An email as one account: trimmed, lowercased, Unicode NFKC (so look-alike forms are one address). */
+export function normaliseEmail(email: string): string {
+  return email.normalize('NFKC').trim().toLowerCase();
+}
+
+/** The keyed hash of a normalised email (HMAC-SHA-256 with the pepper, 128 bits). */
+export function hashEmail(email: string, pepper: string): string {
+  return createHmac('sha256', pepper)
+    .update(normaliseEmail(email))
+    .digest()
+    .subarray(0, HASH_BYTES)
+    .toString('base64url');
 }
 
 /**
@@ -61,11 +98,7 @@ export function emailHash(options: { field?: string; pepper: () => string | unde
     if (typeof email !== 'string' || !email.includes('@')) throw new MissingKeyError(`the body has no ${field}`);
     const pepper = options.pepper();
     if (!pepper) throw new MisconfiguredCheckError('no email pepper is configured (secrets/email-pepper)');
-    return createHmac('sha256', pepper)
-      .update(email.trim().toLowerCase())
-      .digest()
-      .subarray(0, HASH_BYTES)
-      .toString('base64url');
+    return hashEmail(email, pepper);
   };
 }
 

@@ -2,8 +2,19 @@
  * The layer's HTTP face (subpath `@platform/rate-limit/middleware`): the Middy
  * middleware, key extractors and the Powertools observer.
  */
-export { apiKeyHash, bodyField, clientIp, emailHash, type KeyExtractor, MissingKeyError } from './extractors.ts';
-export { rateLimitHeaders } from './headers.ts';
-export type { HttpEvent } from './http-event.ts';
+export {
+  apiKeyHash,
+  bodyField,
+  clientIp,
+  emailHash,
+  hashApiKey,
+  hashEmail,
+  ipKey,
+  type KeyExtractor,
+  MissingKeyError,
+  normaliseEmail,
+} from './extractors.ts';
+export { rateLimitHeaders, retryAfterSeconds } from './headers.ts';
+export { gatewaySourceIp, type HttpEvent, header, jsonBody } from './http-event.ts';
 export { powertoolsObserver } from './observer.ts';
-export { ERROR_CODES, type RateLimitOptions, type RouteLimit, rateLimit } from './rate-limit.ts';
+export { ERROR_CODES, type RateLimitOptions, type RouteLimit, rateLimit, rateLimitRefusal } from './rate-limit.ts';

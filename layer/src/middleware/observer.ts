@@ -17,17 +17,24 @@ const METRIC: Record<Verdict['outcome'], string> = {
  * EMF metrics per policy through Powertools: one of Allowed, Limited,
  * ShadowLimited, DegradedOpen, DegradedClosed, plus NearLimit and
  * CheckLatency, with the deciding policy as dimension; one EMF line per
- * invocation (`flush`). Logs carry policy names and outcomes, never a key.
- * Degraded checks are already logged once by the limiter (`onDegraded`).
+ * invocation and policy (`flush`; a handler that checks a second policy after
+ * the middleware's starts a second line, since one line has one dimension
+ * value). Logs carry policy names and outcomes, never a key. Degraded checks
+ * are already logged once by the limiter (`onDegraded`).
  */
 export function powertoolsObserver(options: {
   metrics: Metrics;
   logger?: Logger;
 }): RateLimitObserver & { flush(): void } {
   const { metrics, logger } = options;
+  let batchPolicy: string | undefined;
   return {
     observe(verdict) {
-      metrics.addDimension('policy', verdict.policy);
+      if (batchPolicy !== verdict.policy) {
+        if (batchPolicy !== undefined) metrics.publishStoredMetrics();
+        metrics.addDimension('policy', verdict.policy);
+        batchPolicy = verdict.policy;
+      }
       metrics.addMetric(METRIC[verdict.outcome], MetricUnit.Count, 1);
       metrics.addMetric('CheckLatency', MetricUnit.Milliseconds, verdict.latencyMs);
       if (verdict.limits.some((l) => l.strategy !== 'failureBackoff' && l.remaining < l.limit * NEAR_LIMIT)) {
@@ -43,6 +50,7 @@ export function powertoolsObserver(options: {
     },
     flush() {
       metrics.publishStoredMetrics();
+      batchPolicy = undefined;
     },
   };
 }

@@ -9,7 +9,8 @@ import type { HttpEvent } from './http-event.ts';
 
 /** One limit of a route: a policy name and how to find its key in the request. */
 export interface RouteLimit {
-  readonly policy: string;
+  /** The policy, or how to find it in the request (an API key's role, set by an earlier middleware). */
+  readonly policy: string | ((event: HttpEvent) => string);
   readonly key: KeyExtractor;
   /** Units this request takes (an LLM call may weigh more). @default 1 */
   readonly cost?: (event: HttpEvent) => number;
@@ -48,7 +49,13 @@ function httpError(status: number, body: Record<string, unknown>, headers: Recor
   return Object.assign(error, { headers: { 'Content-Type': 'application/json', ...headers } });
 }
 
-function refusal(verdict: Verdict) {
+/**
+ * The HTTP error for a verdict that does not proceed: 429 with Retry-After and
+ * the RateLimit headers, or 503 when the limiter is down and the policy fails
+ * closed. Thrown by the middleware; handlers that check limits themselves
+ * (after parsing a request) throw it too, so every refusal reads the same.
+ */
+export function rateLimitRefusal(verdict: Verdict) {
   const retryAfter = retryAfterSeconds(verdict.retryAfterMs);
   if (verdict.outcome === 'degraded-closed') {
     return httpError(
@@ -87,7 +94,7 @@ export function rateLimit(options: RateLimitOptions): MiddlewareObj<HttpEvent> {
   const rateLimitMiddlewareBefore = async (request: Request<HttpEvent>): Promise<void> => {
     const verdict = await verdictFor(request.event);
     (request.internal as Record<string, unknown>)[INTERNAL] = verdict;
-    if (!verdict.proceed) throw refusal(verdict);
+    if (!verdict.proceed) throw rateLimitRefusal(verdict);
   };
 
   /**
@@ -97,11 +104,13 @@ export function rateLimit(options: RateLimitOptions): MiddlewareObj<HttpEvent> {
    * itself can still throw.
    */
   const verdictFor = async (event: HttpEvent): Promise<Verdict> => {
-    const named = limits.map((limit) => ({ policy: limit.policy, key: '-' }));
+    const named = limits.flatMap((limit) =>
+      typeof limit.policy === 'string' ? [{ policy: limit.policy, key: '-' }] : [],
+    );
     try {
       const scope = options.scope?.(event);
       const checks: CheckRequest[] = limits.map((limit) => ({
-        policy: limit.policy,
+        policy: typeof limit.policy === 'string' ? limit.policy : limit.policy(event),
         key: limit.key(event),
         ...(limit.cost ? { cost: limit.cost(event) } : {}),
       }));
@@ -124,7 +133,13 @@ export function rateLimit(options: RateLimitOptions): MiddlewareObj<HttpEvent> {
     observer?.flush?.();
   };
 
-  const rateLimitMiddlewareOnError = (): void => {
+  /** An error after an admitted check (a 400 from the handler) still tells the caller where its quota stands. */
+  const rateLimitMiddlewareOnError = (request: Request<HttpEvent>): void => {
+    const verdict = (request.internal as Record<string, unknown>)[INTERNAL] as Verdict | undefined;
+    const error = request.error as { headers?: Record<string, string> } | null | undefined;
+    if (verdict?.proceed && error && typeof error === 'object') {
+      error.headers = { ...rateLimitHeaders(verdict.limits), ...error.headers };
+    }
     observer?.flush?.();
   };
 

@@ -1,0 +1,72 @@
+import { readFile } from 'node:fs/promises';
+import { GetParameterCommand, ParameterNotFound, SSMClient } from '@aws-sdk/client-ssm';
+
+/** Who an API key belongs to, and the role its quota comes from. */
+export interface KeyOwner {
+  readonly owner: string;
+  readonly role: string;
+}
+
+/**
+ * The API key registry, by the key's hash (never the key): SSM parameters
+ * `<path>/<hash>` = `{"owner": …, "role": …}` in AWS, a JSON file locally.
+ * Throws when the registry cannot be read (the API then answers 503).
+ */
+export interface KeyRegistry {
+  lookup(keyHash: string): Promise<KeyOwner | undefined>;
+}
+
+function owner(value: unknown): KeyOwner | undefined {
+  const { owner, role } = (value ?? {}) as Record<string, unknown>;
+  return typeof owner === 'string' && typeof role === 'string' ? { owner, role } : undefined;
+}
+
+/** config/local-api-keys.json: demo keys `demo-standard-key`, `demo-partner-key`, `demo-premium-key`. */
+export class FileKeyRegistry implements KeyRegistry {
+  readonly #file: string;
+  #keys: Promise<Record<string, unknown>> | undefined;
+
+  constructor(file: string) {
+    this.#file = file;
+  }
+
+  async lookup(keyHash: string): Promise<KeyOwner | undefined> {
+    this.#keys ??= readFile(this.#file, 'utf8').then((text) => JSON.parse(text) as Record<string, unknown>);
+    const keys = await this.#keys;
+    return Object.hasOwn(keys, keyHash) ? owner(keys[keyHash]) : undefined;
+  }
+}
+
+/**
+ * One GetParameter per key hash, remembered for `ttlMs` per container (found
+ * and not found alike, so guessing keys does not become SSM traffic).
+ */
+export class SsmKeyRegistry implements KeyRegistry {
+  readonly #client: SSMClient;
+  readonly #path: string;
+  readonly #ttlMs: number;
+  readonly #now: () => number;
+  readonly #cache = new Map<string, { owner: KeyOwner | undefined; until: number }>();
+
+  constructor(path: string, options: { client?: SSMClient; ttlMs?: number; now?: () => number } = {}) {
+    this.#client = options.client ?? new SSMClient({});
+    this.#path = path.replace(/\/+$/, '');
+    this.#ttlMs = options.ttlMs ?? 60_000;
+    this.#now = options.now ?? Date.now;
+  }
+
+  async lookup(keyHash: string): Promise<KeyOwner | undefined> {
+    const cached = this.#cache.get(keyHash);
+    if (cached && cached.until > this.#now()) return cached.owner;
+    let found: KeyOwner | undefined;
+    try {
+      const reply = await this.#client.send(new GetParameterCommand({ Name: `${this.#path}/${keyHash}` }));
+      found = owner(JSON.parse(reply.Parameter?.Value ?? 'null'));
+    } catch (error) {
+      if (!(error instanceof ParameterNotFound)) throw error;
+    }
+    if (this.#cache.size >= 10_000) this.#cache.delete(this.#cache.keys().next().value as string);
+    this.#cache.set(keyHash, { owner: found, until: this.#now() + this.#ttlMs });
+    return found;
+  }
+}

@@ -1,0 +1,111 @@
+import middy, { type MiddlewareObj } from '@middy/core';
+import httpErrorHandler from '@middy/http-error-handler';
+import { createError } from '@middy/util';
+import {
+  apiKeyHash,
+  clientIp,
+  type HttpEvent,
+  type KeyExtractor,
+  MissingKeyError,
+  type RouteLimit,
+  rateLimit,
+} from '@platform/rate-limit/middleware';
+import type { APIGatewayProxyEvent, APIGatewayProxyResult, Context } from 'aws-lambda';
+import { type KeySource, type Route, routes } from '../routes.ts';
+import { platform } from './platform.ts';
+
+export type HttpResponse = APIGatewayProxyResult;
+export type RestEvent = APIGatewayProxyEvent;
+
+/** A JSON answer. */
+export function json(statusCode: number, body: unknown, headers: Record<string, string> = {}): HttpResponse {
+  return { statusCode, headers: { 'Content-Type': 'application/json', ...headers }, body: JSON.stringify(body) };
+}
+
+/** A 4xx (or 503) to throw: the error handler answers it as JSON, with its headers, and no stack. */
+export function httpError(statusCode: number, error: string, message: string, headers: Record<string, string> = {}) {
+  const thrown = createError(statusCode, JSON.stringify({ error, message }), { expose: true });
+  return Object.assign(thrown, { headers: { 'Content-Type': 'application/json', ...headers } });
+}
+
+const ID = /^[A-Za-z0-9._:-]{1,128}$/;
+
+/** A sender's id (workspace, channel, event, bot, chat) that may become part of a Redis key, or a 400. */
+export function safeId(value: unknown, what: string): string {
+  const text = typeof value === 'number' && Number.isSafeInteger(value) ? String(value) : value;
+  if (typeof text !== 'string' || !ID.test(text))
+    throw httpError(400, 'bad_request', `${what} is missing or malformed`);
+  return text;
+}
+
+/** The body as sent: API Gateway passes binary bodies base64-encoded. */
+export function rawBody(event: RestEvent): string {
+  const body = typeof event.body === 'string' ? event.body : '';
+  return event.isBase64Encoded === true ? Buffer.from(body, 'base64').toString('utf8') : body;
+}
+
+function keyFrom(source: KeySource): KeyExtractor {
+  switch (source.from) {
+    case 'clientIp':
+      return clientIp;
+    case 'apiKey':
+      return apiKeyHash(source.header);
+    case 'pathParameter':
+      return (event) => {
+        const value = (event as RestEvent).pathParameters?.[source.name];
+        if (typeof value !== 'string' || !ID.test(value)) throw new MissingKeyError(`the path has no ${source.name}`);
+        return value;
+      };
+  }
+}
+
+export interface RouteOptions {
+  /** Middlewares that run after configuration is ready and before the rate limit (an API key's auth). */
+  readonly before?: readonly MiddlewareObj<HttpEvent>[];
+  /** The policy of a `byRole` limit, from what an earlier middleware put on the event. */
+  readonly rolePolicy?: (event: HttpEvent) => string;
+}
+
+/** Cold start: wait (at most 2 s) for SSM's overrides before the first check. */
+const policiesReady: MiddlewareObj<HttpEvent> = {
+  before: async function policiesReadyBefore() {
+    await platform().policies.ready();
+  },
+};
+
+/**
+ * The house handler: the Middy stack every HTTP consumer shares, built from
+ * its row of the route table. Error handler first (its onError answers every
+ * thrown HTTP error, and a generic 500 without a stack for anything else),
+ * then configuration, the consumer's own middlewares, and the route's limits.
+ */
+export function routeHandler(
+  id: string,
+  handler: (event: RestEvent, context: Context) => Promise<HttpResponse>,
+  options: RouteOptions = {},
+) {
+  const route = routes.find((r) => r.id === id) as Route | undefined;
+  if (!route) throw new Error(`no route "${id}" in functions/routes.ts`);
+  const p = platform();
+  const limits: RouteLimit[] = route.limits.map((spec) => ({
+    policy: typeof spec.policy === 'string' ? spec.policy : (options.rolePolicy ?? (() => 'api-key')),
+    key: keyFrom(spec.key),
+  }));
+  const stack = middy<HttpEvent, HttpResponse>(handler as (event: HttpEvent, context: Context) => Promise<HttpResponse>)
+    .use(
+      httpErrorHandler({
+        // HTTP errors are answers (400, 429, 503), not faults: only the rest is logged, without the event
+        logger: (error: Error) => {
+          const http = error as Error & { statusCode?: number; expose?: boolean };
+          if (!http.statusCode || !http.expose) {
+            p.logger.error('unhandled error', { route: id, error: String(error) });
+          }
+        },
+        fallbackMessage: JSON.stringify({ error: 'internal', message: 'Something went wrong.' }),
+      }),
+    )
+    .use(policiesReady);
+  for (const middleware of options.before ?? []) stack.use(middleware);
+  if (limits.length > 0) stack.use(rateLimit({ limiter: p.limiter, limits, observer: p.observer }));
+  return stack;
+}

@@ -1,0 +1,44 @@
+import { DeadlineGuard, type DegradedReason, ioredisConnection, type RedisClient } from '@platform/rate-limit';
+
+/**
+ * Remembers which sender events were accepted, so a retried delivery (Slack's
+ * X-Slack-Retry-Num, Telegram's redelivery) is answered without being counted
+ * or forwarded again. A claim is taken before the event is counted and
+ * released when it is refused or cannot be handed on, so a refused event can
+ * come back. Keys: `wh:{<source>:<scope>}:seen:<id>`, with a TTL longer than the
+ * sender retries (Slack: 5 min; Telegram keeps updates 24 h).
+ */
+export class AcceptedOnce {
+  readonly #redis: RedisClient;
+  readonly #guard: DeadlineGuard;
+  readonly #ttlMs: number;
+  readonly #budgetMs: number;
+
+  constructor(redis: RedisClient, options: { ttlMs?: number; budgetMs?: number } = {}) {
+    this.#redis = redis;
+    this.#guard = new DeadlineGuard(ioredisConnection(redis), 1000);
+    this.#ttlMs = options.ttlMs ?? 25 * 3_600_000;
+    this.#budgetMs = options.budgetMs ?? 100;
+  }
+
+  /**
+   * 'claimed' when this call took the claim, 'seen' when the event was
+   * already accepted, or why Redis could not tell (within the budget, like a check).
+   */
+  async claim(source: string, scope: string, id: string): Promise<'claimed' | 'seen' | DegradedReason> {
+    const result = await this.#guard.within(this.#budgetMs, () =>
+      this.#redis.set(key(source, scope, id), '1', 'PX', this.#ttlMs, 'NX'),
+    );
+    if (!result.ok) return result.reason;
+    return result.reply === 'OK' ? 'claimed' : 'seen';
+  }
+
+  /** Gives a claim back (the event was refused or not handed on), so a redelivery counts again. */
+  async release(source: string, scope: string, id: string): Promise<void> {
+    await this.#guard.within(this.#budgetMs, () => this.#redis.del(key(source, scope, id)));
+  }
+}
+
+function key(source: string, scope: string, id: string): string {
+  return `wh:{${source}:${scope}}:seen:${id}`;
+}

@@ -1,0 +1,58 @@
+import { Logger } from '@aws-lambda-powertools/logger';
+import { Metrics } from '@aws-lambda-powertools/metrics';
+import { createLimiter, type Limiter, type RedisClient, sharedRedis } from '@platform/rate-limit';
+import { createPolicyStore, type PolicyStore } from '@platform/rate-limit/config';
+import { powertoolsObserver } from '@platform/rate-limit/middleware';
+import { AcceptedOnce } from './once.ts';
+import { readConsumerSettings } from './settings.ts';
+import { type EventSink, FileEventSink, SqsEventSink } from './sink.ts';
+
+/**
+ * What one container shares between invocations: created on first use, once
+ * (in Lambda, during the cold start; locally, once per gateway process).
+ * Nothing here connects yet: Redis connects at the first check.
+ */
+export interface Platform {
+  readonly logger: Logger;
+  readonly redis: RedisClient;
+  readonly policies: PolicyStore;
+  readonly limiter: Limiter;
+  readonly observer: ReturnType<typeof powertoolsObserver>;
+  readonly sink: EventSink;
+  readonly acceptedOnce: AcceptedOnce;
+}
+
+let current: Platform | undefined;
+
+export function platform(): Platform {
+  current ??= createPlatform();
+  return current;
+}
+
+/** Tests and the local gateway may build the platform from their own parts. */
+export function usePlatform(parts: Platform | undefined): void {
+  current = parts;
+}
+
+export function createPlatform(overrides: Partial<Platform> = {}): Platform {
+  const settings = readConsumerSettings();
+  const logger = overrides.logger ?? new Logger({ serviceName: 'rate-limited-platform' });
+  const redis = overrides.redis ?? sharedRedis();
+  const policies = overrides.policies ?? createPolicyStore({ logger });
+  const limiter =
+    overrides.limiter ??
+    createLimiter({ redis, policies, onDegraded: (event) => logger.warn('rate limiter degraded', { ...event }) });
+  return {
+    logger,
+    redis,
+    policies,
+    limiter,
+    observer:
+      overrides.observer ??
+      powertoolsObserver({ metrics: new Metrics({ namespace: 'RateLimit', serviceName: 'platform' }), logger }),
+    sink:
+      overrides.sink ??
+      (settings.sink.kind === 'sqs' ? new SqsEventSink(settings.sink.queueUrl) : new FileEventSink(settings.sink.file)),
+    acceptedOnce: overrides.acceptedOnce ?? new AcceptedOnce(redis),
+  };
+}

@@ -1,0 +1,49 @@
+import { InvalidSettingError } from '@platform/rate-limit';
+
+/**
+ * What the consumers read from the environment, in one place (the layer's own
+ * settings are in layer/src/settings.ts). A bad value is an InvalidSettingError
+ * naming the variable at cold start.
+ *
+ * | variable                  | meaning                                                              | default                      |
+ * | ------------------------- | -------------------------------------------------------------------- | ---------------------------- |
+ * | `EVENT_QUEUE_URL`         | SQS queue accepted webhook events go to (AWS)                        | none: the file below         |
+ * | `EVENT_SINK_FILE`         | JSON-lines file accepted events go to (local runs)                   | `.local/events.jsonl`        |
+ * | `LOGIN_USERS_FILE`        | scrypt hashes of the local demo users                                | `config/local-users.json`    |
+ * | `API_KEYS_PARAMETER_PATH` | SSM path of the API key registry (`<path>/<key hash>` → owner, role) | none: the file below         |
+ * | `API_KEYS_FILE`           | the API key registry as a JSON file (local runs)                     | `config/local-api-keys.json` |
+ */
+export interface ConsumerSettings {
+  readonly sink: { readonly kind: 'sqs'; readonly queueUrl: string } | { readonly kind: 'file'; readonly file: string };
+  readonly usersFile: string;
+  readonly apiKeys: { readonly kind: 'ssm'; readonly path: string } | { readonly kind: 'file'; readonly file: string };
+}
+
+const ROOT = new URL('../../', import.meta.url).pathname;
+type Env = Readonly<Record<string, string | undefined>>;
+
+export function readConsumerSettings(env: Env = process.env): ConsumerSettings {
+  const queueUrl = env.EVENT_QUEUE_URL;
+  if (
+    queueUrl &&
+    !/^https:\/\/sqs\.[a-z0-9-]+\.amazonaws\.com(\.cn)?\/\d{12}\/[A-Za-z0-9_-]{1,80}(\.fifo)?$/.test(queueUrl)
+  ) {
+    throw new InvalidSettingError(
+      'EVENT_QUEUE_URL',
+      'must be an SQS queue URL (https://sqs.<region>.amazonaws.com/<account>/<name>)',
+    );
+  }
+  const keysPath = env.API_KEYS_PARAMETER_PATH;
+  if (keysPath && !/^(\/[A-Za-z0-9_.-]+)+$/.test(keysPath)) {
+    throw new InvalidSettingError('API_KEYS_PARAMETER_PATH', 'must be an SSM path such as /platform/api-keys');
+  }
+  return {
+    sink: queueUrl
+      ? { kind: 'sqs', queueUrl }
+      : { kind: 'file', file: env.EVENT_SINK_FILE || `${ROOT}.local/events.jsonl` },
+    usersFile: env.LOGIN_USERS_FILE || `${ROOT}config/local-users.json`,
+    apiKeys: keysPath
+      ? { kind: 'ssm', path: keysPath }
+      : { kind: 'file', file: env.API_KEYS_FILE || `${ROOT}config/local-api-keys.json` },
+  };
+}

@@ -1,0 +1,62 @@
+import { appendFile, mkdir } from 'node:fs/promises';
+import { dirname } from 'node:path';
+import { SendMessageCommand, SQSClient } from '@aws-sdk/client-sqs';
+
+/** An event a webhook accepted, on its way to the platform's processing. */
+export interface AcceptedEvent {
+  readonly source: 'slack' | 'telegram' | 'mattermost';
+  /** The sender's id of the event (Slack event_id, Telegram update_id, Mattermost post id): never reused. */
+  readonly id: string;
+  /** The scope it was counted in (workspace, bot, channel). */
+  readonly scope: string;
+  /** The event as the sender sent it. */
+  readonly payload: unknown;
+}
+
+/**
+ * Where accepted events go, within the sender's ack time (Slack: 3 s): SQS in
+ * AWS, a JSON-lines file locally. Throws when the event could not be handed on;
+ * the webhook then answers 503 so the sender retries.
+ */
+export interface EventSink {
+  put(event: AcceptedEvent): Promise<void>;
+}
+
+export class FileEventSink implements EventSink {
+  readonly #file: string;
+  #ready: Promise<unknown> | undefined;
+
+  constructor(file: string) {
+    this.#file = file;
+  }
+
+  async put(event: AcceptedEvent): Promise<void> {
+    this.#ready ??= mkdir(dirname(this.#file), { recursive: true });
+    await this.#ready;
+    // one write of one line: appends of a few KiB by concurrent processes do not interleave
+    await appendFile(this.#file, `${JSON.stringify(event)}\n`);
+  }
+}
+
+export class SqsEventSink implements EventSink {
+  readonly #client: SQSClient;
+  readonly #queueUrl: string;
+
+  constructor(queueUrl: string, client = new SQSClient({})) {
+    this.#client = client;
+    this.#queueUrl = queueUrl;
+  }
+
+  async put(event: AcceptedEvent): Promise<void> {
+    await this.#client.send(
+      new SendMessageCommand({
+        QueueUrl: this.#queueUrl,
+        MessageBody: JSON.stringify(event),
+        MessageAttributes: {
+          source: { DataType: 'String', StringValue: event.source },
+          eventId: { DataType: 'String', StringValue: event.id },
+        },
+      }),
+    );
+  }
+}

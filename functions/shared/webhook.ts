@@ -1,0 +1,44 @@
+import { enforce } from '@platform/rate-limit';
+import { rateLimitHeaders, rateLimitRefusal } from '@platform/rate-limit/middleware';
+import { type HttpResponse, httpError, json } from './http.ts';
+import { platform } from './platform.ts';
+import type { AcceptedEvent } from './sink.ts';
+
+export interface WebhookEvent extends AcceptedEvent {
+  /** The limits of this event, decided all-or-nothing with `scope` as their hash tag. */
+  readonly limits: readonly { readonly policy: string; readonly key: string }[];
+}
+
+/**
+ * What every webhook does once its sender is verified, the same way:
+ * 1. an event already accepted (a retry, a redelivery) answers 200, not counted or forwarded again;
+ * 2. its limits are checked all-or-nothing in its scope; refused: 429 (or 503
+ *    when the limiter is down: fail-closed), and the claim is given back so a
+ *    redelivery counts as a new attempt;
+ * 3. accepted: handed to the sink within the sender's ack time, then 200.
+ */
+export async function acceptOnce(
+  event: WebhookEvent,
+  refusalHeaders: Record<string, string> = {},
+): Promise<HttpResponse> {
+  const { limiter, observer, acceptedOnce, sink } = platform();
+  const claim = await acceptedOnce.claim(event.source, event.scope, event.id);
+  if (claim === 'seen') return json(200, { ok: true, duplicate: true });
+  if (claim !== 'claimed')
+    throw httpError(503, 'rate_limiter_unavailable', 'Try again shortly.', { 'Retry-After': '1' });
+  const verdict = await enforce(limiter, event.limits, { observer, scope: event.scope });
+  if (!verdict.proceed) {
+    await acceptedOnce.release(event.source, event.scope, event.id);
+    const refusal = rateLimitRefusal(verdict);
+    if (verdict.outcome === 'limited') Object.assign(refusal.headers, refusalHeaders);
+    throw refusal;
+  }
+  try {
+    await sink.put({ source: event.source, id: event.id, scope: event.scope, payload: event.payload });
+  } catch (error) {
+    await acceptedOnce.release(event.source, event.scope, event.id);
+    platform().logger.error('event sink failed', { source: event.source, error: String(error) });
+    throw httpError(503, 'sink_unavailable', 'Try again shortly.', { 'Retry-After': '1' });
+  }
+  return json(200, { ok: true }, rateLimitHeaders(verdict.limits));
+}

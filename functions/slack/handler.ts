@@ -1,0 +1,66 @@
+/**
+ * POST /webhooks/slack — SPEC §4 "Messenger inbound", fail-closed.
+ *
+ * 1. Before verification: the per-IP window `slack-ip` (the route's
+ *    middleware), a cheap first line against floods of unsigned junk.
+ * 2. The v0 signature over the raw body with the signing secret
+ *    (`secrets/slack-signing-secret`), timestamp within 5 min: else 401.
+ * 3. `url_verification`: the challenge, echoed.
+ * 4. An event: per-workspace (`team_id`) and per-channel windows,
+ *    all-or-nothing, scoped by the workspace. A retried `event_id` already
+ *    accepted answers 200 and is neither counted nor forwarded again.
+ *
+ * A refusal is 429 with Retry-After and `X-Slack-No-Retry: 1`: Slack would
+ * otherwise retry at +1 min and +5 min into a channel that is over its limit;
+ * the event is dropped, counted (Limited) and logged by id. The limiter down
+ * is 503 without it, so Slack retries later. The per-channel limit keeps a
+ * flooding channel from starving the workspace, so the app's deliveries stay
+ * mostly 2xx (Slack disables subscriptions whose deliveries mostly fail).
+ */
+import { header } from '@platform/rate-limit/middleware';
+import { httpError, json, rawBody, routeHandler, safeId } from '../shared/http.ts';
+import { platform } from '../shared/platform.ts';
+import { acceptOnce } from '../shared/webhook.ts';
+import { verifySlackSignature } from './signature.ts';
+
+export const handler = routeHandler('slack', async (event) => {
+  const secret = platform().policies.secret('slack-signing-secret');
+  if (!secret) throw httpError(503, 'not_configured', 'The Slack signing secret is not configured.');
+  const body = rawBody(event);
+  const check = verifySlackSignature(
+    secret,
+    header(event, 'X-Slack-Request-Timestamp'),
+    header(event, 'X-Slack-Signature'),
+    body,
+  );
+  if (check === 'stale') throw httpError(401, 'stale_request', 'The request timestamp is missing or too old.');
+  if (check !== 'valid') throw httpError(401, 'bad_signature', 'The request signature does not match.');
+  let payload: Record<string, unknown>;
+  try {
+    payload = JSON.parse(body) as Record<string, unknown>;
+    if (typeof payload !== 'object' || payload === null) throw new TypeError('not an object');
+  } catch {
+    throw httpError(400, 'bad_request', 'the body is not a JSON object');
+  }
+  if (payload.type === 'url_verification') {
+    return json(200, { challenge: String(payload.challenge ?? '') });
+  }
+  if (payload.type !== 'event_callback') return json(200, { ok: true, ignored: String(payload.type ?? 'none') });
+  const team = safeId(payload.team_id, 'team_id');
+  const id = safeId(payload.event_id, 'event_id');
+  const inner = (payload.event ?? {}) as Record<string, unknown>;
+  const channel = inner.channel === undefined ? undefined : safeId(inner.channel, 'event.channel');
+  return acceptOnce(
+    {
+      source: 'slack',
+      id,
+      scope: team,
+      payload,
+      limits: [
+        { policy: 'slack-workspace', key: team },
+        ...(channel ? [{ policy: 'slack-channel', key: channel }] : []),
+      ],
+    },
+    { 'X-Slack-No-Retry': '1' },
+  );
+});

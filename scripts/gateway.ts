@@ -1,0 +1,230 @@
+/**
+ * The local gateway: what API Gateway does in AWS, for machines without Docker.
+ * It mounts functions/routes.ts (the table the CDK app reads), applies the
+ * outer line of config/outer-line.json (stage throttle, per-IP rate rule)
+ * before any handler, and calls each handler in-process with the REST API (v1)
+ * proxy event API Gateway would send: the client IP from the socket, the raw
+ * body, headers as sent. `node scripts/gateway.ts` runs it alone (PORT, default
+ * 3000; REDIS_URL); `npm start` runs it beside its own durable Redis.
+ */
+import { randomUUID } from 'node:crypto';
+import { readFileSync } from 'node:fs';
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import type { APIGatewayProxyEvent, APIGatewayProxyResult, Context } from 'aws-lambda';
+import { type HttpMethod, type Route, routes } from '../functions/routes.ts';
+
+export interface OuterLine {
+  /** API Gateway stage throttling: a token bucket for the whole stage (best effort). */
+  readonly stageThrottle: { readonly rateLimit: number; readonly burstLimit: number };
+  /** The AWS WAF rate-based rule: requests per client IP in a sliding evaluation window. */
+  readonly ipRateRule: { readonly limit: number; readonly evaluationWindowSeconds: number };
+}
+
+export const OUTER_LINE_FILE = new URL('../config/outer-line.json', import.meta.url);
+
+export function readOuterLine(file: string | URL = OUTER_LINE_FILE): OuterLine {
+  return JSON.parse(readFileSync(file, 'utf8')) as OuterLine;
+}
+
+type Handler = (event: APIGatewayProxyEvent, context: Context) => Promise<APIGatewayProxyResult>;
+
+const MAX_BODY_BYTES = 1024 * 1024;
+
+/** A route's path as a pattern: `{name}` one segment, `{proxy+}` the rest. */
+function matcher(route: Route): { regex: RegExp; names: string[] } {
+  const names: string[] = [];
+  const pattern = route.path.replace(/\{([A-Za-z0-9]+)(\+?)\}/g, (_, name: string, greedy: string) => {
+    names.push(name);
+    return greedy ? '(.+)' : '([^/]+)';
+  });
+  return { regex: new RegExp(`^${pattern}$`), names };
+}
+
+/** The outer line, in memory: what API Gateway and WAF do before a function runs. */
+class OuterLineGate {
+  readonly #line: OuterLine;
+  #tokens: number;
+  #refilledAt = performance.now();
+  readonly #perIp = new Map<string, number[]>();
+
+  constructor(line: OuterLine) {
+    this.#line = line;
+    this.#tokens = line.stageThrottle.burstLimit;
+  }
+
+  /** Why this request is refused at the edge, or undefined when it passes. */
+  refusal(ip: string): string | undefined {
+    const now = performance.now();
+    const { rateLimit, burstLimit } = this.#line.stageThrottle;
+    this.#tokens = Math.min(burstLimit, this.#tokens + ((now - this.#refilledAt) / 1000) * rateLimit);
+    this.#refilledAt = now;
+    const windowMs = this.#line.ipRateRule.evaluationWindowSeconds * 1000;
+    const seen = (this.#perIp.get(ip) ?? []).filter((t) => now - t < windowMs);
+    if (seen.length >= this.#line.ipRateRule.limit) {
+      this.#perIp.set(ip, seen);
+      return 'ip-rate-rule';
+    }
+    if (this.#tokens < 1) return 'stage-throttle';
+    this.#tokens -= 1;
+    seen.push(now);
+    this.#perIp.set(ip, seen);
+    return undefined;
+  }
+}
+
+function sourceIp(request: IncomingMessage): string {
+  const address = request.socket.remoteAddress ?? '127.0.0.1';
+  return address.startsWith('::ffff:') ? address.slice(7) : address;
+}
+
+function restEvent(
+  request: IncomingMessage,
+  route: Route,
+  url: URL,
+  pathParameters: Record<string, string>,
+  body: Buffer,
+): APIGatewayProxyEvent {
+  const headers: Record<string, string> = {};
+  const multiValueHeaders: Record<string, string[]> = {};
+  for (let i = 0; i < request.rawHeaders.length; i += 2) {
+    const name = request.rawHeaders[i] as string;
+    const value = request.rawHeaders[i + 1] as string;
+    headers[name] = value;
+    multiValueHeaders[name] = [...(multiValueHeaders[name] ?? []), value];
+  }
+  const query: Record<string, string> = {};
+  const multiQuery: Record<string, string[]> = {};
+  for (const [name, value] of url.searchParams) {
+    query[name] = value;
+    multiQuery[name] = [...(multiQuery[name] ?? []), value];
+  }
+  const hasQuery = url.searchParams.size > 0;
+  const method = request.method ?? 'GET';
+  return {
+    resource: route.path,
+    path: url.pathname,
+    httpMethod: method,
+    headers,
+    multiValueHeaders,
+    queryStringParameters: hasQuery ? query : null,
+    multiValueQueryStringParameters: hasQuery ? multiQuery : null,
+    pathParameters: Object.keys(pathParameters).length ? pathParameters : null,
+    stageVariables: null,
+    body: body.length ? body.toString('utf8') : null,
+    isBase64Encoded: false,
+    requestContext: {
+      accountId: 'local',
+      apiId: 'local',
+      authorizer: null,
+      protocol: `HTTP/${request.httpVersion}`,
+      httpMethod: method,
+      identity: { sourceIp: sourceIp(request), userAgent: request.headers['user-agent'] ?? null },
+      path: `/local${url.pathname}`,
+      stage: 'local',
+      requestId: randomUUID(),
+      requestTimeEpoch: Date.now(),
+      resourceId: route.id,
+      resourcePath: route.path,
+    } as unknown as APIGatewayProxyEvent['requestContext'],
+  };
+}
+
+function answer(response: ServerResponse, status: number, body: unknown, headers: Record<string, string> = {}): void {
+  response.writeHead(status, { 'Content-Type': 'application/json', ...headers });
+  response.end(typeof body === 'string' ? body : JSON.stringify(body));
+}
+
+export interface GatewayOptions {
+  readonly port?: number;
+  readonly outerLine?: OuterLine;
+  /** Where the handler modules are loaded from. @default functions/ (source) */
+  readonly handlersDir?: URL;
+  /** Told about every request: route id (or why refused at the edge) and status. */
+  readonly onRequest?: (entry: { route: string; status: number }) => void;
+}
+
+export interface Gateway {
+  readonly server: Server;
+  readonly url: string;
+  close(): Promise<void>;
+}
+
+/** Starts the gateway on 127.0.0.1; resolves once it listens. */
+export async function startGateway(options: GatewayOptions = {}): Promise<Gateway> {
+  const dir = options.handlersDir ?? new URL('../functions/', import.meta.url);
+  const mounted = await Promise.all(
+    routes.map(async (route) => {
+      const module = (await import(new URL(route.handler, dir).href)) as { handler: Handler };
+      return { route, handler: module.handler, ...matcher(route) };
+    }),
+  );
+  const gate = new OuterLineGate(options.outerLine ?? readOuterLine());
+  const log = options.onRequest ?? (() => {});
+
+  const server = createServer((request, response) => {
+    const chunks: Buffer[] = [];
+    let size = 0;
+    request.on('data', (chunk: Buffer) => {
+      size += chunk.length;
+      if (size <= MAX_BODY_BYTES) chunks.push(chunk);
+    });
+    request.on('end', async () => {
+      const url = new URL(request.url ?? '/', 'http://localhost');
+      if (size > MAX_BODY_BYTES) {
+        log({ route: 'edge:too-large', status: 413 });
+        return answer(response, 413, { message: 'Request Entity Too Large' });
+      }
+      const edge = gate.refusal(sourceIp(request));
+      if (edge) {
+        log({ route: `edge:${edge}`, status: 429 });
+        return answer(response, 429, { message: 'Too Many Requests' });
+      }
+      for (const entry of mounted) {
+        const match = entry.regex.exec(url.pathname);
+        if (!match) continue;
+        if (!entry.route.methods.includes(request.method as HttpMethod)) {
+          log({ route: entry.route.id, status: 405 });
+          return answer(response, 405, { message: 'Method Not Allowed' });
+        }
+        const params = Object.fromEntries(entry.names.map((name, i) => [name, decodeURIComponent(match[i + 1] ?? '')]));
+        const event = restEvent(request, entry.route, url, params, Buffer.concat(chunks));
+        const context = { functionName: entry.route.id, awsRequestId: event.requestContext.requestId } as Context;
+        try {
+          const result = await entry.handler(event, context);
+          log({ route: entry.route.id, status: result.statusCode });
+          return answer(
+            response,
+            result.statusCode,
+            result.body ?? '',
+            (result.headers ?? {}) as Record<string, string>,
+          );
+        } catch {
+          // what API Gateway answers when a function fails: no detail to the caller
+          log({ route: entry.route.id, status: 502 });
+          return answer(response, 502, { message: 'Internal server error' });
+        }
+      }
+      log({ route: 'none', status: 404 });
+      return answer(response, 404, { message: 'Not Found' });
+    });
+  });
+  await new Promise<void>((resolve) => server.listen(options.port ?? 0, '127.0.0.1', resolve));
+  const { port } = server.address() as AddressInfo;
+  return {
+    server,
+    url: `http://127.0.0.1:${port}`,
+    close: () => new Promise((resolve) => server.close(() => resolve())),
+  };
+}
+
+if (import.meta.url === `file://${process.argv[1]}`) {
+  const gateway = await startGateway({ port: Number(process.env.PORT ?? 3000) });
+  console.log(`gateway listening on ${gateway.url}`);
+  const stop = async () => {
+    await gateway.close();
+    process.exit(0);
+  };
+  process.once('SIGTERM', stop);
+  process.once('SIGINT', stop);
+}

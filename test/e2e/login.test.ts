@@ -1,0 +1,79 @@
+/**
+ * POST /auth/login through the local gateway, over real HTTP, real Redis.
+ * The account backoff is shortened in this file's parameters (base 200 ms,
+ * like an operator's override would) so waiting its Retry-After is quick.
+ */
+import assert from 'node:assert/strict';
+import { after, before, describe, it } from 'node:test';
+import { setTimeout as wait } from 'node:timers/promises';
+import { consumers, type TestPlatform } from '../support/consumers.ts';
+import { type Answer, call, loopbackAddress } from '../support/http.ts';
+
+let platform: TestPlatform;
+before(async () => {
+  platform = await consumers({
+    parameters: { '/ratelimit/local/overrides/login-account': { base: '200 ms', max: '800 ms' } },
+  });
+});
+after(() => platform.close());
+
+const attempt = (from: string, email: string, password: string) =>
+  call(platform.base, { method: 'POST', path: '/auth/login', from, body: JSON.stringify({ email, password }) });
+
+/** What a caller can compare between two answers: status, body and headers but the connection's own. */
+function visible(answer: Answer) {
+  const { date: _date, connection: _connection, 'keep-alive': _keepAlive, ...headers } = answer.headers;
+  return { status: answer.status, headers, body: answer.body };
+}
+
+describe('Login (POST /auth/login)', () => {
+  it('refuses the 21st attempt from one IP within 15 minutes with 429 and Retry-After, malformed ones counted', async () => {
+    const from = loopbackAddress();
+    const statuses: number[] = [];
+    for (let i = 0; i < 20; i++) {
+      const body = i % 2 === 0 ? 'not json' : JSON.stringify({ email: `u${i}@example.com`, password: 'x' });
+      statuses.push((await call(platform.base, { method: 'POST', path: '/auth/login', from, body })).status);
+    }
+    assert.deepEqual([...new Set(statuses)].sort(), [400, 401]);
+    const refused = await attempt(from, 'alice@example.com', 'correct horse battery staple');
+    assert.equal(refused.status, 429);
+    assert.ok(Number(refused.headers['retry-after']) > 0);
+    assert.equal(refused.json().policy, 'login-ip');
+  });
+
+  it('makes an account wait longer after each failure past the free ones, and a success clears them', async () => {
+    const from = loopbackAddress();
+    const email = 'alice@example.com';
+    for (let i = 0; i < 3; i++) assert.equal((await attempt(from, email, 'wrong')).status, 401, 'free failures');
+    assert.equal((await attempt(from, email, 'wrong')).status, 401, 'the 4th failure is recorded');
+    const first = await attempt(from, email, 'correct horse battery staple');
+    assert.equal(first.status, 429, 'in backoff even with the right password');
+    assert.equal(first.json().policy, 'login-account');
+    await wait(200); // the backoff's Retry-After (200 ms, rounded up to 1 s in the header)
+    assert.equal((await attempt(from, email, 'wrong')).status, 401, 'the 5th failure');
+    const longer = await attempt(from, email, 'wrong');
+    assert.equal(longer.status, 429);
+    await wait(400);
+    assert.equal((await attempt(from, email, 'correct horse battery staple')).status, 200, 'success after the wait');
+    for (let i = 0; i < 3; i++) assert.equal((await attempt(from, email, 'wrong')).status, 401, 'free failures again');
+  });
+
+  it('answers a known and an unknown account byte for byte alike, in every state', async () => {
+    const [fromKnown, fromUnknown] = [loopbackAddress(), loopbackAddress()];
+    const sequence = ['wrong', 'wrong', 'wrong', 'wrong', 'wrong', 'wrong'];
+    for (const password of sequence) {
+      const known = await attempt(fromKnown, 'bob@example.com', password);
+      const unknown = await attempt(fromUnknown, 'nobody-here@example.com', password);
+      assert.deepEqual(visible(known), visible(unknown));
+    }
+  });
+
+  it('answers 400 with a reason for a body over 8 KiB, and still counts it per IP', async () => {
+    const from = loopbackAddress();
+    const big = JSON.stringify({ email: 'alice@example.com', password: 'x'.repeat(9000) });
+    const answer = await call(platform.base, { method: 'POST', path: '/auth/login', from, body: big });
+    assert.equal(answer.status, 400);
+    assert.equal(answer.json().message, 'the body is larger than 8 KiB');
+    assert.equal(answer.headers.ratelimit, '"login-ip";r=19;t=900');
+  });
+});
