@@ -60,6 +60,17 @@ const { startGateway } = await import('./gateway.ts');
 const { routes } = await import('../functions/routes.ts');
 const gateway = await startGateway({ port: Number(process.env.PORT ?? 3000) });
 
+// Registered before anything is printed: whoever reads the output may signal at once.
+async function shutdown(): Promise<void> {
+  await gateway.close();
+  const { platform } = await import('../functions/shared/platform.ts');
+  platform().redis.disconnect();
+  await redisProcess?.stop(true); // keep the data: it is durable
+  process.exit(0);
+}
+process.once('SIGINT', shutdown);
+process.once('SIGTERM', shutdown);
+
 const slackBody = JSON.stringify({
   type: 'event_callback',
   team_id: 'T0DEMO',
@@ -82,13 +93,3 @@ try (events land in ${process.env.EVENT_SINK_FILE}):
   curl -i -X POST ${base}/webhooks/telegram/demo -H 'X-Telegram-Bot-Api-Secret-Token: local-only-telegram-secret-token' -d '{"update_id":${Date.now()},"message":{"chat":{"id":42}}}'
   curl -i -X POST ${base}/webhooks/slack -H 'X-Slack-Request-Timestamp: ${slackHeaders['X-Slack-Request-Timestamp']}' -H 'X-Slack-Signature: ${slackHeaders['X-Slack-Signature']}' -d '${slackBody}'
     (the Slack signature is valid for 5 minutes)`);
-
-async function shutdown(): Promise<void> {
-  await gateway.close();
-  const { platform } = await import('../functions/shared/platform.ts');
-  platform().redis.disconnect();
-  await redisProcess?.stop(true); // keep the data: it is durable
-  process.exit(0);
-}
-process.once('SIGINT', shutdown);
-process.once('SIGTERM', shutdown);

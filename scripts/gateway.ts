@@ -6,11 +6,12 @@
  * proxy event API Gateway would send: the client IP from the socket, the raw
  * body, headers as sent. `node scripts/gateway.ts` runs it alone (PORT, default
  * 3000; REDIS_URL); `npm start` runs it beside its own durable Redis.
+ * GATEWAY_TRUSTED_PROXY names a proxy of ours (nginx) whose X-Real-IP is believed.
  */
 import { randomUUID } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
-import type { AddressInfo } from 'node:net';
+import { type AddressInfo, isIP } from 'node:net';
 import type { APIGatewayProxyEvent, APIGatewayProxyResult, Context } from 'aws-lambda';
 import { type HttpMethod, type Route, routes } from '../functions/routes.ts';
 
@@ -73,9 +74,19 @@ class OuterLineGate {
   }
 }
 
+/**
+ * The client IP, as API Gateway puts it in the request context: the TCP peer.
+ * Behind a proxy of our own (nginx, GATEWAY_TRUSTED_PROXY=127.0.0.1), the
+ * peer is the proxy, so its X-Real-IP is taken, from that peer only: a client
+ * that sends X-Real-IP itself is not believed (as API Gateway believes
+ * CloudFront, not the client).
+ */
 function sourceIp(request: IncomingMessage): string {
-  const address = request.socket.remoteAddress ?? '127.0.0.1';
-  return address.startsWith('::ffff:') ? address.slice(7) : address;
+  const raw = request.socket.remoteAddress ?? '127.0.0.1';
+  const peer = raw.startsWith('::ffff:') ? raw.slice(7) : raw;
+  const realIp = request.headers['x-real-ip'];
+  if (peer === process.env.GATEWAY_TRUSTED_PROXY && typeof realIp === 'string' && isIP(realIp)) return realIp;
+  return peer;
 }
 
 function restEvent(
@@ -147,6 +158,8 @@ export interface GatewayOptions {
 export interface Gateway {
   readonly server: Server;
   readonly url: string;
+  /** What it serves: `<method> <path>` of every mounted route. */
+  readonly served: readonly string[];
   close(): Promise<void>;
 }
 
@@ -169,51 +182,75 @@ export async function startGateway(options: GatewayOptions = {}): Promise<Gatewa
       size += chunk.length;
       if (size <= MAX_BODY_BYTES) chunks.push(chunk);
     });
-    request.on('end', async () => {
-      const url = new URL(request.url ?? '/', 'http://localhost');
-      if (size > MAX_BODY_BYTES) {
-        log({ route: 'edge:too-large', status: 413 });
-        return answer(response, 413, { message: 'Request Entity Too Large' });
-      }
-      const edge = gate.refusal(sourceIp(request));
-      if (edge) {
-        log({ route: `edge:${edge}`, status: 429 });
-        return answer(response, 429, { message: 'Too Many Requests' });
-      }
-      for (const entry of mounted) {
-        const match = entry.regex.exec(url.pathname);
-        if (!match) continue;
-        if (!entry.route.methods.includes(request.method as HttpMethod)) {
-          log({ route: entry.route.id, status: 405 });
-          return answer(response, 405, { message: 'Method Not Allowed' });
-        }
-        const params = Object.fromEntries(entry.names.map((name, i) => [name, decodeURIComponent(match[i + 1] ?? '')]));
-        const event = restEvent(request, entry.route, url, params, Buffer.concat(chunks));
-        const context = { functionName: entry.route.id, awsRequestId: event.requestContext.requestId } as Context;
-        try {
-          const result = await entry.handler(event, context);
-          log({ route: entry.route.id, status: result.statusCode });
-          return answer(
-            response,
-            result.statusCode,
-            result.body ?? '',
-            (result.headers ?? {}) as Record<string, string>,
-          );
-        } catch {
-          // what API Gateway answers when a function fails: no detail to the caller
-          log({ route: entry.route.id, status: 502 });
-          return answer(response, 502, { message: 'Internal server error' });
-        }
-      }
-      log({ route: 'none', status: 404 });
-      return answer(response, 404, { message: 'Not Found' });
+    request.on('end', () => {
+      serve(request, response, size, Buffer.concat(chunks)).catch(() => {
+        // never let one request take the gateway down
+        if (!response.headersSent) answer(response, 500, { message: 'Internal server error' });
+      });
     });
   });
+
+  /** Parses a request target as API Gateway would see it; undefined when it is not a path. */
+  function targetOf(request: IncomingMessage): URL | undefined {
+    const target = request.url ?? '/';
+    if (!target.startsWith('/')) return undefined;
+    try {
+      return new URL(`http://localhost${target}`); // not `new URL(target, base)`: '//x' would name a host
+    } catch {
+      return undefined;
+    }
+  }
+
+  async function serve(request: IncomingMessage, response: ServerResponse, size: number, body: Buffer) {
+    const url = targetOf(request);
+    if (!url) {
+      log({ route: 'edge:bad-request', status: 400 });
+      return answer(response, 400, { message: 'Bad Request' });
+    }
+    if (size > MAX_BODY_BYTES) {
+      log({ route: 'edge:too-large', status: 413 });
+      return answer(response, 413, { message: 'Request Entity Too Large' });
+    }
+    const edge = gate.refusal(sourceIp(request));
+    if (edge) {
+      log({ route: `edge:${edge}`, status: 429 });
+      return answer(response, 429, { message: 'Too Many Requests' });
+    }
+    for (const entry of mounted) {
+      const match = entry.regex.exec(url.pathname);
+      if (!match) continue;
+      if (!entry.route.methods.includes(request.method as HttpMethod)) {
+        log({ route: entry.route.id, status: 405 });
+        return answer(response, 405, { message: 'Method Not Allowed' });
+      }
+      let params: Record<string, string>;
+      try {
+        params = Object.fromEntries(entry.names.map((name, i) => [name, decodeURIComponent(match[i + 1] ?? '')]));
+      } catch {
+        log({ route: entry.route.id, status: 400 });
+        return answer(response, 400, { message: 'Bad Request' }); // a malformed %-escape
+      }
+      const event = restEvent(request, entry.route, url, params, body);
+      const context = { functionName: entry.route.id, awsRequestId: event.requestContext.requestId } as Context;
+      try {
+        const result = await entry.handler(event, context);
+        log({ route: entry.route.id, status: result.statusCode });
+        return answer(response, result.statusCode, result.body ?? '', (result.headers ?? {}) as Record<string, string>);
+      } catch {
+        // what API Gateway answers when a function fails: no detail to the caller
+        log({ route: entry.route.id, status: 502 });
+        return answer(response, 502, { message: 'Internal server error' });
+      }
+    }
+    log({ route: 'none', status: 404 });
+    return answer(response, 404, { message: 'Not Found' });
+  }
   await new Promise<void>((resolve) => server.listen(options.port ?? 0, '127.0.0.1', resolve));
   const { port } = server.address() as AddressInfo;
   return {
     server,
     url: `http://127.0.0.1:${port}`,
+    served: mounted.flatMap((m) => m.route.methods.map((method) => `${method} ${m.route.path}`)),
     close: () => new Promise((resolve) => server.close(() => resolve())),
   };
 }

@@ -1,7 +1,9 @@
 /**
  * The consumers behind the local gateway, in this test process: settings
  * through the environment, as Lambda gives them, then the gateway on a free
- * port. Call once per test file (each file runs in its own process).
+ * port. Call once per test file (each file runs in its own process). By
+ * default they run on the suite's Redis Cluster, production's shape; a
+ * `redisUrl` puts them on that single node instead.
  */
 import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -27,7 +29,7 @@ export async function consumers(
   writeFileSync(parametersFile, JSON.stringify({ ...local, ...options.parameters }));
   const sinkFile = join(dir, 'events.jsonl');
   Object.assign(process.env, {
-    REDIS_URL: options.redisUrl ?? process.env.REDIS_URL,
+    ...(options.redisUrl ? { REDIS_URL: options.redisUrl, REDIS_CLUSTER_NODES: '' } : {}),
     RATE_LIMIT_PARAMETER_PATH: '/ratelimit/local',
     RATE_LIMIT_PARAMETERS_FILE: parametersFile,
     EVENT_SINK_FILE: sinkFile,

@@ -28,13 +28,13 @@ export function loopbackAddress(): string {
 }
 
 export function call(base: string, c: Call): Promise<Answer> {
-  const url = new URL(c.path, base);
+  const url = new URL(base);
   return new Promise((resolve, reject) => {
     const req = httpRequest(
       {
         host: url.hostname,
         port: url.port,
-        path: `${url.pathname}${url.search}`,
+        path: c.path, // sent as is: a fuzzed path must reach the server unparsed
         method: c.method ?? 'GET',
         headers: { ...(c.body === undefined ? {} : { 'content-length': Buffer.byteLength(c.body) }), ...c.headers },
         ...(c.from ? { localAddress: c.from } : {}),

@@ -19,3 +19,21 @@ export function rateLimitHeaders(limits: readonly LimitStatus[]): Record<string,
 export function retryAfterSeconds(ms: number): string {
   return String(Math.max(1, Math.ceil(ms / 1000)));
 }
+
+/**
+ * Headers with the RateLimit list items of `added` joined after those already
+ * there (a handler that checked its own limits answers with theirs; the
+ * middleware adds the route's), every other header of `added` set.
+ */
+export function withRateLimitHeaders(
+  headers: Record<string, string | number | boolean> | undefined,
+  added: Record<string, string>,
+): Record<string, string | number | boolean> {
+  const merged = { ...headers };
+  for (const [name, value] of Object.entries(added)) {
+    const existing = merged[name];
+    merged[name] =
+      (name === 'RateLimit' || name === 'RateLimit-Policy') && existing !== undefined ? `${value}, ${existing}` : value;
+  }
+  return merged;
+}

@@ -4,7 +4,7 @@ import { enforce, misconfiguredVerdict, type RateLimitObserver, type Verdict } f
 import { InvalidCheckError, MisconfiguredCheckError } from '../errors.ts';
 import type { CheckRequest, Limiter } from '../limiter.ts';
 import { type KeyExtractor, MissingKeyError } from './extractors.ts';
-import { rateLimitHeaders, retryAfterSeconds } from './headers.ts';
+import { rateLimitHeaders, retryAfterSeconds, withRateLimitHeaders } from './headers.ts';
 import type { HttpEvent } from './http-event.ts';
 
 /** One limit of a route: a policy name and how to find its key in the request. */
@@ -128,7 +128,7 @@ export function rateLimit(options: RateLimitOptions): MiddlewareObj<HttpEvent> {
     const verdict = (request.internal as Record<string, unknown>)[INTERNAL] as Verdict | undefined;
     const response = request.response as HttpResponse | undefined;
     if (verdict && response && typeof response === 'object') {
-      response.headers = { ...response.headers, ...rateLimitHeaders(verdict.limits) };
+      response.headers = withRateLimitHeaders(response.headers, rateLimitHeaders(verdict.limits));
     }
     observer?.flush?.();
   };
@@ -138,7 +138,7 @@ export function rateLimit(options: RateLimitOptions): MiddlewareObj<HttpEvent> {
     const verdict = (request.internal as Record<string, unknown>)[INTERNAL] as Verdict | undefined;
     const error = request.error as { headers?: Record<string, string> } | null | undefined;
     if (verdict?.proceed && error && typeof error === 'object') {
-      error.headers = { ...rateLimitHeaders(verdict.limits), ...error.headers };
+      error.headers = withRateLimitHeaders(error.headers, rateLimitHeaders(verdict.limits)) as Record<string, string>;
     }
     observer?.flush?.();
   };

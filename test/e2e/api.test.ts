@@ -1,0 +1,62 @@
+/**
+ * The public API (/v1/{proxy+}) through the local gateway, over real HTTP:
+ * quotas per role, a per-key override that beats the role, headers on every
+ * answer, unknown keys refused and key guessing itself limited.
+ */
+import assert from 'node:assert/strict';
+import { after, before, describe, it } from 'node:test';
+import { consumers, type TestPlatform } from '../support/consumers.ts';
+import { call, loopbackAddress } from '../support/http.ts';
+
+let platform: TestPlatform;
+before(async () => {
+  platform = await consumers();
+});
+after(() => platform.close());
+
+const get = (path: string, apiKey: string | undefined, from = loopbackAddress()) =>
+  call(platform.base, { path, from, headers: apiKey === undefined ? {} : { 'x-api-key': apiKey } });
+
+describe('Public API (/v1)', () => {
+  it('answers with the quota of the key role, and the per-key override beats the role', async () => {
+    const standard = await get('/v1/whoami', 'demo-standard-key');
+    assert.equal(standard.status, 200);
+    assert.deepEqual(standard.json(), { owner: 'acme', role: 'standard' });
+    assert.equal(standard.headers['ratelimit-policy'], '"api-key";q=120;w=120');
+    const partner = await get('/v1/items', 'demo-partner-key');
+    assert.equal(partner.status, 200);
+    assert.equal(partner.headers['ratelimit-policy'], '"api-partner";q=600;w=120');
+    const premium = await get('/v1/whoami', 'demo-premium-key');
+    assert.equal(premium.headers['ratelimit-policy'], '"api-key";q=1200;w=120', 'override of the role policy');
+  });
+
+  it('refuses a key over its quota with 429, Retry-After and RateLimit headers, and no other key', async () => {
+    let last = await get('/v1/items', 'demo-standard-key');
+    let admitted = 1;
+    while (last.status === 200 && admitted < 200) {
+      last = await get('/v1/items', 'demo-standard-key');
+      if (last.status === 200) admitted++;
+    }
+    assert.equal(last.status, 429);
+    assert.ok(admitted >= 118 && admitted <= 121, `admitted ${admitted} of a bucket of 120 (earlier tests took some)`);
+    assert.ok(Number(last.headers['retry-after']) >= 1);
+    assert.match(last.headers.ratelimit ?? '', /^"api-key";r=0;t=\d+$/);
+    assert.equal((await get('/v1/items', 'demo-partner-key')).status, 200, 'another key still passes');
+  });
+
+  it('answers 401 to a missing or unknown key, and 429 once one IP has guessed 10 keys in 15 minutes', async () => {
+    const from = loopbackAddress();
+    assert.equal((await get('/v1/items', undefined, from)).status, 401);
+    const statuses = [];
+    for (let i = 0; i < 11; i++) statuses.push((await get('/v1/items', `guess-${i}`, from)).status);
+    assert.deepEqual(statuses, [...Array(10).fill(401), 429]);
+    assert.equal((await get('/v1/items', 'guess-x', loopbackAddress())).status, 401, 'another IP is not limited');
+  });
+
+  it('answers 404 with a reason for an unknown resource, still with the RateLimit headers', async () => {
+    const answer = await get('/v1/nothing-here', 'demo-partner-key');
+    assert.equal(answer.status, 404);
+    assert.equal(answer.json().error, 'not_found');
+    assert.match(answer.headers.ratelimit ?? '', /^"api-partner";r=\d+;t=\d+$/);
+  });
+});

@@ -1,0 +1,117 @@
+/**
+ * The consumers' AWS clients, tested against aws-sdk-client-mock: the SQS
+ * event sink and the SSM API key registry.
+ */
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+import { SendMessageCommand, SQSClient } from '@aws-sdk/client-sqs';
+import { GetParameterCommand, ParameterNotFound, SSMClient } from '@aws-sdk/client-ssm';
+import { InvalidSettingError } from '@platform/rate-limit';
+import { mockClient } from 'aws-sdk-client-mock';
+import fc from 'fast-check';
+import { SsmKeyRegistry } from '../../functions/api/registry.ts';
+import { readConsumerSettings } from '../../functions/shared/settings.ts';
+import { SqsEventSink } from '../../functions/shared/sink.ts';
+
+const QUEUE = 'https://sqs.eu-west-1.amazonaws.com/123456789012/accepted-events';
+
+describe('Class: SqsEventSink', () => {
+  it('sends one message per accepted event, with its source and id as attributes', async () => {
+    const sqs = mockClient(SQSClient);
+    sqs.on(SendMessageCommand).resolves({ MessageId: 'm-1' });
+    await new SqsEventSink(QUEUE, new SQSClient({})).put({
+      source: 'slack',
+      id: 'Ev1',
+      scope: 'T1',
+      payload: { a: 1 },
+    });
+    const sent = sqs.commandCalls(SendMessageCommand)[0]?.args[0].input;
+    assert.equal(sent?.QueueUrl, QUEUE);
+    assert.deepEqual(JSON.parse(sent?.MessageBody ?? ''), {
+      source: 'slack',
+      id: 'Ev1',
+      scope: 'T1',
+      payload: { a: 1 },
+    });
+    assert.equal(sent?.MessageAttributes?.eventId?.StringValue, 'Ev1');
+    sqs.restore();
+  });
+
+  it('throws when SQS refuses, so the webhook answers 503 and the sender retries', async () => {
+    const sqs = mockClient(SQSClient);
+    sqs.on(SendMessageCommand).rejects(new Error('throttled'));
+    await assert.rejects(
+      new SqsEventSink(QUEUE, new SQSClient({})).put({ source: 'telegram', id: '1', scope: 'b', payload: {} }),
+    );
+    sqs.restore();
+  });
+});
+
+describe('Class: SsmKeyRegistry', () => {
+  it('looks a key hash up once per TTL, found or not', async () => {
+    const ssm = mockClient(SSMClient);
+    ssm
+      .on(GetParameterCommand, { Name: '/platform/api-keys/known' })
+      .resolves({ Parameter: { Value: JSON.stringify({ owner: 'acme', role: 'partner' }) } });
+    ssm
+      .on(GetParameterCommand, { Name: '/platform/api-keys/unknown' })
+      .rejects(new ParameterNotFound({ message: 'not found', $metadata: {} }));
+    const clock = { ms: 0 };
+    const registry = new SsmKeyRegistry('/platform/api-keys/', {
+      client: new SSMClient({}),
+      ttlMs: 1000,
+      now: () => clock.ms,
+    });
+    assert.deepEqual(await registry.lookup('known'), { owner: 'acme', role: 'partner' });
+    assert.equal(await registry.lookup('unknown'), undefined);
+    assert.deepEqual(await registry.lookup('known'), { owner: 'acme', role: 'partner' });
+    assert.equal(await registry.lookup('unknown'), undefined);
+    assert.equal(ssm.commandCalls(GetParameterCommand).length, 2, 'cached within the TTL');
+    clock.ms = 1000;
+    await registry.lookup('known');
+    assert.equal(ssm.commandCalls(GetParameterCommand).length, 3);
+    ssm.restore();
+  });
+
+  it('lets an SSM failure other than "not found" through (the API answers 503)', async () => {
+    const ssm = mockClient(SSMClient);
+    ssm.on(GetParameterCommand).rejects(new Error('ThrottlingException'));
+    const registry = new SsmKeyRegistry('/platform/api-keys', { client: new SSMClient({}) });
+    await assert.rejects(registry.lookup('any'), /ThrottlingException/);
+    ssm.restore();
+  });
+});
+
+describe('Function: readConsumerSettings', () => {
+  it('chooses SQS and SSM in AWS, files locally', () => {
+    const aws = readConsumerSettings({ EVENT_QUEUE_URL: QUEUE, API_KEYS_PARAMETER_PATH: '/platform/api-keys' });
+    assert.deepEqual(aws.sink, { kind: 'sqs', queueUrl: QUEUE });
+    assert.deepEqual(aws.apiKeys, { kind: 'ssm', path: '/platform/api-keys' });
+    const local = readConsumerSettings({});
+    assert.equal(local.sink.kind, 'file');
+    assert.equal(local.apiKeys.kind, 'file');
+  });
+
+  it('answers any environment with settings or an InvalidSettingError naming the variable', () => {
+    const name = fc.constantFrom(
+      'EVENT_QUEUE_URL',
+      'EVENT_SINK_FILE',
+      'LOGIN_USERS_FILE',
+      'API_KEYS_PARAMETER_PATH',
+      'API_KEYS_FILE',
+    );
+    fc.assert(
+      fc.property(fc.dictionary(name, fc.oneof(fc.string(), fc.webUrl(), fc.constant(QUEUE))), (env) => {
+        try {
+          readConsumerSettings(env);
+        } catch (error) {
+          if (!(error instanceof InvalidSettingError)) throw error;
+        }
+      }),
+    );
+    assert.throws(
+      () => readConsumerSettings({ EVENT_QUEUE_URL: 'http://example.com/q' }),
+      /invalid setting EVENT_QUEUE_URL/,
+    );
+  });
+});
