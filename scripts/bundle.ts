@@ -90,3 +90,27 @@ export async function bundleLayer(outdir: string): Promise<Record<keyof typeof L
     Object.keys(LAYER_ENTRIES).map((name) => [name, join(packageDir, `${name}.mjs`)]),
   ) as Record<keyof typeof LAYER_ENTRIES, string>;
 }
+
+/** Modules a function bundle leaves to its environment: the layer, and the AWS SDK the runtime ships. */
+export const FUNCTION_EXTERNALS = [LAYER_PACKAGE, `${LAYER_PACKAGE}/*`, '@aws-sdk/*'] as const;
+
+/**
+ * One bundle per route of functions/routes.ts: `<outdir>/functions/<route id>/handler.mjs`,
+ * with the layer and `@aws-sdk/*` external (setting esbuild's `external`
+ * replaces its default, so the SDK is listed again). Returns each route's bundle path.
+ */
+export async function bundleFunctions(outdir: string): Promise<Record<string, string>> {
+  const { routes } = await import('../functions/routes.ts');
+  const built: Record<string, string> = {};
+  for (const route of routes) {
+    const outfile = join(outdir, 'functions', route.id, 'handler.mjs');
+    await build({
+      ...common,
+      entryPoints: [join(ROOT, 'functions', route.handler)],
+      outfile,
+      external: [...FUNCTION_EXTERNALS],
+    });
+    built[route.id] = outfile;
+  }
+  return built;
+}

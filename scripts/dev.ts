@@ -9,6 +9,7 @@
  *   RATE_LIMIT_PARAMETERS_FILE (default config/local-parameters.json): overrides
  *   and secrets with the names SSM has in production, re-read every 60 s
  *   EVENT_SINK_FILE (default .local/events.jsonl): where accepted webhook events go
+ *   --bundles: serve the built Lambda bundles (npm run build, first) instead of the source
  */
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
@@ -55,16 +56,25 @@ process.env.REDIS_URL = redisUrl;
 process.env.RATE_LIMIT_PARAMETER_PATH ||= '/ratelimit/local';
 process.env.RATE_LIMIT_PARAMETERS_FILE ||= join(ROOT, 'config/local-parameters.json');
 process.env.EVENT_SINK_FILE ||= join(dataDir, 'events.jsonl');
+process.env.LOGIN_USERS_FILE ||= join(ROOT, 'config/local-users.json');
+process.env.API_KEYS_FILE ||= join(ROOT, 'config/local-api-keys.json');
 
-const { startGateway } = await import('./gateway.ts');
+const { builtHandler, startGateway } = await import('./gateway.ts');
 const { routes } = await import('../functions/routes.ts');
-const gateway = await startGateway({ port: Number(process.env.PORT ?? 3000) });
+const bundles = process.argv.includes('--bundles');
+if (bundles) {
+  const { buildAll } = await import('./build.ts');
+  await buildAll();
+  console.log('serving the built bundles (dist/functions, the layer from dist/layer)');
+}
+const gateway = await startGateway({
+  port: Number(process.env.PORT ?? 3000),
+  ...(bundles ? { handlerModule: builtHandler } : {}),
+});
 
 // Registered before anything is printed: whoever reads the output may signal at once.
 async function shutdown(): Promise<void> {
   await gateway.close();
-  const { platform } = await import('../functions/shared/platform.ts');
-  platform().redis.disconnect();
   await redisProcess?.stop(true); // keep the data: it is durable
   process.exit(0);
 }

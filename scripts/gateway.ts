@@ -149,8 +149,8 @@ function answer(response: ServerResponse, status: number, body: unknown, headers
 export interface GatewayOptions {
   readonly port?: number;
   readonly outerLine?: OuterLine;
-  /** Where the handler modules are loaded from. @default functions/ (source) */
-  readonly handlersDir?: URL;
+  /** The module of a route's handler. @default its source under functions/ (the built bundles: npm start -- --bundles) */
+  readonly handlerModule?: (route: Route) => URL;
   /** Told about every request: route id (or why refused at the edge) and status. */
   readonly onRequest?: (entry: { route: string; status: number }) => void;
 }
@@ -160,15 +160,20 @@ export interface Gateway {
   readonly url: string;
   /** What it serves: `<method> <path>` of every mounted route. */
   readonly served: readonly string[];
+  /** Stops listening; the last gateway of the process also closes the handlers' Redis connections. */
   close(): Promise<void>;
 }
 
+/** Gateways of this process still listening: the handlers' connections close with the last. */
+let openGateways = 0;
+
 /** Starts the gateway on 127.0.0.1; resolves once it listens. */
 export async function startGateway(options: GatewayOptions = {}): Promise<Gateway> {
-  const dir = options.handlersDir ?? new URL('../functions/', import.meta.url);
+  const moduleOf =
+    options.handlerModule ?? ((route: Route) => new URL(`../functions/${route.handler}`, import.meta.url));
   const mounted = await Promise.all(
     routes.map(async (route) => {
-      const module = (await import(new URL(route.handler, dir).href)) as { handler: Handler };
+      const module = (await import(moduleOf(route).href)) as { handler: Handler };
       return { route, handler: module.handler, ...matcher(route) };
     }),
   );
@@ -246,12 +251,19 @@ export async function startGateway(options: GatewayOptions = {}): Promise<Gatewa
     return answer(response, 404, { message: 'Not Found' });
   }
   await new Promise<void>((resolve) => server.listen(options.port ?? 0, '127.0.0.1', resolve));
+  openGateways++;
   const { port } = server.address() as AddressInfo;
   return {
     server,
     url: `http://127.0.0.1:${port}`,
     served: mounted.flatMap((m) => m.route.methods.map((method) => `${method} ${m.route.path}`)),
-    close: () => new Promise((resolve) => server.close(() => resolve())),
+    close: async () => {
+      await new Promise<void>((resolve) => server.close(() => resolve()));
+      openGateways--;
+      if (openGateways > 0) return; // the handlers (and their connections) still serve another gateway
+      const { closeAllPlatforms } = await import('../functions/shared/platform.ts');
+      closeAllPlatforms();
+    },
   };
 }
 
@@ -264,4 +276,9 @@ if (import.meta.url === `file://${process.argv[1]}`) {
   };
   process.once('SIGTERM', stop);
   process.once('SIGINT', stop);
+}
+
+/** The built bundle of a route (npm run build). */
+export function builtHandler(route: Route): URL {
+  return new URL(`../dist/functions/${route.id}/handler.mjs`, import.meta.url);
 }

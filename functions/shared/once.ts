@@ -12,21 +12,25 @@ export class AcceptedOnce {
   readonly #redis: RedisClient;
   readonly #guard: DeadlineGuard;
   readonly #ttlMs: number;
-  readonly #budgetMs: number;
 
-  constructor(redis: RedisClient, options: { ttlMs?: number; budgetMs?: number } = {}) {
+  constructor(redis: RedisClient, options: { ttlMs?: number } = {}) {
     this.#redis = redis;
     this.#guard = new DeadlineGuard(ioredisConnection(redis), 1000);
     this.#ttlMs = options.ttlMs ?? 25 * 3_600_000;
-    this.#budgetMs = options.budgetMs ?? 100;
   }
 
   /**
    * 'claimed' when this call took the claim, 'seen' when the event was
-   * already accepted, or why Redis could not tell (within the budget, like a check).
+   * already accepted, or why Redis could not tell within `budgetMs` (the
+   * event's policies' time budget, like its check).
    */
-  async claim(source: string, scope: string, id: string): Promise<'claimed' | 'seen' | DegradedReason> {
-    const result = await this.#guard.within(this.#budgetMs, () =>
+  async claim(
+    source: string,
+    scope: string,
+    id: string,
+    budgetMs: number,
+  ): Promise<'claimed' | 'seen' | DegradedReason> {
+    const result = await this.#guard.within(budgetMs, () =>
       this.#redis.set(key(source, scope, id), '1', 'PX', this.#ttlMs, 'NX'),
     );
     if (!result.ok) return result.reason;
@@ -34,8 +38,8 @@ export class AcceptedOnce {
   }
 
   /** Gives a claim back (the event was refused or not handed on), so a redelivery counts again. */
-  async release(source: string, scope: string, id: string): Promise<void> {
-    await this.#guard.within(this.#budgetMs, () => this.#redis.del(key(source, scope, id)));
+  async release(source: string, scope: string, id: string, budgetMs: number): Promise<void> {
+    await this.#guard.within(budgetMs, () => this.#redis.del(key(source, scope, id)));
   }
 }
 

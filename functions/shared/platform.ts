@@ -24,9 +24,28 @@ export interface Platform {
 
 let current: Platform | undefined;
 
+/**
+ * Every platform of this process, whichever copy of this module made it: the
+ * local gateway may load several bundles, each with its own copy, and closes
+ * them all when it stops (in Lambda there is one per container, never closed).
+ */
+const REGISTRY = Symbol.for('rate-limit.platforms');
+const processGlobals = globalThis as unknown as Record<symbol, Set<Platform> | undefined>;
+processGlobals[REGISTRY] ??= new Set<Platform>();
+const everyPlatform = processGlobals[REGISTRY];
+
 export function platform(): Platform {
-  current ??= createPlatform();
+  if (!current) {
+    current = createPlatform();
+    everyPlatform.add(current);
+  }
   return current;
+}
+
+/** Closes the Redis connection of every platform in this process (the local gateway's shutdown). */
+export function closeAllPlatforms(): void {
+  for (const p of everyPlatform) p.redis.disconnect();
+  everyPlatform.clear();
 }
 
 /** Tests and the local gateway may build the platform from their own parts. */

@@ -1,4 +1,4 @@
-import { enforce } from '@platform/rate-limit';
+import { DEFAULT_TIME_BUDGET, enforce, type Limiter, toMs } from '@platform/rate-limit';
 import { rateLimitHeaders, rateLimitRefusal } from '@platform/rate-limit/middleware';
 import { type HttpResponse, httpError, json } from './http.ts';
 import { platform } from './platform.ts';
@@ -7,6 +7,21 @@ import type { AcceptedEvent } from './sink.ts';
 export interface WebhookEvent extends AcceptedEvent {
   /** The limits of this event, decided all-or-nothing with `scope` as their hash tag. */
   readonly limits: readonly { readonly policy: string; readonly key: string }[];
+}
+
+/**
+ * The claim answers within the time budget of the event's own policies (an
+ * unknown policy is enforce's to report: the layer's default here).
+ */
+function claimBudgetMs(limiter: Limiter, event: WebhookEvent): number {
+  const budgets = event.limits.map((l) => {
+    try {
+      return limiter.policyFor(l.policy, l.key).timeBudgetMs;
+    } catch {
+      return toMs(DEFAULT_TIME_BUDGET);
+    }
+  });
+  return Math.min(...budgets);
 }
 
 /**
@@ -22,13 +37,14 @@ export async function acceptOnce(
   refusalHeaders: Record<string, string> = {},
 ): Promise<HttpResponse> {
   const { limiter, observer, acceptedOnce, sink } = platform();
-  const claim = await acceptedOnce.claim(event.source, event.scope, event.id);
+  const budgetMs = claimBudgetMs(limiter, event);
+  const claim = await acceptedOnce.claim(event.source, event.scope, event.id, budgetMs);
   if (claim === 'seen') return json(200, { ok: true, duplicate: true });
   if (claim !== 'claimed')
     throw httpError(503, 'rate_limiter_unavailable', 'Try again shortly.', { 'Retry-After': '1' });
   const verdict = await enforce(limiter, event.limits, { observer, scope: event.scope });
   if (!verdict.proceed) {
-    await acceptedOnce.release(event.source, event.scope, event.id);
+    await acceptedOnce.release(event.source, event.scope, event.id, budgetMs);
     const refusal = rateLimitRefusal(verdict);
     if (verdict.outcome === 'limited') Object.assign(refusal.headers, refusalHeaders);
     throw refusal;
@@ -36,7 +52,7 @@ export async function acceptOnce(
   try {
     await sink.put({ source: event.source, id: event.id, scope: event.scope, payload: event.payload });
   } catch (error) {
-    await acceptedOnce.release(event.source, event.scope, event.id);
+    await acceptedOnce.release(event.source, event.scope, event.id, budgetMs);
     platform().logger.error('event sink failed', { source: event.source, error: String(error) });
     throw httpError(503, 'sink_unavailable', 'Try again shortly.', { 'Retry-After': '1' });
   }

@@ -45,6 +45,7 @@ export {
   type CompiledTokenBucket,
   compilePolicies,
   compilePolicy,
+  DEFAULT_TIME_BUDGET,
   type FailureBackoffPolicy,
   intervalOfRate,
   POLICY_BOUNDS,

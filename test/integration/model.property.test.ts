@@ -31,24 +31,26 @@ function recordingReplies(redis: RedisClient): { client: RedisClient; last(): un
 }
 
 const group = unique('prop');
+// a generous budget: this compares decisions, not latency (a loaded CI machine)
+const timeBudget = '5 s';
 const VARIANTS: Record<'tb' | 'sw' | 'bo', PolicyConfig[]> = {
   tb: [
-    { strategy: 'tokenBucket', capacity: 3, refill: { tokens: 1, every: '1 s' }, group },
-    { strategy: 'tokenBucket', capacity: 5, refill: { tokens: 3, every: '1 s' }, group },
-    { strategy: 'tokenBucket', capacity: 1, refill: { tokens: 2, every: '250 ms' }, group },
+    { strategy: 'tokenBucket', capacity: 3, refill: { tokens: 1, every: '1 s' }, group, timeBudget },
+    { strategy: 'tokenBucket', capacity: 5, refill: { tokens: 3, every: '1 s' }, group, timeBudget },
+    { strategy: 'tokenBucket', capacity: 1, refill: { tokens: 2, every: '250 ms' }, group, timeBudget },
     // refill intervals that are not whole µs (the rounding is part of the definition)
-    { strategy: 'tokenBucket', capacity: 7, refill: { tokens: 3, every: '1 s' }, group },
-    { strategy: 'tokenBucket', capacity: 1, refill: { tokens: 6, every: '1 s' }, group },
-    { strategy: 'tokenBucket', capacity: 10, refill: { tokens: 9, every: '4 s' }, group },
+    { strategy: 'tokenBucket', capacity: 7, refill: { tokens: 3, every: '1 s' }, group, timeBudget },
+    { strategy: 'tokenBucket', capacity: 1, refill: { tokens: 6, every: '1 s' }, group, timeBudget },
+    { strategy: 'tokenBucket', capacity: 10, refill: { tokens: 9, every: '4 s' }, group, timeBudget },
   ],
   sw: [
-    { strategy: 'slidingWindow', limit: 3, window: '1 s', group },
-    { strategy: 'slidingWindow', limit: 5, window: '2 s', group },
-    { strategy: 'slidingWindow', limit: 2, window: '1 s', group },
+    { strategy: 'slidingWindow', limit: 3, window: '1 s', group, timeBudget },
+    { strategy: 'slidingWindow', limit: 5, window: '2 s', group, timeBudget },
+    { strategy: 'slidingWindow', limit: 2, window: '1 s', group, timeBudget },
     // large enough for the ring's k-ary search and wrap-around to run
-    { strategy: 'slidingWindow', limit: 40, window: '1 s', group },
+    { strategy: 'slidingWindow', limit: 40, window: '1 s', group, timeBudget },
   ],
-  bo: [{ strategy: 'failureBackoff', freeFailures: 1, base: '100 ms', max: '1 s', memory: '5 s', group }],
+  bo: [{ strategy: 'failureBackoff', freeFailures: 1, base: '100 ms', max: '1 s', memory: '5 s', group, timeBudget }],
 };
 type Kind = keyof typeof VARIANTS;
 

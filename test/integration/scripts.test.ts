@@ -27,7 +27,7 @@ for (const target of targets) {
       const name = unique('flush');
       const limiter = createLimiter({
         redis,
-        policies: policies({ [name]: { strategy: 'slidingWindow', limit: 2, window: '1 m' } }),
+        policies: policies({ [name]: { strategy: 'slidingWindow', limit: 2, window: '1 m', timeBudget: '5 s' } }),
         onDegraded: (e) => assert.fail(e.detail),
       });
       assert.equal((await limiter.check({ policy: name, key: 'k' })).outcome, 'allowed');

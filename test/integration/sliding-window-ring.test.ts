@@ -59,7 +59,8 @@ for (const target of targets) {
       it(`lays out a wrapped ring of ${events} events again when the limit is raised (no per-slot unpack)`, async () => {
         // Prepare: fill the ring in batches of 1000 events, 50 ms apart, in a 10 s window
         const batch = 1000;
-        const state = { policy: compilePolicy('big', { strategy: 'slidingWindow', limit: events, window: '10 s' }) };
+        const big = { strategy: 'slidingWindow', window: '10 s', timeBudget: '5 s' }; // decisions, not latency
+        const state = { policy: compilePolicy('big', { ...big, limit: events }) };
         const clock = { nowUs: 1_800_000_000_000_000 };
         const limiter = pinnedLimiter(
           { redis, policies: { resolve: () => state.policy }, onDegraded: (e) => assert.fail(e.detail) },
@@ -76,7 +77,7 @@ for (const target of targets) {
         assert.equal((await check(batch)).outcome, 'allowed');
         assert.equal((await check(batch)).outcome, 'allowed');
         // Act: a raised limit makes the next admit lay the ring out again
-        state.policy = compilePolicy('big', { strategy: 'slidingWindow', limit: events + 20_000, window: '10 s' });
+        state.policy = compilePolicy('big', { ...big, limit: events + 20_000 });
         const raised = await check(batch);
         // Assess: decided by Redis, with every in-window event kept
         assert.ok(raised.outcome === 'allowed', `after raising the limit: ${raised.outcome}`);
