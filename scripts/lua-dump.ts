@@ -16,6 +16,10 @@ const EXAMPLES: Record<keyof typeof ENTRY_SCRIPTS, string> = {
   check: "'rl:{demo-g:t}:a:k' 'rl:{demo-g:t}:b:k' , 2 1 tb 1 10 100000 0 0 sw 1 5 60000000 0 0",
   recordFailure: "'rl:{demo-bo:k}' , 1000000 8000000 2 900000000",
   setRate: "'rl:{demo-ad:k}' 'rl:{demo-ad:k}:rate' , get 0 0.5 20 2 500000 3600000000 0 10",
+  reserve:
+    "'rl:{llm:t}' 'rl:{llm:t}:holds' 'rl:{llm:t}:amounts' 'rl:{llm:t}:released' 'rl:{llm:t}:settled' , r1 300 1000 3600 300000000 86400000000",
+  settle:
+    "'rl:{llm:t}' 'rl:{llm:t}:holds' 'rl:{llm:t}:amounts' 'rl:{llm:t}:released' 'rl:{llm:t}:settled' , r1 120 1000 3600 86400000000",
 };
 
 const dir = resolve(process.argv[2] ?? 'dist/lua');

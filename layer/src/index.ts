@@ -36,8 +36,9 @@ export type {
   RateChange,
   RateChangeOutcome,
   RecordFailureOutcome,
+  SettleOutcome,
 } from './limiter.ts';
-export type { ResolvedLimit } from './lua-contract.ts';
+export type { ResolvedLimit, SettleResult } from './lua-contract.ts';
 export {
   type CompiledFailureBackoff,
   type CompiledPolicy,

@@ -1,7 +1,7 @@
 import * as v from 'valibot';
 import { BlockCache } from './block-cache.ts';
 import { type DeadlineGuard, DeadlineGuard as Guard, type Guarded } from './deadline.ts';
-import type { Decision, Degraded, DegradedReason } from './decision.ts';
+import type { Decision, Degraded, DegradedReason, LimitStatus } from './decision.ts';
 import { InvalidCheckError, MisconfiguredCheckError } from './errors.ts';
 import { combinedFailureMode, DEFAULT_FAILURE_MODE, type FailureMode } from './failure-mode.ts';
 import { assertKeyPart, counterKey } from './keys.ts';
@@ -10,11 +10,16 @@ import {
   parseCheckReply,
   parseRateReply,
   parseRecordFailureReply,
+  parseReserveReply,
+  parseSettleReply,
   type RateCommand,
   type ResolvedLimit,
   recordFailureCall,
+  reserveCall,
   type ScriptCall,
+  type SettleResult,
   setRateCall,
+  settleCall,
 } from './lua-contract.ts';
 import { type CompiledPolicy, type CompiledTokenBucket, POLICY_BOUNDS, type Strategy } from './policy.ts';
 import { ioredisConnection } from './redis-connection.ts';
@@ -47,7 +52,7 @@ export interface PolicyResolver {
 
 /** A limiter operation Redis could not carry out; the failure mode decided. */
 export interface DegradedEvent {
-  readonly operation: 'check' | 'recordFailure' | 'clearFailures' | 'changeRate' | 'currentRate';
+  readonly operation: 'check' | 'recordFailure' | 'clearFailures' | 'changeRate' | 'currentRate' | 'reserve' | 'settle';
   readonly policies: readonly string[];
   readonly reason: DegradedReason;
   readonly failureMode: FailureMode;
@@ -82,6 +87,11 @@ export type RateChange =
 export type RateChangeOutcome =
   | { readonly changed: true; readonly ratePerSecond: number }
   | { readonly changed: false; readonly reason: DegradedReason };
+
+/** What a settle did (see lua/settle.lua), and where the budget stands; or why Redis could not tell. */
+export type SettleOutcome =
+  | { readonly settled: true; readonly result: SettleResult; readonly status: LimitStatus }
+  | { readonly settled: false; readonly reason: DegradedReason };
 
 /** How the scripts learn the time: production reads Redis `TIME` and passes nothing. */
 export interface LimiterInternals {
@@ -239,6 +249,63 @@ export class Limiter {
     const call = setRateCall(policy, counterKey(policy, key, options.scope), commandOf(change));
     const result = await this.#run('changeRate', [policy], call, parseRateReply);
     return result.ok ? { changed: true, ratePerSecond: result.reply } : { changed: false, reason: result.reason };
+  }
+
+  /**
+   * Reserves `units` of a cost budget (a token bucket of cost units) for one
+   * call whose true cost is known only after it: all or nothing, held under
+   * `id` until `settle` or until the policy's `reservation.hold` passes (then
+   * given back). `allowed`: held; `limited`: not enough budget, retry after
+   * `retryAfterMs`; `degraded`: the failure mode decided (closed by default).
+   * A retried reserve with the same id holds once. An id already settled or
+   * released is an InvalidCheckError (nothing held).
+   */
+  async reserve(
+    policyName: string,
+    key: string,
+    units: number,
+    options: CheckOptions & { id: string },
+  ): Promise<Decision> {
+    const policy = this.#policy(policyName, key, 'tokenBucket');
+    assertKeyPart(options.id, 'reservation id');
+    if (!Number.isInteger(units) || units < 1 || units > policy.capacity) {
+      throw new InvalidCheckError(
+        `an estimate must be a whole number from 1 to ${policy.capacity} for budget "${policy.name}"`,
+      );
+    }
+    const call = reserveCall(policy, counterKey(policy, key, options.scope), options.id, units);
+    const result = await this.#run('reserve', [policy], call, (reply) => parseReserveReply(policy, reply));
+    if (!result.ok) return this.#degradedDecision([policy], result.reason);
+    if (result.reply === 'id-used')
+      throw new InvalidCheckError(`reservation "${options.id}" was settled or released already`);
+    return result.reply;
+  }
+
+  /**
+   * Settles reservation `id` with the call's actual cost: refunds what was
+   * over-reserved, or debits the extra (the balance may go below zero; later
+   * reservations then wait until it is paid back). Applied exactly once: after
+   * the hold expired it debits the actual cost then ('late'); a second settle
+   * of the same id changes nothing ('duplicate').
+   */
+  async settle(
+    policyName: string,
+    key: string,
+    id: string,
+    actualUnits: number,
+    options: CheckOptions = {},
+  ): Promise<SettleOutcome> {
+    const policy = this.#policy(policyName, key, 'tokenBucket');
+    assertKeyPart(id, 'reservation id');
+    const most = policy.capacity * POLICY_BOUNDS.maxSettleFactor;
+    if (!Number.isInteger(actualUnits) || actualUnits < 0 || actualUnits > most) {
+      throw new InvalidCheckError(
+        `an actual cost must be a whole number from 0 to ${most} for budget "${policy.name}"`,
+      );
+    }
+    const call = settleCall(policy, counterKey(policy, key, options.scope), id, actualUnits);
+    const result = await this.#run('settle', [policy], call, (reply) => parseSettleReply(policy, reply));
+    return result.ok ? { settled: true, ...result.reply } : { settled: false, reason: result.reason };
   }
 
   /** The refill rate in force for a key (its runtime rate, or the policy's once lapsed), or undefined when Redis cannot tell. */

@@ -139,6 +139,91 @@ export function setRateCall(policy: CompiledTokenBucket, counter: string, comman
   };
 }
 
+/** The keys of a cost budget: the bucket, then its holds (lua/lib/holds.lua), all in the bucket's hash slot. */
+function budgetKeys(counter: string): string[] {
+  return [counter, `${counter}:holds`, `${counter}:amounts`, `${counter}:released`, `${counter}:settled`];
+}
+
+/** lua/reserve.lua: budget keys; id, units, capacity, interval µs, hold µs, retention µs. */
+export function reserveCall(policy: CompiledTokenBucket, counter: string, id: string, units: number): ScriptCall {
+  return {
+    script: 'reserve',
+    keys: budgetKeys(counter),
+    args: [
+      id,
+      int(units),
+      int(policy.capacity),
+      int(policy.intervalUs),
+      int(policy.reservation.holdUs),
+      int(policy.reservation.rememberUs),
+    ],
+  };
+}
+
+/** lua/settle.lua: budget keys; id, actual units, capacity, interval µs, retention µs. */
+export function settleCall(policy: CompiledTokenBucket, counter: string, id: string, actual: number): ScriptCall {
+  return {
+    script: 'settle',
+    keys: budgetKeys(counter),
+    args: [id, int(actual), int(policy.capacity), int(policy.intervalUs), int(policy.reservation.rememberUs)],
+  };
+}
+
+/** How a budget stands: the status of its limit after a reserve or settle (remaining may be below 0: owed). */
+function budgetStatus(policy: CompiledTokenBucket, remaining: number, resetUs: number, retryUs: number): LimitStatus {
+  return {
+    policy: policy.name,
+    strategy: policy.strategy,
+    limit: policy.capacity,
+    remaining,
+    retryAfterMs: usToMs(retryUs),
+    resetAfterMs: usToMs(resetUs),
+    windowSeconds: policy.windowSeconds,
+  };
+}
+
+/** reserve's reply: admitted, refused, or 'id-used' (an id settled or released already). */
+export function parseReserveReply(policy: CompiledTokenBucket, reply: unknown): Allowed | Limited | 'id-used' {
+  if (!Array.isArray(reply) || !reply.every(isInteger) || reply.length < 3) {
+    throw new TypeError(`unexpected reserve reply: ${JSON.stringify(reply)}`);
+  }
+  const [code, remaining, resetUs, retryUs = 0] = reply as number[];
+  if (code === 2) return 'id-used';
+  const status = budgetStatus(policy, remaining as number, resetUs as number, retryUs);
+  const shown = { ...status, remaining: Math.max(0, status.remaining) };
+  if (code === 1)
+    return { outcome: 'allowed', allowed: true, degraded: false, binding: shown, limits: [shown], retryAfterMs: 0 };
+  return {
+    outcome: 'limited',
+    allowed: false,
+    degraded: false,
+    binding: shown,
+    limits: [shown],
+    retryAfterMs: shown.retryAfterMs,
+  };
+}
+
+export type SettleResult = 'settled' | 'late' | 'duplicate' | 'unknown';
+const SETTLE_RESULTS: Readonly<Record<number, SettleResult>> = {
+  1: 'settled',
+  2: 'late',
+  3: 'duplicate',
+  4: 'unknown',
+};
+
+/** settle's reply: what happened, and where the budget stands (remaining below 0: owed). */
+export function parseSettleReply(
+  policy: CompiledTokenBucket,
+  reply: unknown,
+): { result: SettleResult; status: LimitStatus } {
+  const [code, remaining, resetUs] = Array.isArray(reply) ? (reply as unknown[]) : [];
+  const result = SETTLE_RESULTS[code as number];
+  if (!result || !isInteger(remaining) || !isInteger(resetUs)) {
+    throw new TypeError(`unexpected settle reply: ${JSON.stringify(reply)}`);
+  }
+  return { result, status: budgetStatus(policy, remaining, resetUs, 0) };
+}
+
 /** µs to whole ms, rounded up: waiting the ms answered is never too early. */
 export function usToMs(us: number): number {
   return us > 0 ? Math.ceil(us / 1000) : 0;

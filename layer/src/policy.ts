@@ -38,12 +38,25 @@ export interface AdaptiveRate {
   keep: Duration;
 }
 
+/**
+ * A token bucket used as a cost budget (reserve, then settle): how long a
+ * reservation holds its estimate unsettled, and how long settled and released
+ * ids are remembered (a settle within that is applied exactly once).
+ */
+export interface ReservationSettings {
+  /** @default '5 m' */
+  hold?: Duration;
+  /** @default '24 h' */
+  remember?: Duration;
+}
+
 /** Burst plus average rate: `capacity` tokens, refilled `refill.tokens` per `refill.every`. */
 export interface TokenBucketPolicy extends PolicyCommon {
   strategy: 'tokenBucket';
   capacity: number;
   refill: { tokens: number; every: Duration };
   adaptive?: AdaptiveRate;
+  reservation?: ReservationSettings;
 }
 
 /** At most `limit` events in any `window`, counted exactly. */
@@ -97,7 +110,12 @@ export const POLICY_BOUNDS = {
   maxFreeFailures: 1000,
   /** Longest pause a runtime-rate decrease may impose (a source's Retry-After). */
   maxPauseUs: 24 * HOUR_US,
+  /** A settled cost may exceed its budget's capacity by this factor at most (the rest is surely a bug). */
+  maxSettleFactor: 10,
 } as const;
+
+/** Reservation defaults of a cost budget (see ReservationSettings). */
+export const DEFAULT_RESERVATION = { hold: '5 m', remember: '24 h' } as const satisfies ReservationSettings;
 
 const NAME = /^[a-z0-9][a-z0-9-]{0,63}$/;
 
@@ -164,6 +182,12 @@ const tokenBucketSchema = v.strictObject({
       }),
       v.check((a) => a.min <= a.max, 'min must not exceed max'),
     ),
+  ),
+  reservation: v.optional(
+    v.strictObject({
+      hold: v.optional(duration(POLICY_BOUNDS.maxPeriodUs)),
+      remember: v.optional(duration(POLICY_BOUNDS.maxPeriodUs)),
+    }),
   ),
 });
 const slidingWindowSchema = v.strictObject({
@@ -233,6 +257,8 @@ export interface CompiledTokenBucket extends CompiledCommon {
   /** The configured rate in tokens per second (AIMD steps start from it). */
   readonly ratePerSecond: number;
   readonly adaptive: CompiledAdaptive | undefined;
+  /** As a cost budget: how long a reservation holds, and how long ids are remembered. */
+  readonly reservation: { readonly holdUs: number; readonly rememberUs: number };
 }
 
 export interface CompiledSlidingWindow extends CompiledCommon {
@@ -343,6 +369,10 @@ function compileTokenBucket(
     intervalUs,
     ratePerSecond,
     adaptive,
+    reservation: {
+      holdUs: toUs(config.reservation?.hold ?? DEFAULT_RESERVATION.hold),
+      rememberUs: toUs(config.reservation?.remember ?? DEFAULT_RESERVATION.remember),
+    },
   };
 }
 

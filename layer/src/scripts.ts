@@ -20,6 +20,8 @@ export const ENTRY_SCRIPTS = {
   checkSlidingWindow: 'check_sliding_window',
   recordFailure: 'record_failure',
   setRate: 'set_rate',
+  reserve: 'reserve',
+  settle: 'settle',
 } as const;
 
 export type ScriptName = keyof typeof ENTRY_SCRIPTS;
