@@ -33,7 +33,11 @@ export interface Route {
   /** Stable id: the function's name in AWS, the route's name in logs. */
   readonly id: string;
   readonly methods: readonly HttpMethod[];
-  /** API Gateway resource path: `{name}` is a path parameter, `{proxy+}` the rest of the path. */
+  /**
+   * API Gateway resource path: `{name}` is a path parameter, `{proxy+}` the
+   * rest of the path. As in API Gateway, a path without `{proxy+}` wins over
+   * one with it (`/v1/llm/complete` over `/v1/{proxy+}`).
+   */
   readonly path: string;
   /** The handler module, relative to functions/; it exports `handler`. */
   readonly handler: string;
@@ -57,6 +61,16 @@ export const routes: readonly Route[] = [
     limits: [{ policy: 'login-ip', key: { from: 'clientIp' } }],
     inHandler: ['login-account'],
     onRefusal: 'browser: 429 with Retry-After; the login form waits',
+  },
+  {
+    id: 'llm',
+    methods: ['POST'],
+    path: '/v1/llm/complete',
+    handler: 'llm/handler.ts',
+    rawBody: false,
+    limits: [],
+    inHandler: ['llm-budget', 'api-unknown-key-ip'],
+    onRefusal: 'API client: 429 with Retry-After and the budget RateLimit headers',
   },
   {
     id: 'api',

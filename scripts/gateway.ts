@@ -171,8 +171,10 @@ let openGateways = 0;
 export async function startGateway(options: GatewayOptions = {}): Promise<Gateway> {
   const moduleOf =
     options.handlerModule ?? ((route: Route) => new URL(`../functions/${route.handler}`, import.meta.url));
+  // as API Gateway: a route without a greedy `{proxy+}` is tried before one with it
+  const bySpecificity = [...routes].sort((a, b) => Number(a.path.includes('+}')) - Number(b.path.includes('+}')));
   const mounted = await Promise.all(
-    routes.map(async (route) => {
+    bySpecificity.map(async (route) => {
       const module = (await import(moduleOf(route).href)) as { handler: Handler };
       return { route, handler: module.handler, ...matcher(route) };
     }),

@@ -114,7 +114,15 @@ describe('Local gateway', () => {
 
   it('never answers 5xx or a stack trace, whatever method, path, headers and body arrive', async () => {
     const paths = fc.oneof(
-      fc.constantFrom('/auth/login', '/v1/whoami', '/v1/items', '/webhooks/slack', '/webhooks/telegram/demo', '/'),
+      fc.constantFrom(
+        '/auth/login',
+        '/v1/whoami',
+        '/v1/items',
+        '/v1/llm/complete',
+        '/webhooks/slack',
+        '/webhooks/telegram/demo',
+        '/',
+      ),
       fc.webPath(),
       fc.string().map((s) => `/v1/${encodeURIComponent(s)}`),
       fc.string().map((s) => `/webhooks/telegram/${encodeURIComponent(s)}`),

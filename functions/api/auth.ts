@@ -1,0 +1,69 @@
+/**
+ * The API key check every /v1 route shares: the key is looked up by its hash
+ * in the key registry; an unknown key is 401, counted per client IP so key
+ * guessing is itself limited (`api-unknown-key-ip`, 429 once over). A known
+ * key's owner, role and role policy are put on the event for what follows.
+ */
+import type { MiddlewareObj } from '@middy/core';
+import { enforce } from '@platform/rate-limit';
+import {
+  clientIp,
+  type HttpEvent,
+  hashApiKey,
+  header,
+  rateLimitHeaders,
+  rateLimitRefusal,
+} from '@platform/rate-limit/middleware';
+import roles from '../../config/api-roles.json' with { type: 'json' };
+import { httpError } from '../shared/http.ts';
+import { platform } from '../shared/platform.ts';
+import { readConsumerSettings } from '../shared/settings.ts';
+import { FileKeyRegistry, type KeyOwner, type KeyRegistry, SsmKeyRegistry } from './registry.ts';
+
+const ROLE_POLICIES: Readonly<Record<string, string>> = roles;
+export const DEFAULT_POLICY = 'api-key';
+
+let registry: KeyRegistry | undefined;
+
+/** Replaces the key registry (tests). */
+export function useRegistry(replacement: KeyRegistry): void {
+  registry = replacement;
+}
+
+function keyRegistry(): KeyRegistry {
+  if (!registry) {
+    const source = readConsumerSettings().apiKeys;
+    registry = source.kind === 'ssm' ? new SsmKeyRegistry(source.path) : new FileKeyRegistry(source.file);
+  }
+  return registry;
+}
+
+export type Authorised = HttpEvent & { requestContext: { authorizer?: KeyOwner & { ratePolicy: string } } };
+
+/** Finds the key's owner and role before the rate limit; an unknown key never reaches it. */
+export const apiKeyAuth: MiddlewareObj<HttpEvent> = {
+  before: async function apiKeyAuthBefore(request) {
+    const apiKey = header(request.event, 'x-api-key')?.trim();
+    if (!apiKey) throw httpError(401, 'missing_api_key', 'Send your API key in the x-api-key header.');
+    let found: KeyOwner | undefined;
+    try {
+      found = await keyRegistry().lookup(hashApiKey(apiKey));
+    } catch {
+      throw httpError(503, 'key_registry_unavailable', 'Try again shortly.', { 'Retry-After': '1' });
+    }
+    if (!found) {
+      const { limiter, observer } = platform();
+      let ip: string;
+      try {
+        ip = clientIp(request.event);
+      } catch {
+        throw httpError(401, 'unknown_api_key', 'This API key is not known.');
+      }
+      const verdict = await enforce(limiter, [{ policy: 'api-unknown-key-ip', key: ip }], { observer });
+      if (verdict.outcome === 'limited') throw rateLimitRefusal(verdict);
+      throw httpError(401, 'unknown_api_key', 'This API key is not known.', rateLimitHeaders(verdict.limits));
+    }
+    const context = (request.event as Authorised).requestContext;
+    context.authorizer = { ...found, ratePolicy: ROLE_POLICIES[found.role] ?? DEFAULT_POLICY };
+  },
+};

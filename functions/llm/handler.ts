@@ -1,0 +1,148 @@
+/**
+ * POST /v1/llm/complete — SPEC §7: LLM calls limited by their cost, not counted
+ * like ordinary API calls. Behind the API key (its owner is the tenant);
+ * fail-closed (the default for spend).
+ *
+ * 1. Estimate the call's cost before it: prompt tokens (estimated) × the
+ *    model's prompt price + max_tokens × its completion price, in
+ *    micro-dollars (config/llm-models.json).
+ * 2. Reserve the estimate against the tenant's budget (`llm-budget`, a token
+ *    bucket of micro-dollars per hour) under a fresh reservation id. Not
+ *    enough budget: 429 with the Retry-After after which the estimate fits.
+ * 3. Call the provider. It failed: settle at 0 (the reservation is refunded), 502.
+ * 4. Settle with the actual usage (prompt + completion tokens × prices):
+ *    the over-reservation is refunded, or the extra debited (the balance may go
+ *    below zero; later calls wait until it is paid back). 200 with the
+ *    completion, its usage and cost, and the budget's RateLimit headers.
+ * A caller that crashes between 2 and 4 holds its reservation until the
+ * policy's `reservation.hold` passes; then it is given back.
+ */
+import { randomUUID } from 'node:crypto';
+import { InvalidCheckError, type LimitStatus, type Verdict } from '@platform/rate-limit';
+import { rateLimitHeaders, rateLimitRefusal } from '@platform/rate-limit/middleware';
+import models from '../../config/llm-models.json' with { type: 'json' };
+import { type Authorised, apiKeyAuth } from '../api/auth.ts';
+import { httpError, json, type RestEvent, rawBody, routeHandler } from '../shared/http.ts';
+import { platform } from '../shared/platform.ts';
+import { estimatePromptTokens, FakeProvider, type LlmProvider } from './provider.ts';
+
+const BUDGET = 'llm-budget';
+const MAX_PROMPT_CHARACTERS = 32 * 1024;
+
+interface ModelPrice {
+  readonly promptMicroUsdPerToken: number;
+  readonly completionMicroUsdPerToken: number;
+  readonly maxTokens: number;
+}
+const PRICES = models as unknown as Readonly<Record<string, ModelPrice | string>>;
+
+let provider: LlmProvider = new FakeProvider();
+
+/** Replaces the provider (the real one in AWS; tests). */
+export function useProvider(replacement: LlmProvider): void {
+  provider = replacement;
+}
+
+/** Micro-dollars for so many prompt and completion tokens, rounded up to a whole one. */
+function costOf(price: ModelPrice, promptTokens: number, completionTokens: number): number {
+  return Math.ceil(promptTokens * price.promptMicroUsdPerToken + completionTokens * price.completionMicroUsdPerToken);
+}
+
+function parse(event: RestEvent): { model: string; price: ModelPrice; prompt: string; maxTokens: number } {
+  let body: Record<string, unknown>;
+  try {
+    body = JSON.parse(rawBody(event)) as Record<string, unknown>;
+    if (typeof body !== 'object' || body === null) throw new TypeError('not an object');
+  } catch {
+    throw httpError(400, 'bad_request', 'the body is not a JSON object');
+  }
+  const { model, prompt, max_tokens: maxTokens } = body;
+  const price = typeof model === 'string' && !model.startsWith('$') ? PRICES[model] : undefined;
+  if (typeof price !== 'object')
+    throw httpError(
+      400,
+      'bad_request',
+      `model must be one of ${Object.keys(PRICES)
+        .filter((m) => !m.startsWith('$'))
+        .join(', ')}`,
+    );
+  if (typeof prompt !== 'string' || prompt.length === 0 || prompt.length > MAX_PROMPT_CHARACTERS) {
+    throw httpError(400, 'bad_request', `prompt must be 1 to ${MAX_PROMPT_CHARACTERS} characters`);
+  }
+  if (!Number.isInteger(maxTokens) || (maxTokens as number) < 1 || (maxTokens as number) > price.maxTokens) {
+    throw httpError(400, 'bad_request', `max_tokens must be a whole number from 1 to ${price.maxTokens}`);
+  }
+  return { model: model as string, price, prompt, maxTokens: maxTokens as number };
+}
+
+/** The verdict of a reservation, for the same refusal the middleware gives. */
+function verdictOf(decision: Awaited<ReturnType<ReturnType<typeof platform>['limiter']['reserve']>>): Verdict {
+  const limits = decision.outcome === 'degraded' ? [] : decision.limits;
+  const outcome =
+    decision.outcome === 'degraded' ? (decision.allowed ? 'degraded-open' : 'degraded-closed') : decision.outcome;
+  return {
+    outcome,
+    proceed: decision.allowed,
+    retryAfterMs: decision.retryAfterMs,
+    decision,
+    limits,
+    policy: BUDGET,
+    latencyMs: 0,
+  };
+}
+
+function budgetHeaders(status: LimitStatus): Record<string, string> {
+  return rateLimitHeaders([{ ...status, remaining: Math.max(0, status.remaining) }]);
+}
+
+export const handler = routeHandler(
+  'llm',
+  async (event) => {
+    const { limiter, observer } = platform();
+    const tenant = ((event as unknown as Authorised).requestContext.authorizer as { owner: string }).owner;
+    const { model, price, prompt, maxTokens } = parse(event);
+    const estimate = costOf(price, estimatePromptTokens(prompt), maxTokens);
+    const id = randomUUID();
+    let reserved: Awaited<ReturnType<typeof limiter.reserve>>;
+    try {
+      reserved = await limiter.reserve(BUDGET, tenant, estimate, { id });
+    } catch (error) {
+      if (error instanceof InvalidCheckError)
+        throw httpError(400, 'over_budget_capacity', `this call may cost ${estimate} µUSD, more than the whole budget`);
+      throw error;
+    }
+    const verdict = verdictOf(reserved);
+    observer.observe(verdict);
+    if (!verdict.proceed) throw rateLimitRefusal(verdict);
+    let completion: Awaited<ReturnType<LlmProvider['complete']>>;
+    try {
+      completion = await provider.complete({ model, prompt, maxTokens });
+    } catch {
+      const refund = await limiter.settle(BUDGET, tenant, id, 0);
+      throw httpError(
+        502,
+        'provider_failed',
+        'The model provider failed; nothing was charged.',
+        refund.settled ? budgetHeaders(refund.status) : {},
+      );
+    }
+    const actual = costOf(price, completion.usage.promptTokens, completion.usage.completionTokens);
+    const settled = await limiter.settle(BUDGET, tenant, id, actual);
+    const headers = settled.settled
+      ? budgetHeaders(settled.status)
+      : reserved.outcome === 'degraded'
+        ? {}
+        : budgetHeaders(reserved.binding);
+    return json(
+      200,
+      {
+        model,
+        text: completion.text,
+        usage: completion.usage,
+        cost: { reservedMicroUsd: estimate, actualMicroUsd: actual },
+      },
+      headers,
+    );
+  },
+  { before: [apiKeyAuth] },
+);

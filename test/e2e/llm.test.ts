@@ -1,0 +1,74 @@
+/**
+ * POST /v1/llm/complete through the gateway, over real HTTP: a budget per
+ * tenant (the API key's owner) reserved before the call and settled after it.
+ * This file's budget: 1000 µUSD refilled 500 per second; globex's (the
+ * partner key's tenant) refills 1 per hour, so its balance is exact.
+ */
+import assert from 'node:assert/strict';
+import { after, before, describe, it } from 'node:test';
+import { setTimeout as wait } from 'node:timers/promises';
+import { consumers, type TestPlatform } from '../support/consumers.ts';
+import { call, loopbackAddress } from '../support/http.ts';
+
+let platform: TestPlatform;
+before(async () => {
+  platform = await consumers({
+    parameters: {
+      '/ratelimit/local/overrides/llm-budget': { capacity: 1000, refill: { tokens: 1000, every: '2 s' } },
+      '/ratelimit/local/overrides/llm-budget/globex': { refill: { tokens: 1, every: '1 h' } },
+    },
+  });
+});
+after(() => platform.close());
+
+const complete = (apiKey: string, body: unknown) =>
+  call(platform.base, {
+    method: 'POST',
+    path: '/v1/llm/complete',
+    from: loopbackAddress(),
+    headers: { 'x-api-key': apiKey },
+    body: JSON.stringify(body),
+  });
+
+const remaining = (header: string | undefined) => Number(/r=(-?\d+)/.exec(header ?? '')?.[1]);
+
+describe('LLM calls against a cost budget (POST /v1/llm/complete)', () => {
+  it('reserves the estimate, settles the actual cost, and answers with the budget headers', async () => {
+    const answer = await complete('demo-partner-key', { model: 'fake-small', prompt: 'a'.repeat(40), max_tokens: 100 });
+    assert.equal(answer.status, 200, answer.body);
+    // 10 prompt tokens × 1 + 100 × 3 reserved; 10 × 1 + 5 completion tokens × 3 spent
+    assert.deepEqual(answer.json().cost, { reservedMicroUsd: 310, actualMicroUsd: 25 });
+    assert.equal(answer.headers['ratelimit-policy'], '"llm-budget";q=1000;w=3600000');
+    assert.equal(remaining(answer.headers.ratelimit), 1000 - 25);
+  });
+
+  it('refunds the reservation when the provider fails', async () => {
+    const before = await complete('demo-partner-key', { model: 'fake-small', prompt: 'b'.repeat(40), max_tokens: 100 });
+    const failed = await complete('demo-partner-key', { model: 'fake-small', prompt: '[fail] c', max_tokens: 100 });
+    assert.equal(failed.status, 502);
+    assert.equal(failed.json().error, 'provider_failed');
+    assert.equal(remaining(failed.headers.ratelimit), remaining(before.headers.ratelimit), 'nothing was charged');
+  });
+
+  it('refuses a call the budget cannot cover with 429, and waiting its Retry-After admits it', async () => {
+    const request = { model: 'fake-small', prompt: `[long] ${'d'.repeat(33)}`, max_tokens: 290 };
+    const first = await complete('demo-standard-key', request);
+    assert.equal(first.status, 200, first.body);
+    const refused = await complete('demo-standard-key', request);
+    assert.equal(refused.status, 429);
+    assert.equal(refused.json().policy, 'llm-budget');
+    const retryAfter = Number(refused.headers['retry-after']);
+    assert.ok(retryAfter >= 1 && retryAfter <= 2, `Retry-After ${retryAfter}`);
+    await wait(retryAfter * 1000); // the answer's own Retry-After
+    assert.equal((await complete('demo-standard-key', request)).status, 200);
+  });
+
+  it('answers 400 with a reason for an unknown model, a bad max_tokens or a call dearer than the whole budget', async () => {
+    assert.equal((await complete('demo-partner-key', { model: 'gpt-x', prompt: 'x', max_tokens: 1 })).status, 400);
+    assert.equal((await complete('demo-partner-key', { model: 'fake-small', prompt: 'x', max_tokens: 0 })).status, 400);
+    const dear = await complete('demo-partner-key', { model: 'fake-large', prompt: 'x', max_tokens: 4000 });
+    assert.equal(dear.status, 400);
+    assert.equal(dear.json().error, 'over_budget_capacity');
+    assert.equal((await complete('nobody', { model: 'fake-small', prompt: 'x', max_tokens: 1 })).status, 401);
+  });
+});
