@@ -22,7 +22,7 @@ import { InvalidCheckError, type LimitStatus, type Verdict } from '@platform/rat
 import { rateLimitHeaders, rateLimitRefusal } from '@platform/rate-limit/middleware';
 import models from '../../config/llm-models.json' with { type: 'json' };
 import { type Authorised, apiKeyAuth } from '../api/auth.ts';
-import { httpError, json, type RestEvent, rawBody, routeHandler } from '../shared/http.ts';
+import { httpError, json, jsonObjectBody, type RestEvent, routeHandler } from '../shared/http.ts';
 import { platform } from '../shared/platform.ts';
 import { estimatePromptTokens, FakeProvider, type LlmProvider } from './provider.ts';
 
@@ -49,13 +49,7 @@ function costOf(price: ModelPrice, promptTokens: number, completionTokens: numbe
 }
 
 function parse(event: RestEvent): { model: string; price: ModelPrice; prompt: string; maxTokens: number } {
-  let body: Record<string, unknown>;
-  try {
-    body = JSON.parse(rawBody(event)) as Record<string, unknown>;
-    if (typeof body !== 'object' || body === null) throw new TypeError('not an object');
-  } catch {
-    throw httpError(400, 'bad_request', 'the body is not a JSON object');
-  }
+  const body = jsonObjectBody(event);
   const { model, prompt, max_tokens: maxTokens } = body;
   const price = typeof model === 'string' && !model.startsWith('$') ? PRICES[model] : undefined;
   if (typeof price !== 'object')

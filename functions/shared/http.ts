@@ -44,6 +44,20 @@ export function rawBody(event: RestEvent): string {
   return event.isBase64Encoded === true ? Buffer.from(body, 'base64').toString('utf8') : body;
 }
 
+/** The body as a JSON object, or a 400 saying it is not one. */
+export function jsonObjectBody(event: RestEvent): Record<string, unknown> {
+  let value: unknown;
+  try {
+    value = JSON.parse(rawBody(event));
+  } catch {
+    value = undefined;
+  }
+  if (typeof value !== 'object' || value === null || Array.isArray(value)) {
+    throw httpError(400, 'bad_request', 'the body is not a JSON object');
+  }
+  return value as Record<string, unknown>;
+}
+
 function keyFrom(source: KeySource): KeyExtractor {
   switch (source.from) {
     case 'clientIp':

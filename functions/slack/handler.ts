@@ -18,7 +18,7 @@
  * mostly 2xx (Slack disables subscriptions whose deliveries mostly fail).
  */
 import { header } from '@platform/rate-limit/middleware';
-import { httpError, json, rawBody, routeHandler, safeId } from '../shared/http.ts';
+import { httpError, json, jsonObjectBody, rawBody, routeHandler, safeId } from '../shared/http.ts';
 import { platform } from '../shared/platform.ts';
 import { acceptOnce } from '../shared/webhook.ts';
 import { verifySlackSignature } from './signature.ts';
@@ -35,13 +35,7 @@ export const handler = routeHandler('slack', async (event) => {
   );
   if (check === 'stale') throw httpError(401, 'stale_request', 'The request timestamp is missing or too old.');
   if (check !== 'valid') throw httpError(401, 'bad_signature', 'The request signature does not match.');
-  let payload: Record<string, unknown>;
-  try {
-    payload = JSON.parse(body) as Record<string, unknown>;
-    if (typeof payload !== 'object' || payload === null) throw new TypeError('not an object');
-  } catch {
-    throw httpError(400, 'bad_request', 'the body is not a JSON object');
-  }
+  const payload = jsonObjectBody(event);
   if (payload.type === 'url_verification') {
     return json(200, { challenge: String(payload.challenge ?? '') });
   }

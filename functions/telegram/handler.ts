@@ -13,7 +13,7 @@
  */
 import { createHash, timingSafeEqual } from 'node:crypto';
 import { header } from '@platform/rate-limit/middleware';
-import { httpError, rawBody, routeHandler, safeId } from '../shared/http.ts';
+import { httpError, jsonObjectBody, routeHandler, safeId } from '../shared/http.ts';
 import { platform } from '../shared/platform.ts';
 import { acceptOnce } from '../shared/webhook.ts';
 
@@ -50,13 +50,7 @@ export const handler = routeHandler('telegram', async (event) => {
   if (!secret || !sameSecret(header(event, 'X-Telegram-Bot-Api-Secret-Token'), secret)) {
     throw httpError(401, 'bad_secret_token', 'The secret token does not match.');
   }
-  let update: Record<string, unknown>;
-  try {
-    update = JSON.parse(rawBody(event)) as Record<string, unknown>;
-    if (typeof update !== 'object' || update === null) throw new TypeError('not an object');
-  } catch {
-    throw httpError(400, 'bad_request', 'the body is not a JSON object');
-  }
+  const update = jsonObjectBody(event);
   const id = safeId(update.update_id, 'update_id');
   const chat = chatOf(update);
   return acceptOnce({

@@ -8,27 +8,8 @@ import assert from 'node:assert/strict';
 import { after, describe, it } from 'node:test';
 import fc from 'fast-check';
 import { compilePolicy, InvalidCheckError } from '../../layer/src/index.ts';
-import type { RedisClient } from '../../layer/src/run-script.ts';
 import { BudgetModel } from '../model/budget-model.ts';
-import { pinnedLimiter, targets, unique } from '../support/targets.ts';
-
-/** The client, with the last script reply kept, so replies compare to the µs. */
-function recording(redis: RedisClient): { client: RedisClient; last(): unknown } {
-  let last: unknown;
-  const client = new Proxy(redis, {
-    get(target, property) {
-      if (property === 'evalsha' || property === 'eval') {
-        return async (...args: unknown[]) => {
-          last = await (target[property] as (...a: unknown[]) => Promise<unknown>).apply(target, args);
-          return last;
-        };
-      }
-      const value = Reflect.get(target, property, target);
-      return typeof value === 'function' ? value.bind(target) : value;
-    },
-  });
-  return { client, last: () => last };
-}
+import { pinnedLimiter, recordingReplies, targets, unique } from '../support/targets.ts';
 
 const budget = compilePolicy('llm', {
   strategy: 'tokenBucket',
@@ -72,7 +53,7 @@ const command = fc.oneof(
 for (const target of targets) {
   describe(`Cost budgets and the model on a ${target.name}`, () => {
     const redis = target.client();
-    const recorded = recording(redis);
+    const recorded = recordingReplies(redis);
     after(() => redis.disconnect());
 
     it('give identical replies for random reserve / settle / crash / late and duplicate settle sequences', async () => {

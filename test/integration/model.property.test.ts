@@ -8,27 +8,8 @@ import fc from 'fast-check';
 import { type CompiledPolicy, compilePolicy, InvalidCheckError, toUs } from '../../layer/src/index.ts';
 import { checkReplyLayout, parseCheckReply } from '../../layer/src/lua-contract.ts';
 import type { PolicyConfig } from '../../layer/src/policy.ts';
-import type { RedisClient } from '../../layer/src/run-script.ts';
 import { type ModelLimit, modelInterval, ReferenceModel } from '../model/reference-model.ts';
-import { pinnedLimiter, targets, unique } from '../support/targets.ts';
-
-/** The client, with the last script reply kept, so replies compare to the µs. */
-function recordingReplies(redis: RedisClient): { client: RedisClient; last(): unknown } {
-  let last: unknown;
-  const client = new Proxy(redis, {
-    get(target, property) {
-      if (property === 'evalsha' || property === 'eval') {
-        return async (...args: Parameters<RedisClient['evalsha']>) => {
-          last = await (target[property] as (...a: unknown[]) => Promise<unknown>).apply(target, args);
-          return last;
-        };
-      }
-      const value = Reflect.get(target, property, target);
-      return typeof value === 'function' ? value.bind(target) : value;
-    },
-  });
-  return { client, last: () => last };
-}
+import { pinnedLimiter, recordingReplies, targets, unique } from '../support/targets.ts';
 
 const group = unique('prop');
 // a generous budget: this compares decisions, not latency (a loaded CI machine)

@@ -61,3 +61,21 @@ export function pinnedLimiter(options: LimiterOptions, clock: TestClock): Limite
 export function policies(catalogue: Record<string, unknown>) {
   return staticPolicies(compilePolicies(catalogue));
 }
+
+/** The client, with the last script reply kept, so tests compare raw replies to a model's to the µs. */
+export function recordingReplies(redis: RedisClient): { client: RedisClient; last(): unknown } {
+  let last: unknown;
+  const client = new Proxy(redis, {
+    get(target, property) {
+      if (property === 'evalsha' || property === 'eval') {
+        return async (...args: unknown[]) => {
+          last = await (target[property] as (...a: unknown[]) => Promise<unknown>).apply(target, args);
+          return last;
+        };
+      }
+      const value = Reflect.get(target, property, target);
+      return typeof value === 'function' ? value.bind(target) : value;
+    },
+  });
+  return { client, last: () => last };
+}
