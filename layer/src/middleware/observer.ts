@@ -49,6 +49,8 @@ export function powertoolsObserver(options: {
       }
     },
     flush() {
+      // an invocation refused before any check (a 401) has nothing to publish: no empty-metrics warning
+      if (batchPolicy === undefined) return;
       metrics.publishStoredMetrics();
       batchPolicy = undefined;
     },
