@@ -63,7 +63,13 @@ export const apiKeyAuth: MiddlewareObj<HttpEvent> = {
       if (verdict.outcome === 'limited') throw rateLimitRefusal(verdict);
       throw httpError(401, 'unknown_api_key', 'This API key is not known.', rateLimitHeaders(verdict.limits));
     }
-    const context = (request.event as Authorised).requestContext;
-    context.authorizer = { ...found, ratePolicy: ROLE_POLICIES[found.role] ?? DEFAULT_POLICY };
+    const context = (request.event as Partial<Authorised>).requestContext;
+    if (typeof context !== 'object' || context === null) {
+      throw httpError(400, 'bad_request', 'not an API Gateway request (no request context)');
+    }
+    const ratePolicy = Object.hasOwn(ROLE_POLICIES, found.role)
+      ? (ROLE_POLICIES[found.role] as string)
+      : DEFAULT_POLICY;
+    context.authorizer = { ...found, ratePolicy };
   },
 };

@@ -18,7 +18,7 @@
  * policy's `reservation.hold` passes; then it is given back.
  */
 import { randomUUID } from 'node:crypto';
-import { InvalidCheckError, type LimitStatus, type Verdict } from '@platform/rate-limit';
+import { type Decision, InvalidCheckError, type LimitStatus, type Verdict } from '@platform/rate-limit';
 import { rateLimitHeaders, rateLimitRefusal } from '@platform/rate-limit/middleware';
 import models from '../../config/llm-models.json' with { type: 'json' };
 import { type Authorised, apiKeyAuth } from '../api/auth.ts';
@@ -29,12 +29,13 @@ import { estimatePromptTokens, FakeProvider, type LlmProvider } from './provider
 const BUDGET = 'llm-budget';
 const MAX_PROMPT_CHARACTERS = 32 * 1024;
 
+/** A model's prices in micro-dollars per token (the budget's cost units), and its largest max_tokens. */
 interface ModelPrice {
   readonly promptMicroUsdPerToken: number;
   readonly completionMicroUsdPerToken: number;
   readonly maxTokens: number;
 }
-const PRICES = models as unknown as Readonly<Record<string, ModelPrice | string>>;
+const PRICES: Readonly<Record<string, ModelPrice>> = models;
 
 let provider: LlmProvider = new FakeProvider();
 
@@ -49,28 +50,22 @@ function costOf(price: ModelPrice, promptTokens: number, completionTokens: numbe
 }
 
 function parse(event: RestEvent): { model: string; price: ModelPrice; prompt: string; maxTokens: number } {
-  const body = jsonObjectBody(event);
-  const { model, prompt, max_tokens: maxTokens } = body;
-  const price = typeof model === 'string' && !model.startsWith('$') ? PRICES[model] : undefined;
-  if (typeof price !== 'object')
-    throw httpError(
-      400,
-      'bad_request',
-      `model must be one of ${Object.keys(PRICES)
-        .filter((m) => !m.startsWith('$'))
-        .join(', ')}`,
-    );
+  const { model, prompt, max_tokens: maxTokens } = jsonObjectBody(event);
+  if (typeof model !== 'string' || !Object.hasOwn(PRICES, model)) {
+    throw httpError(400, 'bad_request', `model must be one of ${Object.keys(PRICES).join(', ')}`);
+  }
+  const price = PRICES[model] as ModelPrice;
   if (typeof prompt !== 'string' || prompt.length === 0 || prompt.length > MAX_PROMPT_CHARACTERS) {
     throw httpError(400, 'bad_request', `prompt must be 1 to ${MAX_PROMPT_CHARACTERS} characters`);
   }
-  if (!Number.isInteger(maxTokens) || (maxTokens as number) < 1 || (maxTokens as number) > price.maxTokens) {
+  if (typeof maxTokens !== 'number' || !Number.isInteger(maxTokens) || maxTokens < 1 || maxTokens > price.maxTokens) {
     throw httpError(400, 'bad_request', `max_tokens must be a whole number from 1 to ${price.maxTokens}`);
   }
-  return { model: model as string, price, prompt, maxTokens: maxTokens as number };
+  return { model, price, prompt, maxTokens };
 }
 
 /** The verdict of a reservation, for the same refusal the middleware gives. */
-function verdictOf(decision: Awaited<ReturnType<ReturnType<typeof platform>['limiter']['reserve']>>): Verdict {
+function verdictOf(decision: Decision): Verdict {
   const limits = decision.outcome === 'degraded' ? [] : decision.limits;
   const outcome =
     decision.outcome === 'degraded' ? (decision.allowed ? 'degraded-open' : 'degraded-closed') : decision.outcome;
@@ -97,7 +92,7 @@ export const handler = routeHandler(
     const { model, price, prompt, maxTokens } = parse(event);
     const estimate = costOf(price, estimatePromptTokens(prompt), maxTokens);
     const id = randomUUID();
-    let reserved: Awaited<ReturnType<typeof limiter.reserve>>;
+    let reserved: Decision;
     try {
       reserved = await limiter.reserve(BUDGET, tenant, estimate, { id });
     } catch (error) {

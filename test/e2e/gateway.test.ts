@@ -101,7 +101,8 @@ describe('Local gateway', () => {
       const { handler } = (await import(new URL(`../../functions/${route.handler}`, import.meta.url).href)) as {
         handler: (event: unknown, context: unknown) => Promise<{ statusCode: number; body: string }>;
       };
-      for (const event of [{}, { body: '{}', headers: {} }, { requestContext: null }]) {
+      const keyed = { headers: { 'x-api-key': 'demo-partner-key' }, body: '{}' };
+      for (const event of [{}, { body: '{}', headers: {} }, { requestContext: null }, keyed]) {
         const answer = await handler(event, {});
         assert.ok(
           answer.statusCode >= 400 && answer.statusCode < 500,

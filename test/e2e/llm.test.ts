@@ -65,6 +65,8 @@ describe('LLM calls against a cost budget (POST /v1/llm/complete)', () => {
 
   it('answers 400 with a reason for an unknown model, a bad max_tokens or a call dearer than the whole budget', async () => {
     assert.equal((await complete('demo-partner-key', { model: 'gpt-x', prompt: 'x', max_tokens: 1 })).status, 400);
+    const proto = await complete('demo-partner-key', { model: '__proto__', prompt: 'x', max_tokens: 1 });
+    assert.equal(proto.json().message, 'model must be one of fake-small, fake-large', 'no price from Object.prototype');
     assert.equal((await complete('demo-partner-key', { model: 'fake-small', prompt: 'x', max_tokens: 0 })).status, 400);
     const dear = await complete('demo-partner-key', { model: 'fake-large', prompt: 'x', max_tokens: 4000 });
     assert.equal(dear.status, 400);
