@@ -1,12 +1,12 @@
-import { readFile } from 'node:fs/promises';
-import type { ParameterSource } from './parameter-source.ts';
+import { readFile, rename, writeFile } from 'node:fs/promises';
+import type { ParameterSource, ParameterWriter } from './parameter-source.ts';
 
 /**
  * Parameters from a JSON file: `{ "<full parameter name>": value }`, where a
  * value is the parameter's text or, for readability, the JSON it holds.
  * Read again on every fetch, so editing the file changes a running platform.
  */
-export class FileParameterSource implements ParameterSource {
+export class FileParameterSource implements ParameterSource, ParameterWriter {
   readonly #file: string | URL;
 
   constructor(file: string | URL) {
@@ -24,5 +24,20 @@ export class FileParameterSource implements ParameterSource {
       if (name.startsWith(prefix)) parameters[name] = typeof value === 'string' ? value : JSON.stringify(value);
     }
     return parameters;
+  }
+
+  /** Replaces one parameter in the file (a JSON value kept as JSON, for readability); written whole, then renamed. */
+  async put(name: string, value: string): Promise<void> {
+    const parsed = JSON.parse(await readFile(this.#file, 'utf8')) as Record<string, unknown>;
+    let stored: unknown = value;
+    try {
+      stored = JSON.parse(value);
+    } catch {
+      // a plain string parameter
+    }
+    parsed[name] = stored;
+    const path = typeof this.#file === 'string' ? this.#file : this.#file.pathname;
+    await writeFile(`${path}.tmp`, `${JSON.stringify(parsed, null, 2)}\n`);
+    await rename(`${path}.tmp`, path);
   }
 }

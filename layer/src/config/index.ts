@@ -10,8 +10,15 @@ import { type ConfigLogger, PolicyStore } from './policy-store.ts';
 import { SsmParameterSource } from './ssm-source.ts';
 
 export { FileParameterSource } from './file-source.ts';
-export type { ParameterSource } from './parameter-source.ts';
-export { type ConfigLogger, PolicyStore, type PolicyStoreOptions } from './policy-store.ts';
+export type { ParameterSource, ParameterWriter } from './parameter-source.ts';
+export {
+  type ConfigLogger,
+  mergeOverride,
+  type PolicyExplanation,
+  type PolicySource,
+  PolicyStore,
+  type PolicyStoreOptions,
+} from './policy-store.ts';
 export { SsmParameterSource } from './ssm-source.ts';
 
 /** The platform defaults shipped with the code: config/policies.json, one policy per row of SPEC §4. */

@@ -10,3 +10,9 @@ export interface ParameterSource {
    */
   fetchAll(path: string): Promise<Record<string, string>>;
 }
+
+/** Where an operator's override is written: the same names the source reads. */
+export interface ParameterWriter {
+  /** Writes (or replaces) one parameter; `value` is its text (JSON for a policy). */
+  put(name: string, value: string): Promise<void>;
+}

@@ -4,6 +4,23 @@ import type { PolicyResolver } from '../limiter.ts';
 import { type CompiledPolicy, compilePolicy } from '../policy.ts';
 import type { ParameterSource } from './parameter-source.ts';
 
+/** Where one value of a policy in force came from (see PolicyStore.explain). */
+export type PolicySource = 'shipped default' | 'SSM default' | 'policy override' | 'per-key override';
+
+export interface PolicyExplanation {
+  /** The configuration in force. */
+  readonly config: unknown;
+  /** Each value's source, by its dotted path (`refill.tokens`). */
+  readonly sources: Readonly<Record<string, PolicySource>>;
+}
+
+interface PolicyLayers {
+  base: unknown;
+  baseSource: 'shipped default' | 'SSM default';
+  policyPatch?: unknown;
+  keyPatches: Map<string, unknown>;
+}
+
 /** Where a rejected parameter or a failed refresh is reported: one line each. */
 export interface ConfigLogger {
   warn(message: string, attributes: Record<string, unknown>): void;
@@ -40,10 +57,10 @@ function tryCompile(policy: string, config: unknown): CompiledPolicy | undefined
 }
 
 /** A partial override laid over a policy: objects merge, anything else replaces. */
-function merge(base: unknown, patch: unknown): unknown {
+export function mergeOverride(base: unknown, patch: unknown): unknown {
   if (!isPlain(base) || !isPlain(patch)) return patch;
   const merged: Plain = { ...base };
-  for (const [field, value] of Object.entries(patch)) merged[field] = merge(base[field], value);
+  for (const [field, value] of Object.entries(patch)) merged[field] = mergeOverride(base[field], value);
   return merged;
 }
 
@@ -73,6 +90,8 @@ export class PolicyStore implements PolicyResolver {
   readonly #now: () => number;
   readonly #logger: ConfigLogger;
   #policies = new Map<string, CompiledPolicy>();
+  /** The accepted layers of every policy, for `explain`. */
+  #layers = new Map<string, PolicyLayers>();
   #perKey = new Map<string, Map<string, CompiledPolicy>>();
   #secrets = new Map<string, string>();
   /** Last raw value that passed validation, per parameter name. */
@@ -96,6 +115,44 @@ export class PolicyStore implements PolicyResolver {
   resolve(policy: string, key: string): CompiledPolicy | undefined {
     if (this.#now() - this.#fetchedAt >= this.#ttlMs) void this.refresh();
     return this.#perKey.get(policy)?.get(key) ?? this.#policies.get(policy);
+  }
+
+  /** The names of every policy in force. */
+  policyNames(): string[] {
+    return [...this.#policies.keys()];
+  }
+
+  /**
+   * The configuration in force for a policy (and key), and where each of its
+   * values came from: the shipped default, the SSM default, the policy
+   * override or the per-key override (the runtime rate in Redis is the
+   * limiter's to tell). Undefined for an unknown policy.
+   */
+  explain(policy: string, key?: string): PolicyExplanation | undefined {
+    const layer: PolicyLayers = this.#layers.get(policy) ?? {
+      base: this.#defaults[policy],
+      baseSource: 'shipped default',
+      keyPatches: new Map(),
+    };
+    if (layer.base === undefined) return undefined;
+    const sources: Record<string, PolicySource> = {};
+    const mark = (value: unknown, source: PolicySource, path = ''): void => {
+      if (isPlain(value)) {
+        for (const [field, inner] of Object.entries(value)) mark(inner, source, path ? `${path}.${field}` : field);
+      } else sources[path] = source;
+    };
+    mark(layer.base, layer.baseSource);
+    let config: unknown = layer.base;
+    if (layer.policyPatch !== undefined) {
+      mark(layer.policyPatch, 'policy override');
+      config = mergeOverride(config, layer.policyPatch);
+    }
+    const keyPatch = key === undefined ? undefined : layer.keyPatches.get(key);
+    if (keyPatch !== undefined) {
+      mark(keyPatch, 'per-key override');
+      config = mergeOverride(config, keyPatch);
+    }
+    return { config, sources };
   }
 
   /** A secret parameter (decrypted), or undefined when none is configured. */
@@ -146,6 +203,15 @@ export class PolicyStore implements PolicyResolver {
     const overrides = `${this.#prefix}/overrides/`;
     const secrets = `${this.#prefix}/secrets/`;
     const baseConfigs = new Map<string, unknown>(Object.entries(this.#defaults));
+    const layers = new Map<string, PolicyLayers>();
+    const layersOf = (policy: string): PolicyLayers => {
+      let entry = layers.get(policy);
+      if (!entry) {
+        entry = { base: baseConfigs.get(policy), baseSource: 'shipped default', keyPatches: new Map() };
+        layers.set(policy, entry);
+      }
+      return entry;
+    };
     const policyPatches = new Map<string, [parameter: string, raw: string]>();
     const keyPatches: [policy: string, key: string, parameter: string, raw: string][] = [];
     const nextSecrets = new Map<string, string>();
@@ -155,7 +221,10 @@ export class PolicyStore implements PolicyResolver {
       else if (name.startsWith(defaults)) {
         const policy = name.slice(defaults.length);
         const config = this.#accept(name, raw, (value) => compilePolicy(policy, value));
-        if (config !== undefined) baseConfigs.set(policy, config);
+        if (config !== undefined) {
+          baseConfigs.set(policy, config);
+          Object.assign(layersOf(policy), { base: config, baseSource: 'SSM default' });
+        }
       } else if (name.startsWith(overrides)) {
         const [policy = '', ...rest] = name.slice(overrides.length).split('/');
         if (rest.length === 0) policyPatches.set(policy, [name, raw]);
@@ -170,9 +239,15 @@ export class PolicyStore implements PolicyResolver {
       let config = base;
       let compiled = compilePolicy(policy, base);
       const patch = policyPatches.get(policy);
-      const accepted = patch && this.#accept(patch[0], patch[1], (value) => compilePolicy(policy, merge(base, value)));
-      const patched = accepted === undefined ? undefined : tryCompile(policy, merge(base, accepted));
-      if (patched) [config, compiled] = [merge(base, accepted), patched];
+      const accepted =
+        patch && this.#accept(patch[0], patch[1], (value) => compilePolicy(policy, mergeOverride(base, value)));
+      const patched = accepted === undefined ? undefined : tryCompile(policy, mergeOverride(base, accepted));
+      const layer = layersOf(policy);
+      layer.base = base;
+      if (patched) {
+        [config, compiled] = [mergeOverride(base, accepted), patched];
+        layer.policyPatch = accepted;
+      }
       configs.set(policy, config);
       policies.set(policy, compiled);
     }
@@ -189,14 +264,16 @@ export class PolicyStore implements PolicyResolver {
       }
       const patch = this.#accept(name, raw, (value) => {
         assertKeyPart(key);
-        return compilePolicy(policy, merge(base, value));
+        return compilePolicy(policy, mergeOverride(base, value));
       });
-      const compiled = patch === undefined ? undefined : tryCompile(policy, merge(base, patch));
+      const compiled = patch === undefined ? undefined : tryCompile(policy, mergeOverride(base, patch));
       if (!compiled) continue;
       const byKey = perKey.get(policy) ?? new Map<string, CompiledPolicy>();
       byKey.set(key, compiled);
       perKey.set(policy, byKey);
+      layersOf(policy).keyPatches.set(key, patch);
     }
+    this.#layers = layers;
 
     this.#policies = policies;
     this.#perKey = perKey;

@@ -1,6 +1,6 @@
 import { SSMProvider } from '@aws-lambda-powertools/parameters/ssm';
-import { SSMClient } from '@aws-sdk/client-ssm';
-import type { ParameterSource } from './parameter-source.ts';
+import { PutParameterCommand, SSMClient } from '@aws-sdk/client-ssm';
+import type { ParameterSource, ParameterWriter } from './parameter-source.ts';
 
 /**
  * Parameters from SSM Parameter Store, fetched by path (recursive, every page,
@@ -9,10 +9,12 @@ import type { ParameterSource } from './parameter-source.ts';
  * keeps the last good values when a fetch fails, which a plain expiring cache
  * would not.
  */
-export class SsmParameterSource implements ParameterSource {
+export class SsmParameterSource implements ParameterSource, ParameterWriter {
   readonly #provider: SSMProvider;
+  readonly #client: SSMClient;
 
   constructor(client: SSMClient = new SSMClient({})) {
+    this.#client = client;
     this.#provider = new SSMProvider({ awsSdkV3Client: client });
   }
 
@@ -23,5 +25,10 @@ export class SsmParameterSource implements ParameterSource {
       if (typeof value === 'string') parameters[`${path}/${relative}`] = value;
     }
     return parameters;
+  }
+
+  /** Writes a policy override as a String parameter (SecureStrings are put by the secrets script, never here). */
+  async put(name: string, value: string): Promise<void> {
+    await this.#client.send(new PutParameterCommand({ Name: name, Value: value, Type: 'String', Overwrite: true }));
   }
 }

@@ -1,0 +1,130 @@
+/**
+ * `npx ratelimit` against a real Redis and a private copy of the local
+ * parameters file: each command, bad arguments, a refused override that
+ * writes nothing, and Redis unavailable, with the exit codes they mean.
+ */
+import assert from 'node:assert/strict';
+import { execFile } from 'node:child_process';
+import { copyFileSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { after, describe, it } from 'node:test';
+import { createPolicyStore, FileParameterSource } from '../../layer/src/config/index.ts';
+import { createLimiter, createRedisClient } from '../../layer/src/index.ts';
+import { hashEmail } from '../../layer/src/middleware/index.ts';
+import { freePort } from '../../scripts/redis-process.ts';
+
+const CLI = new URL('../../cli/ratelimit.ts', import.meta.url).pathname;
+const dir = mkdtempSync(join(tmpdir(), 'rl-cli-'));
+const parameters = join(dir, 'parameters.json');
+copyFileSync(new URL('../../config/local-parameters.json', import.meta.url), parameters);
+const env = {
+  ...process.env,
+  REDIS_CLUSTER_NODES: '',
+  RATE_LIMIT_PARAMETERS_FILE: parameters,
+  RATE_LIMIT_PARAMETER_PATH: '/ratelimit/local',
+};
+
+function ratelimit(args: string[], extra: NodeJS.ProcessEnv = {}) {
+  return new Promise<{ code: number; stdout: string; stderr: string }>((resolve) => {
+    execFile(process.execPath, [CLI, ...args], { env: { ...env, ...extra } }, (error, stdout, stderr) => {
+      resolve({ code: error ? Number(error.code ?? 1) : 0, stdout, stderr });
+    });
+  });
+}
+
+describe('ratelimit (the admin CLI)', () => {
+  after(() => rmSync(dir, { recursive: true, force: true }));
+
+  it('lists every policy in force, with where each value came from', async () => {
+    const result = await ratelimit(['policies', '--api-key', 'demo-premium-key', '--json']);
+    assert.equal(result.code, 0, result.stderr);
+    const all = JSON.parse(result.stdout) as Record<string, { sources: Record<string, string> }>;
+    assert.ok(Object.keys(all).includes('login-ip') && Object.keys(all).includes('llm-budget'));
+    assert.equal(all['api-key']?.sources.capacity, 'per-key override');
+    assert.equal(all['api-key']?.sources['refill.every'], 'shipped default');
+    assert.doesNotMatch(result.stdout, /demo-premium-key/, 'the raw key is never printed');
+  });
+
+  it('inspects an account in backoff by its email, resets it, and logs the write without the email', async () => {
+    // Prepare: 4 failures of one account, recorded as login records them
+    const email = `someone-${process.pid}@example.com`;
+    const store = createPolicyStore({ source: new FileParameterSource(parameters), prefix: '/ratelimit/local' });
+    await store.refresh();
+    const redis = createRedisClient({ url: process.env.REDIS_URL as string });
+    const limiter = createLimiter({ redis, policies: store });
+    const account = hashEmail(email, store.secret('email-pepper') as string);
+    for (let i = 0; i < 4; i++) await limiter.recordFailure('login-account', account);
+    redis.disconnect();
+    // Act + Assess
+    const inspected = await ratelimit(['inspect', 'login-account', '--email', email, '--json']);
+    assert.equal(inspected.code, 0, inspected.stderr);
+    const state = JSON.parse(inspected.stdout) as Record<string, unknown>;
+    assert.equal(state.failures, 4);
+    assert.equal(state.outcome, 'limited');
+    assert.equal(state.key, account);
+    const reset = await ratelimit(['reset', 'login-account', '--email', email, '--json']);
+    assert.equal(reset.code, 0, reset.stderr);
+    const { after: afterReset } = JSON.parse(reset.stdout) as { after: Record<string, unknown> };
+    assert.equal(afterReset.failures, 0);
+    assert.equal(afterReset.outcome, 'allowed');
+    const audit = JSON.parse(reset.stderr.trim()) as Record<string, unknown>;
+    assert.equal(audit.what, 'reset');
+    assert.ok(typeof audit.who === 'string' && audit.who.length > 0);
+    assert.equal((audit.before as Record<string, unknown>).failures, 4);
+    for (const text of [inspected.stdout, reset.stdout, reset.stderr]) assert.ok(!text.includes(email));
+  });
+
+  it('changes an adaptive rate, and refuses an ambiguous change with exit 2', async () => {
+    const set = await ratelimit(['rate', 'harvester-source', `site-${process.pid}`, '--set', '5', '--json']);
+    assert.equal(set.code, 0, set.stderr);
+    assert.deepEqual(JSON.parse(set.stdout), { before: 2, after: 5 });
+    const paused = await ratelimit([
+      'rate',
+      'harvester-source',
+      `site-${process.pid}`,
+      '--decrease',
+      '--pause',
+      '30s',
+      '--json',
+    ]);
+    assert.deepEqual(JSON.parse(paused.stdout), { before: 5, after: 2.5 });
+    assert.equal((await ratelimit(['rate', 'harvester-source', 'x', '--set', '5', '--increase'])).code, 2);
+    assert.equal((await ratelimit(['rate', 'harvester-source', 'x', '--decrease', '--pause', 'soon'])).code, 2);
+  });
+
+  it('writes a valid override where the store reads it, and refuses an invalid one with exit 3, writing nothing', async () => {
+    const written = await ratelimit(['override', 'login-ip', '{"limit": 30}']);
+    assert.equal(written.code, 0, written.stderr);
+    const listed = JSON.parse((await ratelimit(['policies', '--json'])).stdout) as Record<
+      string,
+      { sources: Record<string, string>; config: { limit: number } }
+    >;
+    assert.equal(listed['login-ip']?.sources.limit, 'policy override');
+    assert.equal(listed['login-ip']?.config.limit, 30);
+    const before = readFileSync(parameters, 'utf8');
+    for (const args of [
+      ['override', 'login-ip', '{"limit": -1}'],
+      ['override', 'login-ip', 'not json'],
+      ['override', 'no-such-policy', '{"limit": 1}'],
+      ['override', 'login-ip', 'bad key!', '{"limit": 1}'],
+    ]) {
+      const refused = await ratelimit(args);
+      assert.equal(refused.code, 3, `${args.join(' ')}: ${refused.stderr}`);
+      assert.match(refused.stderr, /ratelimit: \S/);
+    }
+    assert.equal(readFileSync(parameters, 'utf8'), before, 'nothing written');
+  });
+
+  it('answers bad arguments with exit 2 and help, and an unreachable Redis with exit 1', async () => {
+    assert.equal((await ratelimit([])).code, 2);
+    assert.equal((await ratelimit(['--help'])).code, 0);
+    assert.equal((await ratelimit(['inspect', 'login-ip', '1.2.3.4', '--frobnicate'])).code, 2);
+    assert.equal((await ratelimit(['inspect', 'no-such-policy', 'k'])).code, 2);
+    const down = await ratelimit(['inspect', 'login-ip', '192.0.2.1'], {
+      REDIS_URL: `redis://127.0.0.1:${await freePort()}`,
+    });
+    assert.equal(down.code, 1);
+    assert.match(down.stderr, /Redis could not answer/);
+  });
+});
