@@ -21,6 +21,8 @@
 import { userInfo } from 'node:os';
 import { parseArgs } from 'node:util';
 import {
+  assertKeyPart,
+  budgetKeys,
   compilePolicy,
   counterKey,
   createLimiter,
@@ -220,8 +222,8 @@ async function run(argv: string[]): Promise<number> {
         const key = keyOf(context, given, values);
         const before = await inspect(context, policy, key, values.scope);
         const counter = counterKey(limiterOf(context).policyFor(policy, key), key, values.scope);
-        const budget = ['holds', 'amounts', 'released', 'settled'].map((part) => `${counter}:${part}`);
-        await (context.redis as RedisClient).del(counter, rateKey(counter), ...budget);
+        // every key the policy may hold for it: counter (or budget and its holds) and runtime rate
+        await (context.redis as RedisClient).del(...budgetKeys(counter), rateKey(counter));
         const after = await inspect(context, policy, key, values.scope);
         audit('reset', { policy, key, before, after });
         out(context, `reset ${policy} ${key}\n${table(after)}`, { before, after });
@@ -273,9 +275,7 @@ async function run(argv: string[]): Promise<number> {
         const base = store.explain(policy)?.config;
         if (base === undefined) throw new CliError(EXIT.refused, `no policy "${policy}" to override`);
         compilePolicy(policy, mergeOverride(base, patch)); // throws InvalidPolicyError with the reason
-        if (key !== undefined && !/^[A-Za-z0-9._:/+=-]{1,200}$/.test(key)) {
-          throw new CliError(EXIT.refused, 'a key must be 1-200 characters of letters, digits and . _ : / + = -');
-        }
+        if (key !== undefined) assertKeyPart(key); // an InvalidCheckError: refused, exit 3
         const name = `${context.prefix}/overrides/${policy}${key === undefined ? '' : `/${key}`}`;
         const before = (await source.fetchAll(context.prefix))[name];
         await source.put(name, JSON.stringify(patch));

@@ -20,18 +20,12 @@ local retention_us = tonumber(ARGV[6]) -- how long released and settled ids are 
 
 local now = now_us()
 holds_expire(budget_key, holds_key, amounts_key, released_key, settled_key, interval_us, retention_us, now)
-local burst = capacity * interval_us
-local function standing()
-  local tat = tonumber(redis.call('GET', budget_key)) or now
-  if tat < now then tat = now end
-  return math.floor((burst - (tat - now)) / interval_us), tat - now
-end
 if redis.call('HEXISTS', amounts_key, id) == 1 then
-  local remaining, reset_us = standing()
+  local remaining, reset_us = holds_standing(budget_key, capacity, interval_us, now)
   return { 1, remaining, reset_us }
 end
 if redis.call('ZSCORE', settled_key, id) or redis.call('ZSCORE', released_key, id) then
-  local remaining, reset_us = standing()
+  local remaining, reset_us = holds_standing(budget_key, capacity, interval_us, now)
   return { 2, remaining, reset_us }
 end
 local admitted, remaining, reset_us, retry_us = tb_eval(budget_key, nil, capacity, interval_us, 0, units, now)

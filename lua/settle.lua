@@ -43,6 +43,5 @@ else
     holds_keep({ settled_key }, math.ceil(retention_us / 1000))
   end
 end
-local tat = tonumber(redis.call('GET', budget_key)) or now
-if tat < now then tat = now end
-return { outcome, math.floor((capacity * interval_us - (tat - now)) / interval_us), tat - now }
+local remaining, reset_us = holds_standing(budget_key, capacity, interval_us, now)
+return { outcome, remaining, reset_us }

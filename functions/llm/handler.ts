@@ -18,7 +18,7 @@
  * policy's `reservation.hold` passes; then it is given back.
  */
 import { randomUUID } from 'node:crypto';
-import { type Decision, InvalidCheckError, type LimitStatus, type Verdict } from '@platform/rate-limit';
+import { type Decision, InvalidCheckError, type LimitStatus, verdictFor } from '@platform/rate-limit';
 import { rateLimitHeaders, rateLimitRefusal } from '@platform/rate-limit/middleware';
 import models from '../../config/llm-models.json' with { type: 'json' };
 import { type Authorised, apiKeyAuth } from '../api/auth.ts';
@@ -64,22 +64,6 @@ function parse(event: RestEvent): { model: string; price: ModelPrice; prompt: st
   return { model, price, prompt, maxTokens };
 }
 
-/** The verdict of a reservation, for the same refusal the middleware gives. */
-function verdictOf(decision: Decision): Verdict {
-  const limits = decision.outcome === 'degraded' ? [] : decision.limits;
-  const outcome =
-    decision.outcome === 'degraded' ? (decision.allowed ? 'degraded-open' : 'degraded-closed') : decision.outcome;
-  return {
-    outcome,
-    proceed: decision.allowed,
-    retryAfterMs: decision.retryAfterMs,
-    decision,
-    limits,
-    policy: BUDGET,
-    latencyMs: 0,
-  };
-}
-
 function budgetHeaders(status: LimitStatus): Record<string, string> {
   return rateLimitHeaders([{ ...status, remaining: Math.max(0, status.remaining) }]);
 }
@@ -100,7 +84,7 @@ export const handler = routeHandler(
         throw httpError(400, 'over_budget_capacity', `this call may cost ${estimate} µUSD, more than the whole budget`);
       throw error;
     }
-    const verdict = verdictOf(reserved);
+    const verdict = verdictFor(reserved, BUDGET);
     observer.observe(verdict);
     if (!verdict.proceed) throw rateLimitRefusal(verdict);
     let completion: Awaited<ReturnType<LlmProvider['complete']>>;

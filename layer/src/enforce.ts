@@ -73,6 +73,14 @@ function verdictOf(
 }
 
 /**
+ * The verdict of one decision taken outside `enforce` (a cost budget's
+ * reservation), so callers map it to HTTP and metrics like any check.
+ */
+export function verdictFor(decision: Decision, policy: string, latencyMs = 0): Verdict {
+  return verdictOf(decision, undefined, policy, latencyMs);
+}
+
+/**
  * Decides a request: its enforced policies in one all-or-nothing check, and
  * its shadow policies (being rolled out) in a second one that can never refuse
  * or block the first. Each policy is resolved once. For HTTP handlers the

@@ -16,6 +16,7 @@ export {
   type Outcome,
   type RateLimitObserver,
   type Verdict,
+  verdictFor,
 } from './enforce.ts';
 export {
   InvalidCheckError,
@@ -25,7 +26,7 @@ export {
   RateLimitError,
 } from './errors.ts';
 export { DEFAULT_FAILURE_MODE, type FailureMode } from './failure-mode.ts';
-export { counterKey, rateKey } from './keys.ts';
+export { assertKeyPart, budgetKeys, counterKey, rateKey } from './keys.ts';
 export type {
   CheckOptions,
   CheckRequest,
@@ -48,7 +49,6 @@ export {
   compilePolicy,
   DEFAULT_TIME_BUDGET,
   type FailureBackoffPolicy,
-  intervalOfRate,
   POLICY_BOUNDS,
   type PolicyConfig,
   type SlidingWindowPolicy,

@@ -5,7 +5,7 @@
  * knows an ARGV position. Change a script's header and this module together.
  */
 import type { Allowed, Limited, LimitStatus } from './decision.ts';
-import { rateKey } from './keys.ts';
+import { budgetKeys, rateKey } from './keys.ts';
 import type { CompiledFailureBackoff, CompiledPolicy, CompiledTokenBucket } from './policy.ts';
 import type { ScriptName } from './scripts.ts';
 
@@ -137,11 +137,6 @@ export function setRateCall(policy: CompiledTokenBucket, counter: string, comman
       int(policy.capacity),
     ],
   };
-}
-
-/** The keys of a cost budget: the bucket, then its holds (lua/lib/holds.lua), all in the bucket's hash slot. */
-function budgetKeys(counter: string): string[] {
-  return [counter, `${counter}:holds`, `${counter}:amounts`, `${counter}:released`, `${counter}:settled`];
 }
 
 /** lua/reserve.lua: budget keys; id, units, capacity, interval µs, hold µs, retention µs. */

@@ -130,11 +130,6 @@ export function wholeIntervalUs(exactUs: number): number {
   return Math.ceil(exactUs);
 }
 
-/** µs per token of a rate in tokens per second, as the scripts enforce it. */
-export function intervalOfRate(ratePerSecond: number): number {
-  return wholeIntervalUs(1e6 / ratePerSecond);
-}
-
 /** Why an interval cannot carry a rate exactly enough, or undefined when it can. */
 function intervalProblem(exactUs: number, capacity: number): string | undefined {
   if (!(exactUs >= 0.5)) return 'is faster than one token per µs';

@@ -50,6 +50,13 @@ local function holds_expire(budget_key, holds_key, amounts_key, released_key, se
   redis.call('ZREMRANGEBYSCORE', settled_key, '-inf', now - retention_us)
 end
 
+-- Where the budget stands now: whole units left (below 0 while owed) and its debt in µs.
+local function holds_standing(budget_key, capacity, interval_us, now)
+  local tat = tonumber(redis.call('GET', budget_key)) or now
+  if tat < now then tat = now end
+  return math.floor((capacity * interval_us - (tat - now)) / interval_us), tat - now
+end
+
 -- Every key of the budget lives as long as a hold or a remembered id may need it.
 local function holds_keep(keys, ms)
   for _, key in ipairs(keys) do redis.call('PEXPIRE', key, key_ttl_ms(ms)) end
