@@ -1,10 +1,25 @@
-/** Lambda-side figures: bundle sizes and cold module init time. */
+/**
+ * What a cold start pays: the bytes each module loads (its file, the chunks
+ * and layer modules it imports) and the time to import it in a fresh Node
+ * process, for the layer's entries, the limiter + middleware + config part
+ * every HTTP function loads, ioredis alone (the floor under that part), and
+ * each built function with the layer resolved from a folder laid out like
+ * Lambda's /opt. `npm run bench:cold` prints these alone; `npm run bench`
+ * puts them in its report.
+ *
+ * Import time is what Node spends between `import()` and its settlement,
+ * excluding Node's own start; the median of `runs` fresh processes.
+ */
 import { execFile } from 'node:child_process';
-import { mkdtempSync, readFileSync, statSync } from 'node:fs';
+import { mkdtempSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
+import { pathToFileURL } from 'node:url';
 import { promisify } from 'node:util';
-import { bundleLayer } from '../scripts/bundle.ts';
+import { build } from 'esbuild';
+import { buildAll } from '../scripts/build.ts';
+import { LAYER_PACKAGE } from '../scripts/bundle.ts';
+import { lambdaNodeArgs, layOutLikeLambda } from '../scripts/lambda-layout.ts';
 
 export interface BundleFigures {
   name: string;
@@ -13,39 +28,94 @@ export interface BundleFigures {
   coldImportMs: number;
 }
 
-async function coldImportMs(file: string, runs = 7): Promise<number> {
+async function coldImportMs(files: readonly string[], runs: number, nodePath: string): Promise<number> {
+  const imports = files.map((file) => `await import(${JSON.stringify(pathToFileURL(file).href)});`).join(' ');
   const times: number[] = [];
   for (let i = 0; i < runs; i++) {
-    const { stdout } = await promisify(execFile)(process.execPath, [
-      '--input-type=module',
-      '-e',
-      `const t = performance.now(); await import(${JSON.stringify(file)}); console.log(performance.now() - t);`,
-    ]);
+    const { stdout } = await promisify(execFile)(
+      process.execPath,
+      [
+        ...lambdaNodeArgs,
+        '--input-type=module',
+        '-e',
+        `const t = performance.now(); ${imports} console.log(performance.now() - t);`,
+      ],
+      { env: { ...process.env, NODE_PATH: nodePath } },
+    );
     times.push(Number(stdout.trim()));
   }
   times.sort((a, b) => a - b);
   return times[Math.floor(times.length / 2)] as number;
 }
 
-/** Size of an entry with the chunks it imports (what a cold start loads). */
-function loadedBytes(file: string, seen = new Set<string>()): number {
-  if (seen.has(file)) return 0;
-  seen.add(file);
-  const text = readFileSync(file, 'utf8');
-  let bytes = statSync(file).size;
-  for (const match of text.matchAll(/from\s*"(\.\/[^"]+)"|import\s*"(\.\/[^"]+)"/g)) {
-    bytes += loadedBytes(join(dirname(file), match[1] ?? match[2] ?? ''), seen);
+/** Bytes of the modules a cold start loads from `files`: each file, its relative chunks and the layer modules it imports. */
+function loadedBytes(files: readonly string[], layerDir: string, seen = new Set<string>()): number {
+  let bytes = 0;
+  for (const file of files) {
+    if (seen.has(file)) continue;
+    seen.add(file);
+    const text = readFileSync(file, 'utf8');
+    bytes += statSync(file).size;
+    for (const match of text.matchAll(/(?:from|import)\s*["']([^"']+)["']/g)) {
+      const specifier = match[1] as string;
+      if (specifier.startsWith('./') || specifier.startsWith('../'))
+        bytes += loadedBytes([join(dirname(file), specifier)], layerDir, seen);
+      else if (specifier === LAYER_PACKAGE || specifier.startsWith(`${LAYER_PACKAGE}/`)) {
+        const entry = specifier === LAYER_PACKAGE ? 'index' : specifier.slice(LAYER_PACKAGE.length + 1);
+        bytes += loadedBytes([join(layerDir, `${entry}.mjs`)], layerDir, seen);
+      }
+    }
   }
   return bytes;
 }
 
-export async function bundleFigures(): Promise<BundleFigures[]> {
+/** ioredis bundled alone, as the layer bundles it: what the Redis client costs by itself. */
+async function ioredisAlone(dir: string): Promise<string> {
+  const entry = join(dir, 'ioredis-entry.mjs');
+  writeFileSync(entry, "export { default } from 'ioredis';\n");
+  const outfile = join(dir, 'ioredis.mjs');
+  await build({
+    entryPoints: [entry],
+    outfile,
+    bundle: true,
+    platform: 'node',
+    format: 'esm',
+    minify: true,
+    nodePaths: [new URL('../node_modules', import.meta.url).pathname],
+    banner: { js: "import { createRequire as __cr } from 'node:module'; const require = __cr(import.meta.url);" },
+    logLevel: 'error',
+  });
+  return outfile;
+}
+
+export async function bundleFigures(runs = 9): Promise<BundleFigures[]> {
   const out = mkdtempSync(join(tmpdir(), 'rl-bundles-'));
-  const layer = await bundleLayer(join(out, 'layer'));
+  const built = await buildAll(out);
+  const lambda = layOutLikeLambda(built);
+  const { layer } = built;
+  const layerDir = dirname(layer.index as string);
   const figures: BundleFigures[] = [];
+  const measure = async (name: string, files: string[]) =>
+    figures.push({
+      name,
+      bytes: loadedBytes(files, layerDir),
+      coldImportMs: await coldImportMs(files, runs, lambda.nodePath),
+    });
   for (const [entry, file] of Object.entries(layer)) {
-    const name = entry === 'index' ? '@platform/rate-limit' : `@platform/rate-limit/${entry}`;
-    figures.push({ name: `layer: ${name}`, bytes: loadedBytes(file), coldImportMs: await coldImportMs(file) });
+    await measure(`layer: ${entry === 'index' ? LAYER_PACKAGE : `${LAYER_PACKAGE}/${entry}`}`, [file]);
   }
+  await measure('layer: limiter + middleware + config (what every HTTP function loads)', [
+    layer.index as string,
+    layer.middleware as string,
+    layer.config as string,
+  ]);
+  await measure('ioredis alone (bundled as in the layer)', [await ioredisAlone(out)]);
+  for (const [route, file] of Object.entries(lambda.handlers)) await measure(`function: ${route} (+ layer)`, [file]);
   return figures;
+}
+
+if (import.meta.url === pathToFileURL(process.argv[1] ?? '').href) {
+  const figures = await bundleFigures();
+  console.log('| module | bytes loaded | cold import (median of 9) |\n|---|---|---|');
+  for (const f of figures) console.log(`| ${f.name} | ${f.bytes} | ${f.coldImportMs.toFixed(1)} ms |`);
 }

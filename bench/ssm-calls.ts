@@ -6,11 +6,13 @@
  */
 import { GetParametersByPathCommand, SSMClient } from '@aws-sdk/client-ssm';
 import { mockClient } from 'aws-sdk-client-mock';
-import { PLATFORM_DEFAULTS, PolicyStore, SsmParameterSource } from '../layer/src/config/index.ts';
+import { PLATFORM_POLICIES } from '../config/catalogue.ts';
+import { PolicyStore } from '../layer/src/config/index.ts';
+import { SsmParameterSource } from '../layer/src/config/ssm-source.ts';
 
 const PREFIX = '/ratelimit/prod';
 const parameters = [
-  ...Object.entries(PLATFORM_DEFAULTS).map(([name, config]) => ({
+  ...Object.entries(PLATFORM_POLICIES).map(([name, config]) => ({
     Name: `${PREFIX}/defaults/${name}`,
     Value: JSON.stringify(config),
   })),
@@ -30,7 +32,7 @@ const clock = { now: 0 };
 const store = new PolicyStore({
   prefix: PREFIX,
   source: new SsmParameterSource(new SSMClient({ region: 'eu-west-1' })),
-  defaults: PLATFORM_DEFAULTS,
+  defaults: PLATFORM_POLICIES,
   now: () => clock.now,
 });
 await store.ready();

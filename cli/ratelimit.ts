@@ -46,9 +46,10 @@ import {
   type ParameterSource,
   type ParameterWriter,
   type PolicyStore,
-  SsmParameterSource,
 } from '@platform/rate-limit/config';
 import { hashApiKey, hashEmail } from '@platform/rate-limit/middleware';
+import { SsmParameterSource } from '@platform/rate-limit/ssm';
+import { PLATFORM_POLICIES } from '../config/catalogue.ts';
 
 const EXIT = { ok: 0, unavailable: 1, usage: 2, refused: 3 } as const;
 
@@ -186,7 +187,7 @@ async function run(argv: string[]): Promise<number> {
     : new FileParameterSource(
         settings.parametersFile ?? new URL('../config/local-parameters.json', import.meta.url).pathname,
       );
-  const store = createPolicyStore({ source, prefix: settings.parameterPath });
+  const store = createPolicyStore({ defaults: PLATFORM_POLICIES, source, prefix: settings.parameterPath });
   await store.refresh();
   const context: Context = { json: values.json === true, store, source, prefix: settings.parameterPath };
   try {

@@ -59,6 +59,7 @@ const common = {
 export const LAYER_ENTRIES = {
   index: 'layer/src/index.ts',
   config: 'layer/src/config/index.ts',
+  ssm: 'layer/src/config/ssm-source.ts',
   middleware: 'layer/src/middleware/index.ts',
 } as const;
 
@@ -77,6 +78,8 @@ export async function bundleLayer(outdir: string): Promise<Record<keyof typeof L
     outExtension: { '.js': '.mjs' },
     splitting: true,
     chunkNames: 'chunks/[name]-[hash]',
+    // The runtime ships the SDK (as for the functions); Powertools and ioredis are the layer's own.
+    external: ['@aws-sdk/*'],
     plugins: [inlineLua],
   });
   const exports = Object.fromEntries(

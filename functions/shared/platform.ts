@@ -3,6 +3,7 @@ import { Metrics } from '@aws-lambda-powertools/metrics';
 import { createLimiter, type Limiter, type RedisClient, sharedRedis } from '@platform/rate-limit';
 import { createPolicyStore, type PolicyStore } from '@platform/rate-limit/config';
 import { powertoolsObserver } from '@platform/rate-limit/middleware';
+import { PLATFORM_POLICIES } from '../../config/catalogue.ts';
 import { AcceptedOnce } from './once.ts';
 import { readConsumerSettings } from './settings.ts';
 import { type EventSink, FileEventSink, SqsEventSink } from './sink.ts';
@@ -57,7 +58,7 @@ export function createPlatform(overrides: Partial<Platform> = {}): Platform {
   const settings = readConsumerSettings();
   const logger = overrides.logger ?? new Logger({ serviceName: 'rate-limited-platform' });
   const redis = overrides.redis ?? sharedRedis();
-  const policies = overrides.policies ?? createPolicyStore({ logger });
+  const policies = overrides.policies ?? createPolicyStore({ defaults: PLATFORM_POLICIES, logger });
   const limiter =
     overrides.limiter ??
     createLimiter({ redis, policies, onDegraded: (event) => logger.warn('rate limiter degraded', { ...event }) });

@@ -9,6 +9,7 @@ import { copyFileSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, describe, it } from 'node:test';
+import { PLATFORM_POLICIES } from '../../config/catalogue.ts';
 import { createPolicyStore, FileParameterSource } from '../../layer/src/config/index.ts';
 import { createLimiter, createRedisClient } from '../../layer/src/index.ts';
 import { hashEmail } from '../../layer/src/middleware/index.ts';
@@ -49,7 +50,11 @@ describe('ratelimit (the admin CLI)', () => {
   it('inspects an account in backoff by its email, resets it, and logs the write without the email', async () => {
     // Prepare: 4 failures of one account, recorded as login records them
     const email = `someone-${process.pid}@example.com`;
-    const store = createPolicyStore({ source: new FileParameterSource(parameters), prefix: '/ratelimit/local' });
+    const store = createPolicyStore({
+      defaults: PLATFORM_POLICIES,
+      source: new FileParameterSource(parameters),
+      prefix: '/ratelimit/local',
+    });
     await store.refresh();
     const redis = createRedisClient({ url: process.env.REDIS_URL as string });
     const limiter = createLimiter({ redis, policies: store });

@@ -7,7 +7,7 @@
 import assert from 'node:assert/strict';
 import { createHash } from 'node:crypto';
 import { after, describe, it } from 'node:test';
-import { PLATFORM_DEFAULTS } from '../../layer/src/config/index.ts';
+import { PLATFORM_POLICIES } from '../../config/catalogue.ts';
 import { compilePolicies, createLimiter, staticPolicies } from '../../layer/src/index.ts';
 import { connected, targets, unique } from '../support/targets.ts';
 
@@ -32,7 +32,7 @@ describe('Key distribution on a cluster', () => {
     const run = unique('mix');
     // the platform's policies with a generous budget: this measures where keys land, not latency
     const generous = Object.fromEntries(
-      Object.entries(PLATFORM_DEFAULTS).map(([name, config]) => [name, { ...(config as object), timeBudget: '5 s' }]),
+      Object.entries(PLATFORM_POLICIES).map(([name, config]) => [name, { ...(config as object), timeBudget: '5 s' }]),
     );
     const limiter = createLimiter({
       redis,

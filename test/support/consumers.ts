@@ -5,9 +5,11 @@
  * default they run on the suite's Redis Cluster, production's shape; a
  * `redisUrl` puts them on that single node instead.
  */
+
 import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { PLATFORM_POLICIES } from '../../config/catalogue.ts';
 import { type GatewayOptions, startGateway } from '../../scripts/gateway.ts';
 
 export interface TestPlatform {
@@ -19,7 +21,6 @@ export interface TestPlatform {
 }
 
 const LOCAL_PARAMETERS = new URL('../../config/local-parameters.json', import.meta.url);
-const POLICIES = new URL('../../config/policies.json', import.meta.url);
 
 /**
  * A 2 s time budget for every policy, set as an operator would (a policy
@@ -28,8 +29,9 @@ const POLICIES = new URL('../../config/policies.json', import.meta.url);
  * production's 100 ms. The budget itself is tested in failure-modes.test.ts.
  */
 function generousBudgets(): Record<string, unknown> {
-  const names = Object.keys(JSON.parse(readFileSync(POLICIES, 'utf8')) as Record<string, unknown>);
-  return Object.fromEntries(names.map((name) => [`/ratelimit/local/overrides/${name}`, { timeBudget: '2 s' }]));
+  return Object.fromEntries(
+    Object.keys(PLATFORM_POLICIES).map((name) => [`/ratelimit/local/overrides/${name}`, { timeBudget: '2 s' }]),
+  );
 }
 
 export async function consumers(

@@ -1,13 +1,12 @@
 /**
  * Policy configuration (subpath `@platform/rate-limit/config`): kept out of the
- * root import so a consumer that does not read SSM does not load the SDK.
+ * root import, and the SSM client out of this one until a store first reads
+ * SSM, so a cold start pays for the SDK only where SSM is used.
  */
-import defaults from '../../../config/policies.json' with { type: 'json' };
 import { readSettings } from '../settings.ts';
 import { FileParameterSource } from './file-source.ts';
-import type { ParameterSource } from './parameter-source.ts';
+import type { ParameterSource, ParameterWriter } from './parameter-source.ts';
 import { type ConfigLogger, PolicyStore } from './policy-store.ts';
-import { SsmParameterSource } from './ssm-source.ts';
 
 export { FileParameterSource } from './file-source.ts';
 export type { ParameterSource, ParameterWriter } from './parameter-source.ts';
@@ -19,15 +18,13 @@ export {
   PolicyStore,
   type PolicyStoreOptions,
 } from './policy-store.ts';
-export { SsmParameterSource } from './ssm-source.ts';
-
-/** The platform defaults shipped with the code: config/policies.json, one policy per row of SPEC §4. */
-export const PLATFORM_DEFAULTS: Readonly<Record<string, unknown>> = defaults;
 
 export interface PolicyStoreSettings {
+  /** The defaults shipped with the caller's code (the platform's catalogue): the last resort. */
+  readonly defaults: Readonly<Record<string, unknown>>;
   /** Parameter path. @default RATE_LIMIT_PARAMETER_PATH (settings.ts) */
   readonly prefix?: string;
-  /** @default a file when RATE_LIMIT_PARAMETERS_FILE is set, else SSM */
+  /** @default a file when RATE_LIMIT_PARAMETERS_FILE is set, else SSM (loaded on first read) */
   readonly source?: ParameterSource;
   /** @default RATE_LIMIT_CONFIG_TTL_SECONDS × 1000 (settings.ts) */
   readonly ttlMs?: number;
@@ -35,19 +32,35 @@ export interface PolicyStoreSettings {
 }
 
 /**
+ * SSM Parameter Store, its module (Powertools Parameters and the SDK client)
+ * imported at the first read or write rather than at cold start.
+ */
+export function deferredSsmSource(): ParameterSource & ParameterWriter {
+  let loaded: Promise<ParameterSource & ParameterWriter> | undefined;
+  const source = () => {
+    loaded ??= import('./ssm-source.ts').then(({ SsmParameterSource }) => new SsmParameterSource());
+    return loaded;
+  };
+  return {
+    fetchAll: async (path) => (await source()).fetchAll(path),
+    put: async (name, value) => (await source()).put(name, value),
+  };
+}
+
+/**
  * The policy store of this container, each setting from option, then the
  * environment (validated in settings.ts: a bad value throws InvalidSettingError).
  */
 export function createPolicyStore(
-  settings: PolicyStoreSettings = {},
+  settings: PolicyStoreSettings,
   env: Readonly<Record<string, string | undefined>> = process.env,
 ): PolicyStore {
   const fromEnv = readSettings(env);
   const file = fromEnv.parametersFile;
   return new PolicyStore({
     prefix: settings.prefix ?? fromEnv.parameterPath,
-    source: settings.source ?? (file ? new FileParameterSource(file) : new SsmParameterSource()),
-    defaults: PLATFORM_DEFAULTS,
+    source: settings.source ?? (file ? new FileParameterSource(file) : deferredSsmSource()),
+    defaults: settings.defaults,
     ttlMs: settings.ttlMs ?? fromEnv.configTtlMs,
     ...(settings.logger ? { logger: settings.logger } : {}),
   });

@@ -30,7 +30,7 @@ export interface PolicyStoreOptions {
   /** Parameter path, e.g. `/ratelimit/prod`. */
   readonly prefix: string;
   readonly source: ParameterSource;
-  /** The platform defaults shipped with the code (config/policies.json): the last resort. */
+  /** The defaults shipped with the caller's code (the platform's: config/catalogue.ts): the last resort. */
   readonly defaults: Readonly<Record<string, unknown>>;
   /** How long fetched parameters serve before one refresh. @default 60000 */
   readonly ttlMs?: number;
@@ -72,7 +72,7 @@ export function mergeOverride(base: unknown, patch: unknown): unknown {
  *   2. a per-key override       `<prefix>/overrides/<policy>/<key>`  (partial JSON)
  *   3. a policy override        `<prefix>/overrides/<policy>`        (partial JSON)
  *   4. the platform default     `<prefix>/defaults/<policy>`         (deployed from
- *      config/policies.json), or the copy shipped with the code
+ *      config/policies.json), or the copy shipped with the caller's code
  *
  * Secrets (SecureStrings) sit under `<prefix>/secrets/<name>`.
  *

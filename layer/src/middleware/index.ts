@@ -17,4 +17,11 @@ export {
 export { rateLimitHeaders, retryAfterSeconds } from './headers.ts';
 export { gatewaySourceIp, type HttpEvent, header, jsonBody } from './http-event.ts';
 export { powertoolsObserver } from './observer.ts';
-export { ERROR_CODES, type RateLimitOptions, type RouteLimit, rateLimit, rateLimitRefusal } from './rate-limit.ts';
+export {
+  ERROR_CODES,
+  RateLimitHttpError,
+  type RateLimitOptions,
+  type RouteLimit,
+  rateLimit,
+  rateLimitRefusal,
+} from './rate-limit.ts';

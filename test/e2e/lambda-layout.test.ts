@@ -1,0 +1,152 @@
+/**
+ * The built artefacts as Lambda runs them: each function bundle alone in a
+ * folder like /var/task, the layer only in a folder like /opt/nodejs/node_modules,
+ * reached through NODE_PATH the way Lambda's runtime resolves ES module
+ * imports (scripts/lambda-resolve.ts); and the built layer reads no file once
+ * its modules are loaded (the Lua and everything else are inlined).
+ */
+import assert from 'node:assert/strict';
+import { execFile } from 'node:child_process';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { after, before, describe, it } from 'node:test';
+import { pathToFileURL } from 'node:url';
+import { promisify } from 'node:util';
+import { buildAll } from '../../scripts/build.ts';
+import { type LambdaLayout, lambdaNodeArgs, layOutLikeLambda } from '../../scripts/lambda-layout.ts';
+
+const run = promisify(execFile);
+const CONFIG = new URL('../../config/', import.meta.url).pathname;
+
+let dist: string;
+let lambda: LambdaLayout;
+before(async () => {
+  dist = mkdtempSync(join(tmpdir(), 'rl-dist-'));
+  lambda = layOutLikeLambda(await buildAll(dist));
+});
+after(() => {
+  rmSync(dist, { recursive: true, force: true });
+  rmSync(lambda.root, { recursive: true, force: true });
+});
+
+/** Runs `script` (an ES module) in a fresh Node whose only route to the layer is NODE_PATH. */
+async function inLambda(script: string, options: { hooks?: boolean; env?: Record<string, string> } = {}) {
+  const args = [...(options.hooks === false ? [] : lambdaNodeArgs), '--input-type=module', '-e', script];
+  const { stdout } = await run(process.execPath, args, {
+    cwd: lambda.root,
+    env: { PATH: process.env.PATH ?? '', NODE_PATH: lambda.nodePath, ...options.env },
+  });
+  return JSON.parse(stdout.trim().split('\n').at(-1) as string) as Record<string, unknown>;
+}
+
+/** A REST API (v1 proxy) event, as API Gateway sends it. */
+function apiGatewayEvent(route: { method: string; path: string; resource: string }, body: unknown, ip: string) {
+  return {
+    resource: route.resource,
+    path: route.path,
+    httpMethod: route.method,
+    headers: { 'content-type': 'application/json' },
+    multiValueHeaders: { 'content-type': ['application/json'] },
+    queryStringParameters: null,
+    multiValueQueryStringParameters: null,
+    pathParameters: null,
+    stageVariables: null,
+    body: JSON.stringify(body),
+    isBase64Encoded: false,
+    requestContext: { identity: { sourceIp: ip }, requestId: 'test', stage: 'prod' },
+  };
+}
+
+describe('The built functions, laid out as in Lambda', () => {
+  it('do not find the layer by Node ESM resolution alone: NODE_PATH is ignored by import', async () => {
+    const handler = pathToFileURL(lambda.handlers.login as string).href;
+    const result = await inLambda(
+      `try { await import(${JSON.stringify(handler)}); console.log(JSON.stringify({ loaded: true })); }
+       catch (e) { console.log(JSON.stringify({ loaded: false, code: e.code, message: e.message })); }`,
+      { hooks: false },
+    );
+    assert.equal(result.loaded, false);
+    assert.equal(result.code, 'ERR_MODULE_NOT_FOUND');
+    assert.match(String(result.message), /@platform\/rate-limit/);
+  });
+
+  it('each load with the layer from the /opt folder, and login answers an API Gateway event from Redis', async () => {
+    const event = apiGatewayEvent(
+      { method: 'POST', path: '/auth/login', resource: '/auth/login' },
+      { email: 'alice@example.com', password: 'correct horse battery staple' },
+      '203.0.113.77',
+    );
+    const result = await inLambda(
+      `const handlers = ${JSON.stringify(lambda.handlers)};
+       const loaded = {};
+       for (const [route, file] of Object.entries(handlers)) {
+         const module = await import(new URL('file://' + file).href);
+         loaded[route] = typeof module.handler;
+       }
+       const { handler } = await import(new URL('file://' + handlers.login).href);
+       const response = await handler(${JSON.stringify(event)}, { awsRequestId: 'test', getRemainingTimeInMillis: () => 3000 });
+       console.log(JSON.stringify({ loaded, status: response.statusCode, ratelimit: response.headers?.RateLimit ?? response.headers?.ratelimit }));
+       process.exit(0);`,
+      {
+        env: {
+          REDIS_URL: process.env.REDIS_URL as string,
+          RATE_LIMIT_PARAMETER_PATH: '/ratelimit/local',
+          RATE_LIMIT_PARAMETERS_FILE: join(CONFIG, 'local-parameters.json'),
+          LOGIN_USERS_FILE: join(CONFIG, 'local-users.json'),
+          API_KEYS_FILE: join(CONFIG, 'local-api-keys.json'),
+          EVENT_SINK_FILE: join(lambda.root, 'events.jsonl'),
+          POWERTOOLS_METRICS_DISABLED: 'true',
+          POWERTOOLS_LOG_LEVEL: 'ERROR',
+        },
+      },
+    );
+    assert.deepEqual(
+      result.loaded,
+      Object.fromEntries(Object.keys(lambda.handlers).map((route) => [route, 'function'])),
+      'every route has a handler',
+    );
+    assert.equal(result.status, 200);
+    assert.match(String(result.ratelimit), /^"login-ip";r=19;t=\d+$/);
+  });
+
+  it('the layer reads no file once loaded: Lua and defaults are inlined, no catalogue is read', async () => {
+    const result = await inLambda(
+      `import fs from 'node:fs';
+       import { syncBuiltinESMExports } from 'node:module';
+       const reads = [];
+       const record = (name, original) => function (...args) { reads.push(name + ' ' + String(args[0])); return original.apply(this, args); };
+       for (const name of ['readFileSync', 'readFile', 'openSync', 'open', 'createReadStream', 'readdirSync', 'existsSync', 'statSync'])
+         fs[name] = record(name, fs[name]);
+       for (const name of ['readFile', 'open', 'readdir'])
+         fs.promises[name] = record('promises.' + name, fs.promises[name]);
+       syncBuiltinESMExports();
+       const { createLimiter, createRedisClient } = await import('@platform/rate-limit');
+       const { createPolicyStore } = await import('@platform/rate-limit/config');
+       const { rateLimitRefusal } = await import('@platform/rate-limit/middleware');
+       const loading = reads.splice(0);
+       const policies = createPolicyStore({
+         defaults: { probe: { strategy: 'tokenBucket', capacity: 2, refill: { tokens: 1, every: '1 s' }, failureMode: 'closed', timeBudget: '2 s' } },
+         source: { fetchAll: async () => ({}) },
+         prefix: '/probe',
+       });
+       const redis = createRedisClient({ url: process.env.REDIS_URL });
+       const limiter = createLimiter({ redis, policies });
+       const key = 'layout-' + process.pid;
+       const outcomes = [];
+       for (let i = 0; i < 3; i++) outcomes.push((await limiter.check({ policy: 'probe', key })).outcome);
+       redis.disconnect();
+       console.log(JSON.stringify({ loading, reads, outcomes, refusal: typeof rateLimitRefusal }));`,
+      { env: { REDIS_URL: process.env.REDIS_URL as string } },
+    );
+    assert.deepEqual(result.outcomes, ['allowed', 'allowed', 'limited'], 'the inlined scripts decide in Redis');
+    assert.deepEqual(result.reads, [], 'no file read after loading');
+    for (const read of result.loading as string[]) {
+      assert.match(
+        read,
+        /\/opt\/nodejs\/node_modules\/@platform\/rate-limit\/.+\.mjs$/,
+        `only the layer's modules: ${read}`,
+      );
+    }
+  });
+});
