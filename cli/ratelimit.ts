@@ -22,6 +22,7 @@ import { userInfo } from 'node:os';
 import { parseArgs } from 'node:util';
 import {
   assertKeyPart,
+  authenticateFromSecret,
   budgetKeys,
   compilePolicy,
   counterKey,
@@ -102,7 +103,7 @@ function audit(what: string, detail: Record<string, unknown>): void {
 
 function limiterOf(context: Context): Limiter {
   if (!context.limiter) {
-    context.redis = createRedisClient(readSettings().redis);
+    context.redis ??= createRedisClient(readSettings().redis);
     context.limiter = createLimiter({ redis: context.redis, policies: context.store, onDegraded: () => {} });
   }
   return context.limiter;
@@ -190,6 +191,11 @@ async function run(argv: string[]): Promise<number> {
   const store = createPolicyStore({ defaults: PLATFORM_POLICIES, source, prefix: settings.parameterPath });
   await store.refresh();
   const context: Context = { json: values.json === true, store, source, prefix: settings.parameterPath };
+  if (settings.redisAuthSecretId) {
+    // A deployed Redis requires credentials: read them (Secrets Manager) before the first connection.
+    context.redis = createRedisClient(settings.redis);
+    await authenticateFromSecret(context.redis, settings.redisAuthSecretId);
+  }
   try {
     switch (command) {
       case 'policies': {

@@ -29,6 +29,13 @@ export interface RouteLimitSpec {
 
 export type HttpMethod = 'GET' | 'POST';
 
+/** What a handler reads or writes beyond the limiter (the CDK app grants exactly these). */
+export type PlatformResource =
+  /** The API key registry (SSM `API_KEYS_PARAMETER_PATH`). */
+  | 'apiKeyRegistry'
+  /** The queue accepted webhook events go to (SQS `EVENT_QUEUE_URL`). */
+  | 'eventQueue';
+
 export interface Route {
   /** Stable id: the function's name in AWS, the route's name in logs. */
   readonly id: string;
@@ -45,6 +52,8 @@ export interface Route {
   readonly rawBody: boolean;
   /** Limits the middleware checks before the handler, all-or-nothing. */
   readonly limits: readonly RouteLimitSpec[];
+  /** What the handler uses beyond the limiter. */
+  readonly uses: readonly PlatformResource[];
   /** Limits the handler checks itself after parsing (documentation; see the handler). */
   readonly inHandler: readonly string[];
   /** What a refusal does to this caller (docs/consumers.md has the long form). */
@@ -59,6 +68,7 @@ export const routes: readonly Route[] = [
     handler: 'login/handler.ts',
     rawBody: false,
     limits: [{ policy: 'login-ip', key: { from: 'clientIp' } }],
+    uses: [],
     inHandler: ['login-account'],
     onRefusal: 'browser: 429 with Retry-After; the login form waits',
   },
@@ -69,6 +79,7 @@ export const routes: readonly Route[] = [
     handler: 'llm/handler.ts',
     rawBody: false,
     limits: [],
+    uses: ['apiKeyRegistry'],
     inHandler: ['llm-budget', 'api-unknown-key-ip'],
     onRefusal: 'API client: 429 with Retry-After and the budget RateLimit headers',
   },
@@ -79,6 +90,7 @@ export const routes: readonly Route[] = [
     handler: 'api/handler.ts',
     rawBody: false,
     limits: [{ policy: { byRole: true }, key: { from: 'apiKey', header: 'x-api-key' } }],
+    uses: ['apiKeyRegistry'],
     inHandler: ['api-unknown-key-ip'],
     onRefusal: 'API client: 429 with Retry-After and RateLimit headers',
   },
@@ -89,6 +101,7 @@ export const routes: readonly Route[] = [
     handler: 'slack/handler.ts',
     rawBody: true,
     limits: [{ policy: 'slack-ip', key: { from: 'clientIp' } }],
+    uses: ['eventQueue'],
     inHandler: ['slack-workspace', 'slack-channel'],
     onRefusal: 'Slack: 429 with X-Slack-No-Retry: 1 (dropped, counted); see docs/consumers.md',
   },
@@ -99,6 +112,7 @@ export const routes: readonly Route[] = [
     handler: 'telegram/handler.ts',
     rawBody: true,
     limits: [{ policy: 'telegram-ip', key: { from: 'clientIp' } }],
+    uses: ['eventQueue'],
     inHandler: ['telegram-bot', 'telegram-chat'],
     onRefusal: 'Telegram: 429; it redelivers the update later (back-pressure without loss)',
   },

@@ -9,24 +9,11 @@
  * GATEWAY_TRUSTED_PROXY names a proxy of ours (nginx) whose X-Real-IP is believed.
  */
 import { randomUUID } from 'node:crypto';
-import { readFileSync } from 'node:fs';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import { type AddressInfo, isIP } from 'node:net';
 import type { APIGatewayProxyEvent, APIGatewayProxyResult, Context } from 'aws-lambda';
+import { type OuterLine, readOuterLine } from '../config/outer-line.ts';
 import { type HttpMethod, type Route, routes } from '../functions/routes.ts';
-
-export interface OuterLine {
-  /** API Gateway stage throttling: a token bucket for the whole stage (best effort). */
-  readonly stageThrottle: { readonly rateLimit: number; readonly burstLimit: number };
-  /** The AWS WAF rate-based rule: requests per client IP in a sliding evaluation window. */
-  readonly ipRateRule: { readonly limit: number; readonly evaluationWindowSeconds: number };
-}
-
-export const OUTER_LINE_FILE = new URL('../config/outer-line.json', import.meta.url);
-
-export function readOuterLine(file: string | URL = OUTER_LINE_FILE): OuterLine {
-  return JSON.parse(readFileSync(file, 'utf8')) as OuterLine;
-}
 
 type Handler = (event: APIGatewayProxyEvent, context: Context) => Promise<APIGatewayProxyResult>;
 

@@ -5,7 +5,7 @@
  * the committed file is what this renders, and that `nginx -t` accepts it.
  */
 import { writeFileSync } from 'node:fs';
-import { type OuterLine, readOuterLine } from './gateway.ts';
+import { type OuterLine, readOuterLine } from '../config/outer-line.ts';
 
 export const NGINX_CONF = new URL('../infra/local/nginx.conf', import.meta.url);
 

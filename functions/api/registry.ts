@@ -1,5 +1,5 @@
 import { readFile } from 'node:fs/promises';
-import { GetParameterCommand, ParameterNotFound, SSMClient } from '@aws-sdk/client-ssm';
+import type { SSMClient } from '@aws-sdk/client-ssm';
 
 /** Who an API key belongs to, and the role its quota comes from. */
 export interface KeyOwner {
@@ -39,17 +39,22 @@ export class FileKeyRegistry implements KeyRegistry {
 
 /**
  * One GetParameter per key hash, remembered for `ttlMs` per container (found
- * and not found alike, so guessing keys does not become SSM traffic).
+ * and not found alike, so guessing keys does not become SSM traffic). The SDK
+ * module is imported when the registry is made (see SqsEventSink), so a
+ * function reading the file registry never loads it.
  */
 export class SsmKeyRegistry implements KeyRegistry {
-  readonly #client: SSMClient;
+  readonly #sdk: Promise<typeof import('@aws-sdk/client-ssm')>;
+  readonly #client: Promise<SSMClient>;
   readonly #path: string;
   readonly #ttlMs: number;
   readonly #now: () => number;
   readonly #cache = new Map<string, { owner: KeyOwner | undefined; until: number }>();
 
   constructor(path: string, options: { client?: SSMClient; ttlMs?: number; now?: () => number } = {}) {
-    this.#client = options.client ?? new SSMClient({});
+    this.#sdk = import('@aws-sdk/client-ssm');
+    const given = options.client;
+    this.#client = given ? Promise.resolve(given) : this.#sdk.then(({ SSMClient }) => new SSMClient({}));
     this.#path = path.replace(/\/+$/, '');
     this.#ttlMs = options.ttlMs ?? 60_000;
     this.#now = options.now ?? Date.now;
@@ -58,9 +63,10 @@ export class SsmKeyRegistry implements KeyRegistry {
   async lookup(keyHash: string): Promise<KeyOwner | undefined> {
     const cached = this.#cache.get(keyHash);
     if (cached && cached.until > this.#now()) return cached.owner;
+    const [{ GetParameterCommand, ParameterNotFound }, client] = await Promise.all([this.#sdk, this.#client]);
     let found: KeyOwner | undefined;
     try {
-      const reply = await this.#client.send(new GetParameterCommand({ Name: `${this.#path}/${keyHash}` }));
+      const reply = await client.send(new GetParameterCommand({ Name: `${this.#path}/${keyHash}` }));
       found = owner(JSON.parse(reply.Parameter?.Value ?? 'null'));
     } catch (error) {
       if (!(error instanceof ParameterNotFound)) throw error;

@@ -80,10 +80,11 @@ export interface RouteOptions {
   readonly rolePolicy?: (event: HttpEvent) => string;
 }
 
-/** Cold start: wait (at most 2 s) for SSM's overrides before the first check. */
+/** Cold start: wait for the Redis credentials and (at most 2 s) for SSM's overrides before the first check. */
 const policiesReady: MiddlewareObj<HttpEvent> = {
   before: async function policiesReadyBefore() {
-    await platform().policies.ready();
+    const { ready, policies } = platform();
+    await Promise.all([ready, policies.ready()]);
   },
 };
 

@@ -1,6 +1,13 @@
 import { Logger } from '@aws-lambda-powertools/logger';
 import { Metrics } from '@aws-lambda-powertools/metrics';
-import { createLimiter, type Limiter, type RedisClient, sharedRedis } from '@platform/rate-limit';
+import {
+  authenticateFromSecret,
+  createLimiter,
+  type Limiter,
+  type RedisClient,
+  readSettings,
+  sharedRedis,
+} from '@platform/rate-limit';
 import { createPolicyStore, type PolicyStore } from '@platform/rate-limit/config';
 import { powertoolsObserver } from '@platform/rate-limit/middleware';
 import { PLATFORM_POLICIES } from '../../config/catalogue.ts';
@@ -21,6 +28,12 @@ export interface Platform {
   readonly observer: ReturnType<typeof powertoolsObserver>;
   readonly sink: EventSink;
   readonly acceptedOnce: AcceptedOnce;
+  /**
+   * Settles once Redis credentials, if Redis needs them, are set on the client
+   * (read from Secrets Manager once per container). It never rejects: a
+   * failure is logged, and checks then degrade by each policy's failure mode.
+   */
+  readonly ready: Promise<void>;
 }
 
 let current: Platform | undefined;
@@ -54,6 +67,16 @@ export function usePlatform(parts: Platform | undefined): void {
   current = parts;
 }
 
+function redisCredentials(redis: RedisClient, logger: Logger): Promise<void> {
+  const secretId = readSettings().redisAuthSecretId;
+  if (secretId === undefined) return Promise.resolve();
+  return authenticateFromSecret(redis, secretId).catch((error: unknown) => {
+    logger.error('Redis credentials could not be read; checks will degrade', {
+      error: error instanceof Error ? error.message : String(error),
+    });
+  });
+}
+
 export function createPlatform(overrides: Partial<Platform> = {}): Platform {
   const settings = readConsumerSettings();
   const logger = overrides.logger ?? new Logger({ serviceName: 'rate-limited-platform' });
@@ -74,5 +97,6 @@ export function createPlatform(overrides: Partial<Platform> = {}): Platform {
       overrides.sink ??
       (settings.sink.kind === 'sqs' ? new SqsEventSink(settings.sink.queueUrl) : new FileEventSink(settings.sink.file)),
     acceptedOnce: overrides.acceptedOnce ?? new AcceptedOnce(redis),
+    ready: overrides.ready ?? redisCredentials(redis, logger),
   };
 }

@@ -1,6 +1,6 @@
 import { appendFile, mkdir } from 'node:fs/promises';
 import { dirname } from 'node:path';
-import { SendMessageCommand, SQSClient } from '@aws-sdk/client-sqs';
+import type { SQSClient } from '@aws-sdk/client-sqs';
 
 /** An event a webhook accepted, on its way to the platform's processing. */
 export interface AcceptedEvent {
@@ -38,17 +38,26 @@ export class FileEventSink implements EventSink {
   }
 }
 
+/**
+ * SQS, its SDK module imported when the sink is made (at a cold start, where
+ * Lambda gives the init full CPU) rather than by every function that merely
+ * links this file: ~80 ms of a cold start a function without a queue
+ * (login) no longer pays (npm run bench:cold).
+ */
 export class SqsEventSink implements EventSink {
-  readonly #client: SQSClient;
+  readonly #sdk: Promise<typeof import('@aws-sdk/client-sqs')>;
+  readonly #client: Promise<SQSClient>;
   readonly #queueUrl: string;
 
-  constructor(queueUrl: string, client = new SQSClient({})) {
-    this.#client = client;
+  constructor(queueUrl: string, client?: SQSClient) {
+    this.#sdk = import('@aws-sdk/client-sqs');
+    this.#client = client ? Promise.resolve(client) : this.#sdk.then(({ SQSClient }) => new SQSClient({}));
     this.#queueUrl = queueUrl;
   }
 
   async put(event: AcceptedEvent): Promise<void> {
-    await this.#client.send(
+    const [{ SendMessageCommand }, client] = await Promise.all([this.#sdk, this.#client]);
+    await client.send(
       new SendMessageCommand({
         QueueUrl: this.#queueUrl,
         MessageBody: JSON.stringify(event),

@@ -54,6 +54,14 @@ export {
   type SlidingWindowPolicy,
   type TokenBucketPolicy,
 } from './policy.ts';
+export {
+  authenticateFromSecret,
+  parseRedisCredentials,
+  type RedisCredentials,
+  readSecretFromSecretsManager,
+  type SecretReader,
+  useRedisCredentials,
+} from './redis-auth.ts';
 export { createRedisClient, ioredisConnection, type RedisSettings, sharedRedis } from './redis-connection.ts';
 export type { RedisClient } from './run-script.ts';
 export { type LayerSettings, readSettings } from './settings.ts';

@@ -11,12 +11,15 @@ import type { RedisSettings } from './redis-connection.ts';
  * | `REDIS_CLUSTER_NODES`           | `host:port,host:port`: Redis Cluster (production)      | none: a single node        |
  * | `REDIS_URL`                     | `redis://host:port` or `rediss://…`: a single node     | `redis://127.0.0.1:6379`   |
  * | `REDIS_TLS`                     | `true` for TLS to cluster nodes (ElastiCache)          | `false`                    |
+ * | `REDIS_AUTH_SECRET_ARN`         | Secrets Manager secret `{"password","username"?}`      | none: no AUTH              |
  * | `RATE_LIMIT_PARAMETER_PATH`     | SSM path of the policies (`/ratelimit/prod`)           | `/ratelimit/local`         |
  * | `RATE_LIMIT_PARAMETERS_FILE`    | a JSON file of parameters instead of SSM (local runs)  | none: SSM                  |
  * | `RATE_LIMIT_CONFIG_TTL_SECONDS` | how long fetched parameters serve before a refresh     | `60` (1..3600)             |
  */
 export interface LayerSettings {
   readonly redis: RedisSettings;
+  /** The secret holding the Redis credentials (redis-auth.ts), when Redis requires them. */
+  readonly redisAuthSecretId: string | undefined;
   readonly parameterPath: string;
   readonly parametersFile: string | undefined;
   readonly configTtlMs: number;
@@ -25,6 +28,9 @@ export interface LayerSettings {
 export const DEFAULT_REDIS_URL = 'redis://127.0.0.1:6379';
 export const DEFAULT_PARAMETER_PATH = '/ratelimit/local';
 const DEFAULT_CONFIG_TTL_SECONDS = 60;
+
+/** Secrets Manager's SecretId: a name or an ARN, these characters only. */
+const SECRET_ID = /^[A-Za-z0-9/_+=.@:-]{1,2048}$/;
 
 type Env = Readonly<Record<string, string | undefined>>;
 
@@ -86,8 +92,13 @@ export function readSettings(env: Env = process.env): LayerSettings {
   if (!PARAMETER_PATH.test(parameterPath)) {
     throw new InvalidSettingError('RATE_LIMIT_PARAMETER_PATH', 'must be an SSM path such as /ratelimit/prod');
   }
+  const secret = env.REDIS_AUTH_SECRET_ARN || undefined;
+  if (secret !== undefined && !SECRET_ID.test(secret)) {
+    throw new InvalidSettingError('REDIS_AUTH_SECRET_ARN', 'must be a Secrets Manager secret ARN or name');
+  }
   return {
     redis,
+    redisAuthSecretId: secret,
     parameterPath,
     parametersFile: env.RATE_LIMIT_PARAMETERS_FILE || undefined,
     configTtlMs: ttlSeconds(env.RATE_LIMIT_CONFIG_TTL_SECONDS) * 1000,

@@ -48,7 +48,9 @@ describe('ratelimit (the admin CLI)', () => {
   });
 
   it('inspects an account in backoff by its email, resets it, and logs the write without the email', async () => {
-    // Prepare: 4 failures of one account, recorded as login records them
+    // Prepare: 8 failures of one account, recorded as login records them: a
+    // 16 s pause (3 free, then 1 s doubling), which outlasts the CLI's start
+    // on a loaded machine (4 failures paused 1 s, and lost that race)
     const email = `someone-${process.pid}@example.com`;
     const store = createPolicyStore({
       defaults: PLATFORM_POLICIES,
@@ -59,13 +61,13 @@ describe('ratelimit (the admin CLI)', () => {
     const redis = createRedisClient({ url: process.env.REDIS_URL as string });
     const limiter = createLimiter({ redis, policies: store });
     const account = hashEmail(email, store.secret('email-pepper') as string);
-    for (let i = 0; i < 4; i++) await limiter.recordFailure('login-account', account);
+    for (let i = 0; i < 8; i++) await limiter.recordFailure('login-account', account);
     redis.disconnect();
     // Act + Assess
     const inspected = await ratelimit(['inspect', 'login-account', '--email', email, '--json']);
     assert.equal(inspected.code, 0, inspected.stderr);
     const state = JSON.parse(inspected.stdout) as Record<string, unknown>;
-    assert.equal(state.failures, 4);
+    assert.equal(state.failures, 8);
     assert.equal(state.outcome, 'limited');
     assert.equal(state.key, account);
     const reset = await ratelimit(['reset', 'login-account', '--email', email, '--json']);
@@ -76,7 +78,7 @@ describe('ratelimit (the admin CLI)', () => {
     const audit = JSON.parse(reset.stderr.trim()) as Record<string, unknown>;
     assert.equal(audit.what, 'reset');
     assert.ok(typeof audit.who === 'string' && audit.who.length > 0);
-    assert.equal((audit.before as Record<string, unknown>).failures, 4);
+    assert.equal((audit.before as Record<string, unknown>).failures, 8);
     for (const text of [inspected.stdout, reset.stdout, reset.stderr]) assert.ok(!text.includes(email));
   });
 

@@ -7,22 +7,25 @@ describe('Function: readSettings', () => {
   it('defaults to a local single node, the local parameter path and a 60 s TTL', () => {
     assert.deepEqual(readSettings({}), {
       redis: { url: 'redis://127.0.0.1:6379' },
+      redisAuthSecretId: undefined,
       parameterPath: '/ratelimit/local',
       parametersFile: undefined,
       configTtlMs: 60_000,
     });
   });
 
-  it('reads a TLS cluster, a parameter path, a file and a TTL', () => {
+  it('reads a TLS cluster, its credentials secret, a parameter path, a file and a TTL', () => {
     const settings = readSettings({
       REDIS_CLUSTER_NODES: 'a.cache.amazonaws.com:6379, b.cache.amazonaws.com:6380',
       REDIS_TLS: 'true',
       RATE_LIMIT_PARAMETER_PATH: '/ratelimit/prod',
       RATE_LIMIT_PARAMETERS_FILE: 'config/local-parameters.json',
       RATE_LIMIT_CONFIG_TTL_SECONDS: '30',
+      REDIS_AUTH_SECRET_ARN: 'arn:aws:secretsmanager:eu-west-1:123456789012:secret:ratelimit-prod-AbCdEf',
     });
     assert.deepEqual(settings, {
       redis: { clusterNodes: ['a.cache.amazonaws.com:6379', 'b.cache.amazonaws.com:6380'], tls: true },
+      redisAuthSecretId: 'arn:aws:secretsmanager:eu-west-1:123456789012:secret:ratelimit-prod-AbCdEf',
       parameterPath: '/ratelimit/prod',
       parametersFile: 'config/local-parameters.json',
       configTtlMs: 30_000,

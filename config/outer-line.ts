@@ -1,0 +1,55 @@
+/**
+ * The outer line (SPEC §5): API Gateway stage throttling and the AWS WAF
+ * rate-based rule per IP, from config/outer-line.json. The CDK app deploys
+ * these numbers, the local gateway (npm start) enforces them, and
+ * `npm run nginx:conf` renders them for a classic host: all three read them
+ * here, validated against what the AWS services accept.
+ */
+import { readFileSync } from 'node:fs';
+import * as v from 'valibot';
+
+export interface OuterLine {
+  /** API Gateway stage throttling: a token bucket for the whole stage (best effort). */
+  readonly stageThrottle: { readonly rateLimit: number; readonly burstLimit: number };
+  /** The AWS WAF rate-based rule: requests per client IP in a sliding evaluation window. */
+  readonly ipRateRule: { readonly limit: number; readonly evaluationWindowSeconds: number };
+}
+
+export const OUTER_LINE_FILE = new URL('./outer-line.json', import.meta.url);
+
+/** WAF rate-based rules take a limit from 10 and these evaluation windows only. */
+export const WAF_EVALUATION_WINDOWS = [60, 120, 300, 600] as const;
+
+const Schema = v.object({
+  stageThrottle: v.strictObject({
+    rateLimit: v.pipe(v.number(), v.minValue(1), v.maxValue(1_000_000)),
+    burstLimit: v.pipe(v.number(), v.integer(), v.minValue(1), v.maxValue(1_000_000)),
+  }),
+  ipRateRule: v.strictObject({
+    limit: v.pipe(v.number(), v.integer(), v.minValue(10), v.maxValue(2_000_000_000)),
+    evaluationWindowSeconds: v.picklist(WAF_EVALUATION_WINDOWS),
+  }),
+});
+
+export class InvalidOuterLineError extends Error {
+  override readonly name = 'InvalidOuterLineError';
+}
+
+/** The outer line from parsed JSON; anything AWS would refuse is an InvalidOuterLineError naming the field. */
+export function parseOuterLine(value: unknown): OuterLine {
+  const parsed = v.safeParse(Schema, value);
+  if (parsed.success) return parsed.output;
+  const issue = parsed.issues[0];
+  const path = issue.path?.map((p) => String(p.key)).join('.') || 'outer line';
+  throw new InvalidOuterLineError(`${path}: ${issue.message}`);
+}
+
+export function readOuterLine(file: string | URL = OUTER_LINE_FILE): OuterLine {
+  let json: unknown;
+  try {
+    json = JSON.parse(readFileSync(file, 'utf8'));
+  } catch (error) {
+    throw new InvalidOuterLineError(`${String(file)}: ${(error as Error).message}`);
+  }
+  return parseOuterLine(json);
+}

@@ -1,0 +1,135 @@
+/**
+ * The stateful stack: the network, the durable Redis, its AUTH secret and the
+ * key that encrypts the limiter's data at rest and its SecureString
+ * parameters. Termination-protected; deploying the platform stack never
+ * replaces anything here.
+ */
+import { RemovalPolicy, Stack, type StackProps, Validations } from 'aws-cdk-lib';
+import {
+  FlowLogDestination,
+  InterfaceVpcEndpointAwsService,
+  Port,
+  SecurityGroup,
+  SubnetType,
+  Vpc,
+} from 'aws-cdk-lib/aws-ec2';
+import { Key } from 'aws-cdk-lib/aws-kms';
+import { LogGroup, RetentionDays } from 'aws-cdk-lib/aws-logs';
+import { Secret } from 'aws-cdk-lib/aws-secretsmanager';
+import type { Construct } from 'constructs';
+import type { DeployContext } from './context.ts';
+import { type DurableStore, REDIS_PORT } from './durable-store.ts';
+import { MEMORYDB_USER, MemoryDbCluster } from './memorydb-cluster.ts';
+import { ValkeyCluster } from './valkey-cluster.ts';
+
+/** The services the functions call from their isolated subnets (there is no NAT). */
+export const VPC_ENDPOINT_SERVICES = {
+  ssm: InterfaceVpcEndpointAwsService.SSM,
+  secretsManager: InterfaceVpcEndpointAwsService.SECRETS_MANAGER,
+  sqs: InterfaceVpcEndpointAwsService.SQS,
+} as const;
+
+export interface DataStackProps extends StackProps {
+  readonly context: DeployContext;
+}
+
+export class DataStack extends Stack {
+  readonly vpc: Vpc;
+  /** Every function's security group: the only one Redis and the endpoints let in. */
+  readonly functionsSecurityGroup: SecurityGroup;
+  readonly store: DurableStore;
+  /** Encrypts Redis at rest and the limiter's SecureString parameters. */
+  readonly dataKey: Key;
+
+  constructor(scope: Construct, id: string, props: DataStackProps) {
+    super(scope, id, { ...props, terminationProtection: true });
+    const { context } = props;
+    const name = `ratelimit-${context.stage}`;
+
+    this.vpc = new Vpc(this, 'Vpc', {
+      maxAzs: 2,
+      natGateways: 0,
+      subnetConfiguration: [{ name: 'isolated', subnetType: SubnetType.PRIVATE_ISOLATED, cidrMask: 24 }],
+    });
+    this.vpc.addFlowLog('FlowLog', {
+      destination: FlowLogDestination.toCloudWatchLogs(
+        new LogGroup(this, 'FlowLogs', { retention: RetentionDays.ONE_MONTH, removalPolicy: RemovalPolicy.DESTROY }),
+      ),
+    });
+
+    this.functionsSecurityGroup = new SecurityGroup(this, 'Functions', {
+      vpc: this.vpc,
+      description: 'The limiter consumers (Lambda functions)',
+      allowAllOutbound: false,
+    });
+    const redisSecurityGroup = new SecurityGroup(this, 'Redis', {
+      vpc: this.vpc,
+      description: 'The durable Redis: 6379 from the functions only',
+      allowAllOutbound: false,
+    });
+    redisSecurityGroup.addIngressRule(this.functionsSecurityGroup, Port.tcp(REDIS_PORT), 'functions to Redis');
+    this.functionsSecurityGroup.addEgressRule(redisSecurityGroup, Port.tcp(REDIS_PORT), 'functions to Redis');
+
+    const endpointsSecurityGroup = new SecurityGroup(this, 'Endpoints', {
+      vpc: this.vpc,
+      description: 'AWS API endpoints: HTTPS from the functions only',
+      allowAllOutbound: false,
+    });
+    endpointsSecurityGroup.addIngressRule(this.functionsSecurityGroup, Port.tcp(443), 'functions to AWS APIs');
+    this.functionsSecurityGroup.addEgressRule(endpointsSecurityGroup, Port.tcp(443), 'functions to AWS APIs');
+    for (const [endpointId, service] of Object.entries(VPC_ENDPOINT_SERVICES)) {
+      this.vpc.addInterfaceEndpoint(endpointId, {
+        service,
+        subnets: { subnetType: SubnetType.PRIVATE_ISOLATED },
+        securityGroups: [endpointsSecurityGroup],
+        open: false,
+      });
+    }
+
+    this.dataKey = new Key(this, 'DataKey', {
+      alias: `alias/${name}`,
+      description: 'Rate limiter: Redis at rest and the SecureString parameters',
+      enableKeyRotation: true,
+      removalPolicy: RemovalPolicy.RETAIN,
+    });
+    const authSecret = new Secret(this, 'RedisAuth', {
+      description: `${name}: the Redis AUTH token (ElastiCache) or ACL user password (MemoryDB)`,
+      encryptionKey: this.dataKey,
+      generateSecretString: {
+        secretStringTemplate: JSON.stringify(context.redis === 'memorydb' ? { username: MEMORYDB_USER } : {}),
+        generateStringKey: 'password',
+        // ElastiCache AUTH tokens: 16–128 printable characters without @ " / or spaces.
+        excludePunctuation: true,
+        passwordLength: 64,
+      },
+      removalPolicy: RemovalPolicy.RETAIN,
+    });
+    Validations.of(authSecret).acknowledge({
+      id: 'AwsSolutions-SMG4',
+      reason:
+        'Rotating the Redis AUTH token needs a two-step ROTATE/SET on the replication group (or the MemoryDB user) and every consumer to pick the new value up; until that rotation function exists the token is rotated by a documented procedure (docs/deploy.md).',
+    });
+
+    const storeProps = {
+      name,
+      vpc: this.vpc,
+      securityGroup: redisSecurityGroup,
+      authSecret,
+      encryptionKey: this.dataKey,
+      nodeType: context.nodeType,
+      shards: context.shards,
+      replicasPerShard: context.replicasPerShard,
+    };
+    if (context.redis === 'memorydb') {
+      this.store = new MemoryDbCluster(this, 'MemoryDb', storeProps);
+    } else {
+      const valkey = new ValkeyCluster(this, 'Valkey', storeProps);
+      Validations.of(valkey).acknowledge({
+        id: 'AwsSolutions-AEC5',
+        reason:
+          'The default port 6379 is kept on purpose: only the functions security group reaches it, and a non-default port adds no protection a security group does not already give.',
+      });
+      this.store = valkey;
+    }
+  }
+}

@@ -1,0 +1,43 @@
+/**
+ * The durable Redis behind the limiter (SPEC §8): every acknowledged write
+ * survives a node loss, and nothing is ever evicted. Two AWS services give
+ * that; the rest of the app sees only this interface.
+ *
+ * ElastiCache Serverless is not one of them: it has no parameter groups (so
+ * no `noeviction`) and evicts keys that carry a TTL, i.e. it would silently
+ * reset limits. docs/deploy.md says so for whoever is tempted.
+ */
+import type { Duration } from 'aws-cdk-lib';
+import type { IMetric } from 'aws-cdk-lib/aws-cloudwatch';
+import type { ISecret } from 'aws-cdk-lib/aws-secretsmanager';
+
+/** The port both stores listen on, and the only one the functions' security group may reach. */
+export const REDIS_PORT = 6379;
+
+export interface DurableStore {
+  readonly kind: 'elasticache' | 'memorydb';
+  /** The cluster's configuration endpoint: what REDIS_CLUSTER_NODES names. */
+  readonly endpointAddress: string;
+  readonly endpointPort: string;
+  /** `{ "password": …, "username"?: … }`: the AUTH token (ElastiCache) or the ACL user (MemoryDB). */
+  readonly authSecret: ISecret;
+  /** The store's own metrics, one per node where the service reports them by node. */
+  metrics(name: StoreMetric, period: Duration): IMetric[];
+}
+
+/** The store metrics the dashboard and the alarms read (same meaning on both services). */
+export type StoreMetric =
+  | 'EngineCPUUtilization'
+  | 'DatabaseMemoryUsagePercentage'
+  | 'CurrConnections'
+  | 'Evictions'
+  | 'ReplicationLag';
+
+/** The statistic each store metric is read with: a maximum for levels, a sum for counts. */
+export const STORE_METRIC_STATISTIC: Readonly<Record<StoreMetric, 'Maximum' | 'Sum'>> = {
+  EngineCPUUtilization: 'Maximum',
+  DatabaseMemoryUsagePercentage: 'Maximum',
+  CurrConnections: 'Maximum',
+  Evictions: 'Sum',
+  ReplicationLag: 'Maximum',
+};

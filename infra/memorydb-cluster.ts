@@ -1,0 +1,110 @@
+/**
+ * Amazon MemoryDB (Valkey): the equivalent durable store (every write is in a
+ * Multi-AZ transaction log before it is acknowledged), selected with
+ * `-c redis=memorydb`. TLS, an ACL user whose password is in Secrets Manager,
+ * and a parameter group with `maxmemory-policy noeviction`.
+ */
+import { type Duration, RemovalPolicy } from 'aws-cdk-lib';
+import { type IMetric, Metric } from 'aws-cdk-lib/aws-cloudwatch';
+import type { ISecurityGroup, IVpc } from 'aws-cdk-lib/aws-ec2';
+import type { IKey } from 'aws-cdk-lib/aws-kms';
+import { CfnACL, CfnCluster, CfnParameterGroup, CfnSubnetGroup, CfnUser } from 'aws-cdk-lib/aws-memorydb';
+import type { ISecret } from 'aws-cdk-lib/aws-secretsmanager';
+import { Construct } from 'constructs';
+import { type DurableStore, REDIS_PORT, STORE_METRIC_STATISTIC, type StoreMetric } from './durable-store.ts';
+
+export const MEMORYDB_ENGINE_VERSION = '7.2';
+/** MemoryDB's family for Valkey 7 (SPEC §8). */
+export const MEMORYDB_PARAMETER_FAMILY = 'memorydb_valkey7';
+/** The ACL user the functions authenticate as (its password is the secret's). */
+export const MEMORYDB_USER = 'ratelimit';
+
+export interface MemoryDbClusterProps {
+  readonly name: string;
+  readonly vpc: IVpc;
+  readonly securityGroup: ISecurityGroup;
+  readonly authSecret: ISecret;
+  readonly encryptionKey: IKey;
+  readonly nodeType: string;
+  readonly shards: number;
+  readonly replicasPerShard: number;
+}
+
+export class MemoryDbCluster extends Construct implements DurableStore {
+  readonly kind = 'memorydb' as const;
+  readonly endpointAddress: string;
+  readonly endpointPort: string;
+  readonly authSecret: ISecret;
+  readonly cluster: CfnCluster;
+  readonly #name: string;
+
+  constructor(scope: Construct, id: string, props: MemoryDbClusterProps) {
+    super(scope, id);
+    this.#name = props.name;
+    this.authSecret = props.authSecret;
+    const subnets = new CfnSubnetGroup(this, 'Subnets', {
+      subnetGroupName: props.name,
+      description: `${props.name}: isolated subnets`,
+      subnetIds: props.vpc.isolatedSubnets.map((subnet) => subnet.subnetId),
+    });
+    const parameters = new CfnParameterGroup(this, 'Parameters', {
+      parameterGroupName: props.name,
+      family: MEMORYDB_PARAMETER_FAMILY,
+      description: 'Never evict: a lost counter is a reset limit',
+      parameters: { 'maxmemory-policy': 'noeviction' },
+    });
+    const user = new CfnUser(this, 'User', {
+      userName: MEMORYDB_USER,
+      // The functions run the limiter's scripts and the admin CLI reads and resets keys.
+      accessString: 'on ~* &* +@all',
+      authenticationMode: {
+        Type: 'password',
+        Passwords: [props.authSecret.secretValueFromJson('password').unsafeUnwrap()],
+      },
+    });
+    const acl = new CfnACL(this, 'Acl', { aclName: props.name, userNames: [MEMORYDB_USER] });
+    acl.addResourceDependency(user);
+    this.cluster = new CfnCluster(this, 'Cluster', {
+      clusterName: props.name,
+      description: 'Rate limiter counters (durable: Multi-AZ transaction log)',
+      engine: 'valkey',
+      engineVersion: MEMORYDB_ENGINE_VERSION,
+      nodeType: props.nodeType,
+      numShards: props.shards,
+      numReplicasPerShard: props.replicasPerShard,
+      aclName: acl.aclName,
+      parameterGroupName: parameters.parameterGroupName,
+      subnetGroupName: subnets.subnetGroupName,
+      securityGroupIds: [props.securityGroup.securityGroupId],
+      tlsEnabled: true,
+      kmsKeyId: props.encryptionKey.keyArn,
+      port: REDIS_PORT,
+      snapshotRetentionLimit: 7,
+      snapshotWindow: '03:00-04:00',
+      maintenanceWindow: 'sun:04:30-sun:05:30',
+      autoMinorVersionUpgrade: true,
+      finalSnapshotName: `${props.name}-final`,
+    });
+    this.cluster.addResourceDependency(acl);
+    this.cluster.addResourceDependency(parameters);
+    this.cluster.addResourceDependency(subnets);
+    // CloudFormation has no Snapshot policy for MemoryDB: keep the cluster; deleting it by hand takes the final snapshot.
+    this.cluster.applyRemovalPolicy(RemovalPolicy.RETAIN);
+    this.endpointAddress = this.cluster.attrClusterEndpointAddress;
+    // The port set above: the endpoint attribute is an integer, which a cross-stack export would have to stringify.
+    this.endpointPort = String(REDIS_PORT);
+  }
+
+  metrics(name: StoreMetric, period: Duration): IMetric[] {
+    return [
+      new Metric({
+        namespace: 'AWS/MemoryDB',
+        metricName: name,
+        dimensionsMap: { ClusterName: this.#name },
+        statistic: STORE_METRIC_STATISTIC[name],
+        period,
+        label: this.#name,
+      }),
+    ];
+  }
+}

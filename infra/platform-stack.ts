@@ -1,0 +1,202 @@
+/**
+ * The stateless stack: the layer, one function per route of
+ * functions/routes.ts behind the REST API and its outer line, the queue
+ * accepted webhook events go to, one SSM parameter per policy of the
+ * catalogue (the defaults ops override without a deploy), the dashboard and
+ * the alarms. Everything here can be destroyed and deployed again; the data
+ * lives in the data stack.
+ */
+import { join } from 'node:path';
+import { Duration, Stack, type StackProps, Validations } from 'aws-cdk-lib';
+import { type ISecurityGroup, type IVpc, SubnetType } from 'aws-cdk-lib/aws-ec2';
+import { Effect, PolicyStatement } from 'aws-cdk-lib/aws-iam';
+import type { IKey } from 'aws-cdk-lib/aws-kms';
+import { Architecture, Code, Function as LambdaFunction, LayerVersion, Runtime, Tracing } from 'aws-cdk-lib/aws-lambda';
+import { LogGroup, RetentionDays } from 'aws-cdk-lib/aws-logs';
+import { Queue, QueueEncryption } from 'aws-cdk-lib/aws-sqs';
+import { StringParameter } from 'aws-cdk-lib/aws-ssm';
+import type { Construct } from 'constructs';
+import type { OuterLine } from '../config/outer-line.ts';
+import type { Route } from '../functions/routes.ts';
+import type { DeployContext } from './context.ts';
+import type { DurableStore } from './durable-store.ts';
+import { Observability } from './observability.ts';
+import { PublicApi } from './public-api.ts';
+
+export interface PlatformStackProps extends StackProps {
+  readonly context: DeployContext;
+  readonly vpc: IVpc;
+  readonly functionsSecurityGroup: ISecurityGroup;
+  readonly store: DurableStore;
+  readonly dataKey: IKey;
+  readonly routes: readonly Route[];
+  /** The platform's policy catalogue (config/catalogue.ts): one SSM default per entry. */
+  readonly policies: Readonly<Record<string, unknown>>;
+  readonly outerLine: OuterLine;
+}
+
+/** The limiter's parameter path for a stage (RATE_LIMIT_PARAMETER_PATH). */
+export const parameterPath = (stage: string) => `/ratelimit/${stage}`;
+
+export class PlatformStack extends Stack {
+  readonly functions = new Map<string, LambdaFunction>();
+  readonly layer: LayerVersion;
+  readonly events: Queue;
+  readonly api: PublicApi;
+  readonly observability: Observability;
+
+  constructor(scope: Construct, id: string, props: PlatformStackProps) {
+    super(scope, id, props);
+    const { context, store } = props;
+    const name = `ratelimit-${context.stage}`;
+    const prefix = parameterPath(context.stage);
+
+    this.layer = new LayerVersion(this, 'RateLimitLayer', {
+      layerVersionName: `${name}-layer`,
+      description: '@platform/rate-limit: the Lua limiter, its client, config and Middy middleware',
+      code: Code.fromAsset(join(context.dist, 'layer')),
+      compatibleRuntimes: [Runtime.NODEJS_24_X],
+      compatibleArchitectures: [Architecture.ARM_64],
+    });
+
+    const deadLetters = new Queue(this, 'EventsDeadLetters', {
+      encryption: QueueEncryption.SQS_MANAGED,
+      enforceSSL: true,
+      retentionPeriod: Duration.days(14),
+    });
+    this.events = new Queue(this, 'Events', {
+      encryption: QueueEncryption.SQS_MANAGED,
+      enforceSSL: true,
+      visibilityTimeout: Duration.minutes(5),
+      deadLetterQueue: { queue: deadLetters, maxReceiveCount: 5 },
+    });
+
+    for (const [policy, config] of Object.entries(props.policies)) {
+      new StringParameter(this, `Default-${policy}`, {
+        parameterName: `${prefix}/defaults/${policy}`,
+        description: `Rate limit policy ${policy} as shipped (config/policies.json); override under ${prefix}/overrides/`,
+        stringValue: JSON.stringify(config),
+      });
+    }
+
+    const readParameters = new PolicyStatement({
+      effect: Effect.ALLOW,
+      actions: ['ssm:GetParametersByPath'],
+      resources: [
+        this.formatArn({ service: 'ssm', resource: 'parameter', resourceName: prefix.slice(1) }),
+        this.formatArn({ service: 'ssm', resource: 'parameter', resourceName: `${prefix.slice(1)}/*` }),
+      ],
+    });
+    // SecureStrings under <prefix>/secrets are encrypted with the data key: decrypt through SSM only.
+    const decryptSecureStrings = new PolicyStatement({
+      effect: Effect.ALLOW,
+      actions: ['kms:Decrypt'],
+      resources: [props.dataKey.keyArn],
+      conditions: { StringEquals: { 'kms:ViaService': `ssm.${this.region}.amazonaws.com` } },
+    });
+
+    // Granted on the functions' side only: a grant through the key or secret policy would tie the data stack to this one.
+    const readRedisAuth = new PolicyStatement({
+      actions: ['secretsmanager:GetSecretValue'],
+      resources: [store.authSecret.secretArn],
+    });
+    const decryptRedisAuth = new PolicyStatement({
+      actions: ['kms:Decrypt'],
+      resources: [props.dataKey.keyArn],
+      conditions: { StringEquals: { 'kms:ViaService': `secretsmanager.${this.region}.amazonaws.com` } },
+    });
+    const apiKeysPath = `/platform/${context.stage}/api-keys`;
+    for (const route of props.routes) {
+      const fn = new LambdaFunction(this, `Fn-${route.id}`, {
+        functionName: `${name}-${route.id}`,
+        description: `${route.methods.join(',')} ${route.path}`,
+        runtime: Runtime.NODEJS_24_X,
+        architecture: Architecture.ARM_64,
+        handler: 'handler.handler',
+        code: Code.fromAsset(join(context.dist, 'functions', route.id)),
+        layers: [this.layer],
+        memorySize: 512,
+        timeout: Duration.seconds(10),
+        vpc: props.vpc,
+        vpcSubnets: { subnetType: SubnetType.PRIVATE_ISOLATED },
+        securityGroups: [props.functionsSecurityGroup],
+        tracing: Tracing.ACTIVE,
+        logGroup: new LogGroup(this, `Logs-${route.id}`, { retention: RetentionDays.ONE_MONTH }),
+        environment: {
+          REDIS_CLUSTER_NODES: `${store.endpointAddress}:${store.endpointPort}`,
+          REDIS_TLS: 'true',
+          REDIS_AUTH_SECRET_ARN: store.authSecret.secretArn,
+          RATE_LIMIT_PARAMETER_PATH: prefix,
+          ...(route.uses.includes('eventQueue') ? { EVENT_QUEUE_URL: this.events.queueUrl } : {}),
+          ...(route.uses.includes('apiKeyRegistry') ? { API_KEYS_PARAMETER_PATH: apiKeysPath } : {}),
+          POWERTOOLS_SERVICE_NAME: 'platform',
+          POWERTOOLS_METRICS_NAMESPACE: 'RateLimit',
+          // Declared empty so `sam local start-api --env-vars` may set them (it overrides declared variables only).
+          REDIS_URL: '',
+          RATE_LIMIT_PARAMETERS_FILE: '',
+        },
+      });
+      fn.addToRolePolicy(readParameters);
+      fn.addToRolePolicy(decryptSecureStrings);
+      fn.addToRolePolicy(readRedisAuth);
+      fn.addToRolePolicy(decryptRedisAuth);
+      if (route.uses.includes('eventQueue')) this.events.grantSendMessages(fn);
+      if (route.uses.includes('apiKeyRegistry')) {
+        fn.addToRolePolicy(
+          new PolicyStatement({
+            actions: ['ssm:GetParameter'],
+            resources: [
+              this.formatArn({
+                service: 'ssm',
+                resource: 'parameter',
+                resourceName: `${apiKeysPath.slice(1)}/*`,
+              }),
+            ],
+          }),
+        );
+      }
+      this.functions.set(route.id, fn);
+    }
+
+    this.api = new PublicApi(this, 'Public', {
+      name,
+      stage: context.stage,
+      outerLine: props.outerLine,
+      routes: props.routes,
+      functionOf: (route) => this.functions.get(route.id) as LambdaFunction,
+    });
+
+    this.observability = new Observability(this, 'Observability', {
+      name,
+      store,
+      policies: Object.entries(props.policies).map(([policy, config]) => ({
+        name: policy,
+        failsClosed: (config as { failureMode?: string }).failureMode === 'closed',
+      })),
+    });
+
+    const partition = 'arn:<AWS::Partition>';
+    Validations.of(this).acknowledge(
+      ...['AWSLambdaBasicExecutionRole', 'AWSLambdaVPCAccessExecutionRole', 'AmazonAPIGatewayPushToCloudWatchLogs'].map(
+        (policy) => ({
+          id: `AwsSolutions::AwsSolutions-IAM4[Policy::${partition}:iam::aws:policy/service-role/${policy}]`,
+          reason:
+            "AWS's own narrowest managed policy for the need: the functions' logs, their VPC network interfaces, the API's execution logs.",
+        }),
+      ),
+      {
+        id: `AwsSolutions::AwsSolutions-IAM5[Resource::${partition}:ssm:<AWS::Region>:<AWS::AccountId>:parameter${prefix}/*]`,
+        reason:
+          "The limiter's own parameter path, read by path (every policy default, override and secret under it; the store decides which it uses).",
+      },
+      {
+        id: `AwsSolutions::AwsSolutions-IAM5[Resource::${partition}:ssm:<AWS::Region>:<AWS::AccountId>:parameter${apiKeysPath}/*]`,
+        reason: 'The API key registry: one parameter per key hash, looked up by name, so any name under the path.',
+      },
+      {
+        id: 'AwsSolutions::AwsSolutions-IAM5[Resource::*]',
+        reason: 'X-Ray PutTraceSegments/PutTelemetryRecords (active tracing) have no resource-level permissions.',
+      },
+    );
+  }
+}

@@ -1,0 +1,109 @@
+/**
+ * The HTTP entry: a REST API (WAF attaches to REST API stages, not to HTTP
+ * APIs) with the outer line of config/outer-line.json in front of every
+ * route: stage throttling and an AWS WAF rate-based rule per client IP. One
+ * method per route and method of functions/routes.ts, each proxied to its
+ * function; this file never lists a route itself.
+ */
+import { Validations } from 'aws-cdk-lib';
+import {
+  AccessLogFormat,
+  EndpointType,
+  LambdaIntegration,
+  LogGroupLogDestination,
+  MethodLoggingLevel,
+  RestApi,
+} from 'aws-cdk-lib/aws-apigateway';
+import type { IFunction } from 'aws-cdk-lib/aws-lambda';
+import { LogGroup, RetentionDays } from 'aws-cdk-lib/aws-logs';
+import { CfnWebACL, CfnWebACLAssociation } from 'aws-cdk-lib/aws-wafv2';
+import { Construct } from 'constructs';
+import type { OuterLine } from '../config/outer-line.ts';
+import type { Route } from '../functions/routes.ts';
+
+export interface PublicApiProps {
+  readonly name: string;
+  readonly stage: string;
+  readonly outerLine: OuterLine;
+  readonly routes: readonly Route[];
+  readonly functionOf: (route: Route) => IFunction;
+}
+
+export class PublicApi extends Construct {
+  readonly api: RestApi;
+  readonly webAcl: CfnWebACL;
+
+  constructor(scope: Construct, id: string, props: PublicApiProps) {
+    super(scope, id);
+    const { stageThrottle, ipRateRule } = props.outerLine;
+    const accessLogs = new LogGroup(this, 'AccessLogs', { retention: RetentionDays.THREE_MONTHS });
+    this.api = new RestApi(this, 'Api', {
+      restApiName: props.name,
+      description: 'The platform behind the rate limiter (routes from functions/routes.ts)',
+      endpointTypes: [EndpointType.REGIONAL],
+      cloudWatchRole: true,
+      deployOptions: {
+        stageName: props.stage,
+        throttlingRateLimit: stageThrottle.rateLimit,
+        throttlingBurstLimit: stageThrottle.burstLimit,
+        accessLogDestination: new LogGroupLogDestination(accessLogs),
+        accessLogFormat: AccessLogFormat.jsonWithStandardFields(),
+        loggingLevel: MethodLoggingLevel.ERROR,
+        metricsEnabled: true,
+        tracingEnabled: true,
+      },
+    });
+    for (const route of props.routes) {
+      const resource = this.api.root.resourceForPath(route.path);
+      const integration = new LambdaIntegration(props.functionOf(route));
+      for (const method of route.methods) resource.addMethod(method, integration);
+    }
+
+    this.webAcl = new CfnWebACL(this, 'WebAcl', {
+      name: props.name,
+      scope: 'REGIONAL',
+      defaultAction: { allow: {} },
+      visibilityConfig: { cloudWatchMetricsEnabled: true, metricName: props.name, sampledRequestsEnabled: true },
+      rules: [
+        {
+          name: 'per-ip-rate',
+          priority: 0,
+          action: { block: {} },
+          statement: {
+            rateBasedStatement: {
+              aggregateKeyType: 'IP',
+              limit: ipRateRule.limit,
+              evaluationWindowSec: ipRateRule.evaluationWindowSeconds,
+            },
+          },
+          visibilityConfig: {
+            cloudWatchMetricsEnabled: true,
+            metricName: `${props.name}-per-ip-rate`,
+            sampledRequestsEnabled: true,
+          },
+        },
+      ],
+    });
+    new CfnWebACLAssociation(this, 'WebAclStage', {
+      resourceArn: this.api.deploymentStage.stageArn,
+      webAclArn: this.webAcl.attrArn,
+    });
+
+    Validations.of(this.api).acknowledge(
+      {
+        id: 'AwsSolutions-APIG2',
+        reason:
+          'Each function validates its own request (typed parsers, 4xx with a reason, fuzzed in test/e2e/gateway.test.ts); webhook bodies must reach them byte for byte to verify signatures.',
+      },
+      {
+        id: 'AwsSolutions-APIG4',
+        reason:
+          'Callers are authenticated by the functions themselves: login is the authentication, the API by API key (hashed, checked against the registry), Slack by request signature, Telegram by its secret token.',
+      },
+      {
+        id: 'AwsSolutions-COG4',
+        reason: 'No Cognito user pool: see AwsSolutions-APIG4 (each route authenticates in its function).',
+      },
+    );
+  }
+}

@@ -1,0 +1,80 @@
+/**
+ * Credentials for a Redis that requires them (ElastiCache's AUTH token,
+ * MemoryDB's ACL user), read once per container from Secrets Manager
+ * (`REDIS_AUTH_SECRET_ARN`, settings.ts) and set on the client before its
+ * first connection. Never in an environment variable, never logged.
+ */
+import { Cluster } from 'ioredis';
+import * as v from 'valibot';
+import { InvalidSettingError } from './errors.ts';
+import type { RedisClient } from './run-script.ts';
+
+export interface RedisCredentials {
+  readonly password: string;
+  /** An ACL user (MemoryDB); absent for an AUTH token (ElastiCache's default user). */
+  readonly username?: string;
+}
+
+/** The secret's text by its id; the default reads Secrets Manager (its SDK loaded on first use). */
+export type SecretReader = (secretId: string) => Promise<string>;
+
+const Credentials = v.object({
+  password: v.pipe(v.string(), v.minLength(1)),
+  username: v.optional(v.pipe(v.string(), v.minLength(1))),
+});
+
+/** `{ "password": …, "username"?: … }`; anything else is an InvalidSettingError that never quotes the secret. */
+export function parseRedisCredentials(text: string): RedisCredentials {
+  let json: unknown;
+  try {
+    json = JSON.parse(text);
+  } catch {
+    throw new InvalidSettingError('REDIS_AUTH_SECRET_ARN', 'the secret is not JSON ({"password": …})');
+  }
+  const parsed = v.safeParse(Credentials, json);
+  if (!parsed.success) {
+    throw new InvalidSettingError(
+      'REDIS_AUTH_SECRET_ARN',
+      'the secret has no "password" string (and "username", if any, must be a string)',
+    );
+  }
+  return parsed.output;
+}
+
+export const readSecretFromSecretsManager: SecretReader = async (secretId) => {
+  const { GetSecretValueCommand, SecretsManagerClient } = await import('@aws-sdk/client-secrets-manager');
+  const { SecretString } = await new SecretsManagerClient({}).send(new GetSecretValueCommand({ SecretId: secretId }));
+  if (SecretString === undefined)
+    throw new InvalidSettingError('REDIS_AUTH_SECRET_ARN', 'the secret has no string value');
+  return SecretString;
+};
+
+/**
+ * Sets the credentials every connection of `redis` will authenticate with
+ * (the client connects lazily, so call this before its first command). On a
+ * cluster they go to the options each node's connection is made from.
+ */
+export function useRedisCredentials(redis: RedisClient, credentials: RedisCredentials): void {
+  const auth = { password: credentials.password, ...(credentials.username ? { username: credentials.username } : {}) };
+  if (redis instanceof Cluster) {
+    // The cluster connects to slot-map refreshes with its own redisOptions and
+    // to each node with the copy its connection pool took at construction:
+    // both must carry the credentials (test/integration/redis-auth.test.ts
+    // fails if an ioredis upgrade moves either).
+    redis.options.redisOptions ??= {};
+    Object.assign(redis.options.redisOptions, auth);
+    const pool = (redis as unknown as { connectionPool?: { redisOptions?: Record<string, unknown> } }).connectionPool;
+    if (pool?.redisOptions) Object.assign(pool.redisOptions, auth);
+  } else {
+    Object.assign(redis.options, auth);
+  }
+}
+
+/** Reads the secret and sets it on `redis`: what a container does once, before its first check. */
+export async function authenticateFromSecret(
+  redis: RedisClient,
+  secretId: string,
+  read: SecretReader = readSecretFromSecretsManager,
+): Promise<void> {
+  useRedisCredentials(redis, parseRedisCredentials(await read(secretId)));
+}

@@ -1,0 +1,70 @@
+/**
+ * `npm run secrets:put -- <stage> <file.json>`: puts the platform's secrets as
+ * SSM SecureStrings under /ratelimit/<stage>/secrets/, encrypted with the
+ * data stack's key (alias/ratelimit-<stage>). CloudFormation cannot create
+ * SecureStrings, so the stacks never hold these values: the functions read
+ * them by path at runtime.
+ *
+ * The file maps each secret's name to its value:
+ *   { "email-pepper": "…", "slack-signing-secret": "…", "telegram-bot-<bot>": "…" }
+ * Values are never printed; the file is yours to delete afterwards.
+ */
+import { readFileSync } from 'node:fs';
+import { PutParameterCommand, SSMClient } from '@aws-sdk/client-ssm';
+
+/** The secrets the consumers read (functions/*): their names, as the policy store's `secret(name)` asks for them. */
+export const SECRET_NAME = /^(email-pepper|slack-signing-secret|telegram-bot-[A-Za-z0-9_-]{1,64})$/;
+
+export class InvalidSecretsError extends Error {
+  override readonly name = 'InvalidSecretsError';
+}
+
+export function parseSecrets(json: unknown): Record<string, string> {
+  if (typeof json !== 'object' || json === null || Array.isArray(json)) {
+    throw new InvalidSecretsError('the file must be a JSON object of name → value');
+  }
+  const secrets: Record<string, string> = {};
+  for (const [name, value] of Object.entries(json)) {
+    if (!SECRET_NAME.test(name)) throw new InvalidSecretsError(`"${name}" is not a secret the platform reads`);
+    if (typeof value !== 'string' || value.length < 16) {
+      throw new InvalidSecretsError(`${name}: the value must be a string of at least 16 characters`);
+    }
+    secrets[name] = value;
+  }
+  if (Object.keys(secrets).length === 0) throw new InvalidSecretsError('the file names no secret');
+  return secrets;
+}
+
+/** Puts each secret; returns the parameter names written (never the values). */
+export async function putSecrets(client: SSMClient, stage: string, secrets: Record<string, string>): Promise<string[]> {
+  const written: string[] = [];
+  for (const [name, value] of Object.entries(secrets)) {
+    const parameter = `/ratelimit/${stage}/secrets/${name}`;
+    await client.send(
+      new PutParameterCommand({
+        Name: parameter,
+        Value: value,
+        Type: 'SecureString',
+        KeyId: `alias/ratelimit-${stage}`,
+        Overwrite: true,
+      }),
+    );
+    written.push(parameter);
+  }
+  return written;
+}
+
+if (import.meta.url === `file://${process.argv[1]}`) {
+  const [stage, file] = process.argv.slice(2);
+  if (!stage || !/^[a-z][a-z0-9-]{0,19}$/.test(stage) || !file) {
+    console.error('usage: npm run secrets:put -- <stage> <secrets.json>');
+    process.exit(2);
+  }
+  try {
+    const written = await putSecrets(new SSMClient({}), stage, parseSecrets(JSON.parse(readFileSync(file, 'utf8'))));
+    for (const name of written) console.log(`put ${name} (SecureString, alias/ratelimit-${stage})`);
+  } catch (error) {
+    console.error(error instanceof Error ? `${error.name}: ${error.message}` : String(error));
+    process.exit(1);
+  }
+}

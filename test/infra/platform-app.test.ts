@@ -1,0 +1,295 @@
+/**
+ * The CDK app, synthesized offline from the built artefacts: what the
+ * templates must say for the limiter to hold (SPEC §5, §8), for both durable
+ * stores, and cdk-nag as a gate that an unacknowledged finding fails.
+ */
+import assert from 'node:assert/strict';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { after, before, describe, it } from 'node:test';
+import { Stack } from 'aws-cdk-lib';
+import { Match, Template } from 'aws-cdk-lib/assertions';
+import { Queue } from 'aws-cdk-lib/aws-sqs';
+import { PLATFORM_POLICIES } from '../../config/catalogue.ts';
+import { readOuterLine } from '../../config/outer-line.ts';
+import { routes } from '../../functions/routes.ts';
+import { createPlatformApp, type PlatformApp } from '../../infra/app.ts';
+import { InvalidContextError } from '../../infra/context.ts';
+import { buildAll } from '../../scripts/build.ts';
+
+type Resources = Record<string, { Type: string; Properties?: Record<string, unknown>; DeletionPolicy?: string }>;
+
+let work: string;
+before(async () => {
+  work = mkdtempSync(join(tmpdir(), 'rl-infra-'));
+  await buildAll(join(work, 'dist'));
+});
+after(() => rmSync(work, { recursive: true, force: true }));
+
+function synth(redis: 'elasticache' | 'memorydb'): { stacks: PlatformApp; data: Template; platform: Template } {
+  const stacks = createPlatformApp({
+    context: { redis, dist: join(work, 'dist') },
+    outdir: mkdtempSync(join(work, `cdk-${redis}-`)),
+  });
+  // Runs every validation plugin (cdk-nag): an unacknowledged finding throws here.
+  stacks.app.synth();
+  return { stacks, data: Template.fromStack(stacks.data), platform: Template.fromStack(stacks.platform) };
+}
+
+/** A resource's properties (an empty object when it has none). */
+const props = (resource: { Properties?: Record<string, unknown> } | undefined): Record<string, unknown> =>
+  resource?.Properties ?? {};
+const getAttOf = (value: unknown): string => (value as { 'Fn::GetAtt': string[] })['Fn::GetAtt'][0] as string;
+
+/** The full path of an API Gateway resource, from its PathPart and its parents. */
+function resourcePath(resources: Resources, id: string): string {
+  const resource = resources[id];
+  if (resource?.Type !== 'AWS::ApiGateway::Resource') return '';
+  const parent = (props(resource).ParentId as { Ref?: string } | undefined)?.Ref;
+  return `${parent ? resourcePath(resources, parent) : ''}/${props(resource).PathPart as string}`;
+}
+
+describe('The CDK app (ElastiCache for Valkey, the default)', () => {
+  let app: ReturnType<typeof synth>;
+  before(() => {
+    app = synth('elasticache');
+  });
+
+  it('keeps the counters in a durable Valkey cluster that never evicts', () => {
+    app.data.hasResourceProperties('AWS::ElastiCache::ReplicationGroup', {
+      Engine: 'valkey',
+      EngineVersion: Match.stringLikeRegexp('^9\\.'),
+      ClusterMode: 'enabled',
+      Durability: 'sync',
+      MultiAZEnabled: true,
+      AutomaticFailoverEnabled: true,
+      ReplicasPerNodeGroup: 1,
+      NumNodeGroups: 1,
+      CacheNodeType: 'cache.r7g.large',
+      TransitEncryptionEnabled: true,
+      AtRestEncryptionEnabled: true,
+      AuthToken: Match.anyValue(),
+    });
+    app.data.hasResourceProperties('AWS::ElastiCache::ParameterGroup', {
+      CacheParameterGroupFamily: 'valkey9',
+      Properties: { 'maxmemory-policy': 'noeviction', 'cluster-enabled': 'yes' },
+    });
+    app.data.hasResource('AWS::ElastiCache::ReplicationGroup', { DeletionPolicy: 'Snapshot' });
+    assert.equal(app.stacks.data.terminationProtection, true);
+  });
+
+  it('lets only the functions reach Redis, on 6379, from isolated subnets without NAT', () => {
+    const resources = app.data.toJSON().Resources as Resources;
+    const group = Object.values(resources).find((r) => r.Type === 'AWS::ElastiCache::ReplicationGroup');
+    const redisGroup = getAttOf((props(group).SecurityGroupIds as unknown[])[0]);
+    assert.equal(resources[redisGroup]?.Properties?.SecurityGroupIngress, undefined, 'no inline ingress');
+    const ingress = Object.values(resources).filter(
+      (r) =>
+        r.Type === 'AWS::EC2::SecurityGroupIngress' &&
+        JSON.stringify(r.Properties?.GroupId) === JSON.stringify({ 'Fn::GetAtt': [redisGroup, 'GroupId'] }),
+    );
+    assert.equal(ingress.length, 1);
+    assert.deepEqual(
+      { from: ingress[0]?.Properties?.FromPort, to: ingress[0]?.Properties?.ToPort },
+      { from: 6379, to: 6379 },
+    );
+    const source = getAttOf(props(ingress[0]).SourceSecurityGroupId);
+    assert.match(String(source), /^Functions/);
+    app.data.resourceCountIs('AWS::EC2::NatGateway', 0);
+    app.data.resourceCountIs('AWS::EC2::InternetGateway', 0);
+    app.data.resourceCountIs('AWS::EC2::Subnet', 2);
+    for (const service of ['ssm', 'secretsmanager', 'sqs']) {
+      app.data.hasResourceProperties('AWS::EC2::VPCEndpoint', {
+        ServiceName: Match.objectLike({ 'Fn::Join': Match.arrayWith([Match.arrayWith([`.${service}`])]) }),
+        VpcEndpointType: 'Interface',
+        PrivateDnsEnabled: true,
+      });
+    }
+  });
+
+  it('serves every route of the route table with its method, integration and function on the layer', () => {
+    const resources = app.platform.toJSON().Resources as Resources;
+    const layer = Object.keys(resources).find((id) => resources[id]?.Type === 'AWS::Lambda::LayerVersion');
+    const methods = Object.values(resources).filter((r) => r.Type === 'AWS::ApiGateway::Method');
+    assert.equal(
+      methods.length,
+      routes.reduce((n, route) => n + route.methods.length, 0),
+    );
+    for (const route of routes) {
+      const fnId = Object.keys(resources).find(
+        (id) =>
+          resources[id]?.Type === 'AWS::Lambda::Function' &&
+          resources[id]?.Properties?.FunctionName === `ratelimit-prod-${route.id}`,
+      ) as string;
+      assert.ok(fnId, `a function for ${route.id}`);
+      const fn = resources[fnId]?.Properties as Record<string, unknown>;
+      assert.deepEqual(fn.Layers, [{ Ref: layer }]);
+      assert.equal(fn.Runtime, 'nodejs24.x');
+      assert.deepEqual(fn.Architectures, ['arm64']);
+      assert.equal(fn.Handler, 'handler.handler');
+      assert.ok(fn.VpcConfig, `${route.id} runs in the VPC`);
+      const env = (fn.Environment as { Variables: Record<string, unknown> }).Variables;
+      assert.equal(env.REDIS_TLS, 'true');
+      assert.equal(env.RATE_LIMIT_PARAMETER_PATH, '/ratelimit/prod');
+      assert.ok(env.REDIS_CLUSTER_NODES && env.REDIS_AUTH_SECRET_ARN);
+      assert.equal(env.REDIS_URL, '', 'declared, so sam local --env-vars may set it');
+      for (const method of route.methods) {
+        const served = methods.find(
+          (m) =>
+            m.Properties?.HttpMethod === method &&
+            resourcePath(resources, (props(m).ResourceId as { Ref: string }).Ref) === route.path &&
+            JSON.stringify(m.Properties?.Integration).includes(fnId),
+        );
+        assert.ok(served, `${method} ${route.path} integrates ${route.id}`);
+        assert.equal((props(served).Integration as { Type: string }).Type, 'AWS_PROXY');
+      }
+    }
+  });
+
+  it('puts the outer line of config/outer-line.json in front: stage throttle and a WAF rate rule on the stage', () => {
+    const line = readOuterLine();
+    app.platform.hasResourceProperties('AWS::ApiGateway::Stage', {
+      MethodSettings: Match.arrayWith([
+        Match.objectLike({
+          ThrottlingRateLimit: line.stageThrottle.rateLimit,
+          ThrottlingBurstLimit: line.stageThrottle.burstLimit,
+        }),
+      ]),
+      AccessLogSetting: Match.objectLike({ DestinationArn: Match.anyValue() }),
+    });
+    app.platform.hasResourceProperties('AWS::WAFv2::WebACL', {
+      Scope: 'REGIONAL',
+      Rules: [
+        Match.objectLike({
+          Action: { Block: {} },
+          Statement: {
+            RateBasedStatement: {
+              AggregateKeyType: 'IP',
+              Limit: line.ipRateRule.limit,
+              EvaluationWindowSec: line.ipRateRule.evaluationWindowSeconds,
+            },
+          },
+        }),
+      ],
+    });
+    const resources = app.platform.toJSON().Resources as Resources;
+    const stage = Object.keys(resources).find((id) => resources[id]?.Type === 'AWS::ApiGateway::Stage') as string;
+    app.platform.hasResourceProperties('AWS::WAFv2::WebACLAssociation', {
+      ResourceArn: Match.objectLike({ 'Fn::Join': Match.arrayWith([Match.arrayWith([{ Ref: stage }])]) }),
+    });
+  });
+
+  it('writes one SSM parameter per policy, equal to config/policies.json', () => {
+    const names = Object.keys(PLATFORM_POLICIES);
+    app.platform.resourceCountIs('AWS::SSM::Parameter', names.length);
+    for (const name of names) {
+      app.platform.hasResourceProperties('AWS::SSM::Parameter', {
+        Name: `/ratelimit/prod/defaults/${name}`,
+        Type: 'String',
+        Value: JSON.stringify(PLATFORM_POLICIES[name]),
+      });
+    }
+  });
+
+  it('reads parameters on the limiter path only, decrypting through SSM only', () => {
+    const policies = Object.values(app.platform.toJSON().Resources as Resources).filter(
+      (r) => r.Type === 'AWS::IAM::Policy',
+    );
+    const statements = policies.flatMap(
+      (p) => (props(p).PolicyDocument as { Statement: Record<string, unknown>[] }).Statement,
+    );
+    const byPath = statements.filter((s) => s.Action === 'ssm:GetParametersByPath');
+    assert.equal(byPath.length, routes.length);
+    for (const statement of byPath) assert.match(JSON.stringify(statement.Resource), /parameter\/ratelimit\/prod/);
+    assert.ok(!statements.some((s) => JSON.stringify(s.Action).includes('ssm:*')));
+    for (const decrypt of statements.filter((s) => s.Action === 'kms:Decrypt')) {
+      assert.ok(JSON.stringify(decrypt.Condition).includes('kms:ViaService'));
+    }
+  });
+
+  it('has the queue with its dead-letter queue, and the alarms of the runbook', () => {
+    app.platform.hasResourceProperties('AWS::SQS::Queue', {
+      RedrivePolicy: Match.objectLike({ maxReceiveCount: 5 }),
+    });
+    const alarms = Object.values(app.platform.toJSON().Resources as Resources)
+      .filter((r) => r.Type === 'AWS::CloudWatch::Alarm')
+      .map((r) => String(r.Properties?.AlarmName));
+    const closed = Object.entries(PLATFORM_POLICIES).filter(
+      ([, p]) => (p as { failureMode?: string }).failureMode === 'closed',
+    );
+    for (const [name] of closed) assert.ok(alarms.includes(`ratelimit-prod DegradedClosed-${name}`), name);
+    for (const name of Object.keys(PLATFORM_POLICIES)) {
+      assert.ok(alarms.includes(`ratelimit-prod CheckLatencyP99-${name}`), name);
+    }
+    assert.ok(alarms.includes('ratelimit-prod RedisMemory'));
+    assert.ok(alarms.includes('ratelimit-prod RedisEvictions'));
+    app.platform.hasResourceProperties('AWS::CloudWatch::Alarm', {
+      AlarmName: 'ratelimit-prod RedisMemory',
+      Threshold: 80,
+      ComparisonOperator: 'GreaterThanThreshold',
+    });
+    app.platform.hasResourceProperties('AWS::CloudWatch::Alarm', {
+      AlarmName: 'ratelimit-prod RedisEvictions',
+      Threshold: 0,
+      ComparisonOperator: 'GreaterThanThreshold',
+    });
+    app.platform.resourceCountIs('AWS::CloudWatch::Dashboard', 1);
+  });
+});
+
+describe('The CDK app with -c redis=memorydb', () => {
+  it('keeps the counters in MemoryDB: Valkey, TLS, an ACL user, replicas, noeviction', () => {
+    const app = synth('memorydb');
+    app.data.resourceCountIs('AWS::ElastiCache::ReplicationGroup', 0);
+    app.data.hasResourceProperties('AWS::MemoryDB::Cluster', {
+      Engine: 'valkey',
+      TLSEnabled: true,
+      NumReplicasPerShard: 1,
+      NodeType: 'db.r7g.large',
+      ACLName: 'ratelimit-prod',
+      ParameterGroupName: 'ratelimit-prod',
+    });
+    app.data.hasResourceProperties('AWS::MemoryDB::ParameterGroup', {
+      Family: 'memorydb_valkey7',
+      Parameters: { 'maxmemory-policy': 'noeviction' },
+    });
+    app.data.hasResourceProperties('AWS::MemoryDB::User', { UserName: 'ratelimit' });
+    app.data.hasResource('AWS::MemoryDB::Cluster', { DeletionPolicy: 'Retain' });
+    app.platform.resourceCountIs('AWS::Lambda::Function', routes.length);
+  });
+
+  it('refuses context it cannot deploy, naming the value', () => {
+    assert.throws(
+      () => createPlatformApp({ context: { redis: 'serverless' } }),
+      (e: unknown) => e instanceof InvalidContextError && /redis/.test((e as Error).message),
+    );
+    assert.throws(
+      () => createPlatformApp({ context: { redis: 'memorydb', nodeType: 'cache.r7g.large' } }),
+      InvalidContextError,
+    );
+    assert.throws(() => createPlatformApp({ context: { replicasPerShard: 0 } }), InvalidContextError);
+  });
+});
+
+describe('cdk-nag', () => {
+  it('fails the synth on a finding nobody acknowledged', () => {
+    const created = createPlatformApp({
+      context: { dist: join(work, 'dist') },
+      outdir: mkdtempSync(join(work, 'cdk-nag-')),
+    });
+    // A queue without a dead-letter queue or TLS enforcement: AwsSolutions-SQS3 and -SQS4.
+    new Queue(new Stack(created.app, 'Careless'), 'Careless');
+    assert.throws(() => created.app.synth(), /Validation failed/);
+    const report = JSON.parse(readFileSync(join(created.app.outdir, 'validation-report.json'), 'utf8')) as {
+      pluginReports: { violations: { ruleName: string; violatingConstructs: { constructPath: string }[] }[] }[];
+    };
+    const violations = report.pluginReports.flatMap((r) => r.violations);
+    assert.deepEqual(violations.map((v) => v.ruleName).sort(), ['AwsSolutions-SQS3', 'AwsSolutions-SQS4']);
+    const paths = violations.flatMap((v) => v.violatingConstructs.map((c) => c.constructPath));
+    assert.ok(
+      paths.every((path) => path.startsWith('Careless/')),
+      'the platform itself has no unacknowledged finding',
+    );
+  });
+});

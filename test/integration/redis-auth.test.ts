@@ -1,0 +1,116 @@
+/**
+ * Redis credentials from Secrets Manager (REDIS_AUTH_SECRET_ARN): read once,
+ * set before the first connection, on a single node and on every node of a
+ * cluster, against real Redis ACL users. The Secrets Manager call itself is
+ * checked with aws-sdk-client-mock.
+ */
+import assert from 'node:assert/strict';
+import { randomBytes } from 'node:crypto';
+import { after, before, beforeEach, describe, it } from 'node:test';
+import { GetSecretValueCommand, SecretsManagerClient } from '@aws-sdk/client-secrets-manager';
+import { mockClient } from 'aws-sdk-client-mock';
+import { Redis } from 'ioredis';
+import { InvalidSettingError } from '../../layer/src/errors.ts';
+import { compilePolicies, createLimiter, createRedisClient, staticPolicies } from '../../layer/src/index.ts';
+import {
+  authenticateFromSecret,
+  parseRedisCredentials,
+  readSecretFromSecretsManager,
+} from '../../layer/src/redis-auth.ts';
+import { readSettings } from '../../layer/src/settings.ts';
+
+const USER = `rl-auth-${process.pid}`;
+const PASSWORD = randomBytes(24).toString('hex');
+const SECRET = JSON.stringify({ username: USER, password: PASSWORD });
+
+/** Every node a test client may reach: the single node and each cluster node. */
+function nodeUrls(): string[] {
+  const cluster = (process.env.REDIS_CLUSTER_NODES as string).split(',').map((node) => `redis://${node}`);
+  return [process.env.REDIS_URL as string, ...cluster];
+}
+
+async function onEveryNode(...command: [string, ...string[]]) {
+  for (const url of nodeUrls()) {
+    const admin = new Redis(url);
+    await admin.call(...command);
+    admin.disconnect();
+  }
+}
+
+before(() => onEveryNode('ACL', 'SETUSER', USER, 'on', `>${PASSWORD}`, '~*', '&*', '+@all'));
+after(() => onEveryNode('ACL', 'DELUSER', USER));
+
+describe('Redis credentials from a secret', () => {
+  const secrets = mockClient(SecretsManagerClient);
+  beforeEach(() => secrets.reset());
+
+  it('reads the secret by its id, once, through Secrets Manager', async () => {
+    secrets.on(GetSecretValueCommand, { SecretId: 'arn:aws:secretsmanager:eu-west-1:1:secret:rl' }).resolves({
+      SecretString: SECRET,
+    });
+    assert.equal(await readSecretFromSecretsManager('arn:aws:secretsmanager:eu-west-1:1:secret:rl'), SECRET);
+    assert.equal(secrets.commandCalls(GetSecretValueCommand).length, 1);
+  });
+
+  for (const target of ['single node', 'cluster'] as const) {
+    it(`authenticates every connection as the secret's user (${target})`, async (t) => {
+      const redis =
+        target === 'single node'
+          ? createRedisClient({ url: process.env.REDIS_URL as string })
+          : createRedisClient({ clusterNodes: (process.env.REDIS_CLUSTER_NODES as string).split(',') });
+      t.after(() => redis.disconnect());
+      await authenticateFromSecret(redis, 'redis-auth', async () => SECRET);
+      const policies = staticPolicies(
+        compilePolicies({
+          probe: { strategy: 'tokenBucket', capacity: 1, refill: { tokens: 1, every: '1 h' }, timeBudget: '2 s' },
+        }),
+      );
+      const limiter = createLimiter({ redis, policies });
+      const key = `auth-${process.pid}-${target.replace(' ', '-')}`;
+      assert.equal((await limiter.check({ policy: 'probe', key })).outcome, 'allowed');
+      assert.equal((await limiter.check({ policy: 'probe', key })).outcome, 'limited');
+      assert.equal(await redis.call('ACL', 'WHOAMI'), USER);
+    });
+  }
+
+  it('degrades (never throws) with a wrong password, by the failure mode', async (t) => {
+    const redis = createRedisClient({ url: process.env.REDIS_URL as string });
+    t.after(() => redis.disconnect());
+    await authenticateFromSecret(redis, 'redis-auth', async () =>
+      JSON.stringify({ username: 'nobody', password: 'wrong' }),
+    );
+    const policies = staticPolicies(
+      compilePolicies({
+        probe: {
+          strategy: 'tokenBucket',
+          capacity: 1,
+          refill: { tokens: 1, every: '1 h' },
+          failureMode: 'closed',
+          timeBudget: '500 ms',
+        },
+      }),
+    );
+    const decision = await createLimiter({ redis, policies }).check({ policy: 'probe', key: 'k' });
+    assert.equal(decision.outcome, 'degraded');
+  });
+
+  it('refuses a secret that is not {"password", "username"?} without quoting it', () => {
+    for (const text of ['not json', '{}', '{"password":""}', '{"password":5}', '{"password":"x","username":7}', '[]']) {
+      assert.throws(
+        () => parseRedisCredentials(text),
+        (error: unknown) =>
+          error instanceof InvalidSettingError &&
+          error.message.includes('REDIS_AUTH_SECRET_ARN') &&
+          !error.message.includes(text),
+      );
+    }
+    assert.deepEqual(parseRedisCredentials('{"password":"p"}'), { password: 'p' });
+  });
+
+  it('reads REDIS_AUTH_SECRET_ARN, refusing what is no secret id', () => {
+    assert.equal(readSettings({}).redisAuthSecretId, undefined);
+    const arn = 'arn:aws:secretsmanager:eu-west-1:123456789012:secret:ratelimit-prod-AbCdEf';
+    assert.equal(readSettings({ REDIS_AUTH_SECRET_ARN: arn }).redisAuthSecretId, arn);
+    assert.throws(() => readSettings({ REDIS_AUTH_SECRET_ARN: 'has spaces' }), InvalidSettingError);
+  });
+});

@@ -1,0 +1,90 @@
+/**
+ * The deploy-time readers: the outer line (config/outer-line.json) and the
+ * CDK context. Any input is either a valid value or a typed error naming what
+ * is wrong, never a crash and never a value AWS would refuse.
+ */
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+import fc from 'fast-check';
+import {
+  InvalidOuterLineError,
+  parseOuterLine,
+  readOuterLine,
+  WAF_EVALUATION_WINDOWS,
+} from '../../config/outer-line.ts';
+import { InvalidContextError, readDeployContext } from '../../infra/context.ts';
+
+describe('Function: parseOuterLine', () => {
+  it('reads the shipped config/outer-line.json', () => {
+    const line = readOuterLine();
+    assert.ok(line.ipRateRule.limit >= 10);
+    assert.ok((WAF_EVALUATION_WINDOWS as readonly number[]).includes(line.ipRateRule.evaluationWindowSeconds));
+  });
+
+  it('refuses what WAF refuses, naming the field', () => {
+    const valid = {
+      stageThrottle: { rateLimit: 10, burstLimit: 20 },
+      ipRateRule: { limit: 100, evaluationWindowSeconds: 60 },
+    };
+    assert.deepEqual(parseOuterLine(valid), valid);
+    const cases: [unknown, RegExp][] = [
+      [{ ...valid, ipRateRule: { limit: 9, evaluationWindowSeconds: 60 } }, /ipRateRule\.limit/],
+      [{ ...valid, ipRateRule: { limit: 100, evaluationWindowSeconds: 90 } }, /ipRateRule\.evaluationWindowSeconds/],
+      [{ ...valid, stageThrottle: { rateLimit: 0, burstLimit: 20 } }, /stageThrottle\.rateLimit/],
+      [{ ...valid, stageThrottle: { rateLimit: 10, burstLimit: 1.5 } }, /stageThrottle\.burstLimit/],
+      [null, /outer line/],
+    ];
+    for (const [input, message] of cases) {
+      assert.throws(
+        () => parseOuterLine(input),
+        (e: unknown) => e instanceof InvalidOuterLineError && message.test((e as Error).message),
+      );
+    }
+  });
+
+  it('answers any JSON with an outer line or an InvalidOuterLineError', () => {
+    fc.assert(
+      fc.property(fc.jsonValue(), (input) => {
+        try {
+          const line = parseOuterLine(input);
+          return line.ipRateRule.limit >= 10 && line.stageThrottle.burstLimit >= 1;
+        } catch (error) {
+          return error instanceof InvalidOuterLineError;
+        }
+      }),
+    );
+  });
+});
+
+describe('Function: readDeployContext', () => {
+  it('resolves the defaults, and the node type per store', () => {
+    assert.deepEqual(
+      readDeployContext(() => undefined),
+      {
+        stage: 'prod',
+        redis: 'elasticache',
+        nodeType: 'cache.r7g.large',
+        shards: 1,
+        replicasPerShard: 1,
+        dist: 'dist',
+      },
+    );
+    const memorydb = readDeployContext((name) => ({ redis: 'memorydb', shards: '2' })[name]);
+    assert.equal(memorydb.nodeType, 'db.r7g.large');
+    assert.equal(memorydb.shards, 2);
+  });
+
+  it('answers any context values with a context or an InvalidContextError', () => {
+    const names = ['stage', 'redis', 'nodeType', 'shards', 'replicasPerShard', 'dist'];
+    fc.assert(
+      fc.property(fc.dictionary(fc.constantFrom(...names), fc.jsonValue()), (values) => {
+        try {
+          const context = readDeployContext((name) => values[name]);
+          return context.replicasPerShard >= 1 && context.shards >= 1;
+        } catch (error) {
+          return error instanceof InvalidContextError;
+        }
+      }),
+    );
+  });
+});
