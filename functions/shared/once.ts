@@ -22,16 +22,17 @@ export class AcceptedOnce {
   /**
    * 'claimed' when this call took the claim, 'seen' when the event was
    * already accepted, or why Redis could not tell within `budgetMs` (the
-   * event's policies' time budget, like its check).
+   * event's policies' time budget, like its check). The claim lasts `ttlMs`.
    */
   async claim(
     source: string,
     scope: string,
     id: string,
     budgetMs: number,
+    ttlMs: number = this.#ttlMs,
   ): Promise<'claimed' | 'seen' | DegradedReason> {
     const result = await this.#guard.within(budgetMs, () =>
-      this.#redis.set(key(source, scope, id), '1', 'PX', this.#ttlMs, 'NX'),
+      this.#redis.set(key(source, scope, id), '1', 'PX', Math.max(1, Math.ceil(ttlMs)), 'NX'),
     );
     if (!result.ok) return result.reason;
     return result.reply === 'OK' ? 'claimed' : 'seen';

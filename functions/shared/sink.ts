@@ -4,8 +4,8 @@ import type { SQSClient } from '@aws-sdk/client-sqs';
 
 /** An event a webhook accepted, on its way to the platform's processing. */
 export interface AcceptedEvent {
-  readonly source: 'slack' | 'telegram' | 'mattermost';
-  /** The sender's id of the event (Slack event_id, Telegram update_id, Mattermost post id): never reused. */
+  readonly source: 'slack' | 'telegram' | 'mattermost' | 'harvester';
+  /** The sender's id of the event (Slack event_id, Telegram update_id, Mattermost post id, harvested page): never reused. */
   readonly id: string;
   /** The scope it was counted in (workspace, bot, channel). */
   readonly scope: string;

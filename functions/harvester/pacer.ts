@@ -1,0 +1,100 @@
+/**
+ * The harvester's pace per scope (an account or site of a source): one
+ * adaptive token bucket in Redis shared by every worker of that scope, moved
+ * by AIMD. Each success adds the policy's `increaseBy` to the shared rate;
+ * a throttle (429/503) multiplies it by `decreaseFactor` and pauses the
+ * scope for the source's Retry-After, for every worker at once, because the
+ * pause lives in the bucket. Steps and bounds are the policy's
+ * (config/policies.json, `harvester-source`).
+ *
+ * A refusal is a value with its wait: the worker sleeps exactly that long,
+ * it never spins on Redis. When Redis cannot decide the policy fails open and
+ * each worker goes on alone at `localRatePerSecond`, counted.
+ */
+import type { Limiter } from '@platform/rate-limit';
+import type { AcceptedOnce } from '../shared/once.ts';
+import type { SourceAnswer } from './source.ts';
+
+export const HARVESTER_POLICY = 'harvester-source';
+
+export interface PacerStats {
+  /** Turns granted by the shared bucket. */
+  shared: number;
+  /** Turns taken at the local pace because Redis could not decide. */
+  local: number;
+  /** Waits the bucket asked for, and their total. */
+  waits: number;
+  waitedMs: number;
+  increases: number;
+  decreases: number;
+}
+
+export interface PacerOptions {
+  readonly limiter: Limiter;
+  /** Dedupes the decrease of one throttle episode across workers. */
+  readonly once: AcceptedOnce;
+  readonly policy?: string;
+  /** Each worker's own pace when Redis cannot decide. @default 1 request per second */
+  readonly localRatePerSecond?: number;
+  /** The pause after a throttle whose Retry-After is absent or unreadable. @default 1000 */
+  readonly defaultPauseMs?: number;
+  readonly sleep?: (ms: number) => Promise<void>;
+}
+
+const sleepFor = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
+
+export class AdaptivePacer {
+  readonly stats: PacerStats = { shared: 0, local: 0, waits: 0, waitedMs: 0, increases: 0, decreases: 0 };
+  readonly #limiter: Limiter;
+  readonly #once: AcceptedOnce;
+  readonly #policy: string;
+  readonly #localIntervalMs: number;
+  readonly #defaultPauseMs: number;
+  readonly #sleep: (ms: number) => Promise<void>;
+
+  constructor(options: PacerOptions) {
+    this.#limiter = options.limiter;
+    this.#once = options.once;
+    this.#policy = options.policy ?? HARVESTER_POLICY;
+    this.#localIntervalMs = Math.ceil(1000 / (options.localRatePerSecond ?? 1));
+    this.#defaultPauseMs = options.defaultPauseMs ?? 1000;
+    this.#sleep = options.sleep ?? sleepFor;
+  }
+
+  /** Resolves when this worker may send one request for `scope`: 'shared' by the bucket, 'local' at the local pace. */
+  async turn(scope: string): Promise<'shared' | 'local'> {
+    for (;;) {
+      const decision = await this.#limiter.check({ policy: this.#policy, key: scope });
+      if (decision.outcome === 'allowed') {
+        this.stats.shared++;
+        return 'shared';
+      }
+      if (decision.outcome === 'limited') {
+        this.stats.waits++;
+        this.stats.waitedMs += decision.retryAfterMs;
+        await this.#sleep(decision.retryAfterMs);
+        continue;
+      }
+      this.stats.local++;
+      await this.#sleep(this.#localIntervalMs);
+      return 'local';
+    }
+  }
+
+  /** Moves the shared rate by what the source answered. */
+  async answered(scope: string, answer: SourceAnswer): Promise<void> {
+    if (answer.kind === 'page') {
+      const change = await this.#limiter.changeRate(this.#policy, scope, { increase: true });
+      if (change.changed) this.stats.increases++;
+      return;
+    }
+    if (answer.kind !== 'throttled') return;
+    const pauseMs = answer.retryAfterMs ?? this.#defaultPauseMs;
+    // Every request in flight when the source pushed back comes back refused:
+    // one throttle episode is one decrease, not one per worker.
+    const claim = await this.#once.claim('harvester', scope, 'decrease', 1000, Math.max(pauseMs, 1000));
+    if (claim !== 'claimed') return;
+    const change = await this.#limiter.changeRate(this.#policy, scope, { decrease: true, pauseMs });
+    if (change.changed) this.stats.decreases++;
+  }
+}

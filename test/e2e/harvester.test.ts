@@ -1,0 +1,112 @@
+/**
+ * The harvester against a real source (scripts/harvest-source.ts) with
+ * separate worker processes sharing one adaptive bucket per site in Redis.
+ */
+import assert from 'node:assert/strict';
+import { after, before, describe, it } from 'node:test';
+import { type HarvestSource, startHarvestSource } from '../../scripts/harvest-source.ts';
+import { type RedisProcess, startRedis } from '../../scripts/redis-process.ts';
+import { runWorkers } from '../support/harvester.ts';
+
+/** Requests the source saw in each window of `windowMs` sliding by 100 ms, the largest. */
+function busiestWindow(log: readonly (readonly [number, 0 | 1])[], windowMs: number): number {
+  let most = 0;
+  for (const [start] of log) {
+    most = Math.max(most, log.filter(([t]) => t >= start && t < start + windowMs).length);
+  }
+  return most;
+}
+
+let source: HarvestSource;
+before(async () => {
+  source = await startHarvestSource({ capacity: { roomy: 1000, paused: 1000, quiet: 1000 } });
+});
+after(() => source.close());
+
+describe('The harvester', () => {
+  it('keeps 4 worker processes within the shared rate plus the burst', async () => {
+    // max 8/s and a burst of 4 (override); the source itself never refuses here
+    const overrides = {
+      'harvester-source': { capacity: 4, refill: { tokens: 8, every: '1 s' }, adaptive: { min: 1, max: 8 } },
+    };
+    const site = `roomy`;
+    const reports = await runWorkers({
+      count: 4,
+      source: source.url,
+      site,
+      seconds: 4,
+      redisUrl: process.env.REDIS_URL as string,
+      overrides,
+    });
+    const { log, refused } = source.stats(site);
+    assert.equal(refused, 0);
+    assert.ok(busiestWindow(log, 1000) <= 8 + 4, `at most rate + burst in any second: ${busiestWindow(log, 1000)}`);
+    assert.ok(log.length <= 8 * 4 + 4 + 8, `at most rate × time + burst overall: ${log.length}`);
+    assert.ok(log.length >= 8 * 2, `and it does harvest: ${log.length}`);
+    assert.equal(
+      reports.reduce((n, r) => n + r.pages, 0),
+      log.length,
+      'every page served was handed on',
+    );
+    assert.ok(
+      reports.every((r) => r.stats.waits > 0),
+      'each worker waited its turn',
+    );
+  });
+
+  it("pauses every worker of a site for the source's Retry-After: 5, and no other site", async () => {
+    const overrides = {
+      'harvester-source': { capacity: 2, refill: { tokens: 6, every: '1 s' }, adaptive: { min: 1, max: 6 } },
+    };
+    const redisUrl = process.env.REDIS_URL as string;
+    source.throttleNext('paused', 429, '5');
+    const [paused, quiet] = await Promise.all([
+      runWorkers({ count: 3, source: source.url, site: 'paused', seconds: 7, redisUrl, overrides }),
+      runWorkers({ count: 1, source: source.url, site: 'quiet', seconds: 7, redisUrl, overrides }),
+    ]);
+    const log = source.stats('paused').log;
+    const throttledAt = (log.find(([, ok]) => ok === 0) as [number, 0 | 1])[0];
+    // Requests already in flight land within a moment; then nothing until the 5 s are over.
+    const during = log.filter(([t]) => t > throttledAt + 300 && t < throttledAt + 4900);
+    assert.deepEqual(during, [], 'no request to the paused site during its Retry-After');
+    assert.ok(
+      log.some(([t]) => t >= throttledAt + 5000),
+      'it resumes after the pause',
+    );
+    const quietDuring = source.stats('quiet').log.filter(([t]) => t > throttledAt + 300 && t < throttledAt + 4900);
+    assert.ok(quietDuring.length >= 10, `the other site goes on: ${quietDuring.length}`);
+    assert.equal(
+      paused.reduce((n, r) => n + r.stats.decreases, 0),
+      1,
+      'one throttle, one decrease',
+    );
+    assert.equal(quiet[0]?.stats.decreases, 0);
+  });
+});
+
+describe('The harvester with Redis stopped', () => {
+  let redis: RedisProcess;
+  before(async () => {
+    redis = await startRedis();
+  });
+  after(() => redis.stop());
+
+  it('goes on at the local pace, counted', async () => {
+    const site = 'fail-open';
+    source.setCapacity(site, 1000);
+    const running = runWorkers({ count: 2, source: source.url, site, seconds: 5, redisUrl: redis.url });
+    // Stop Redis once the workers have fetched through it.
+    while (source.stats(site).served < 3) await new Promise((resolve) => setImmediate(resolve));
+    const stoppedAt = source.stats(site).log.at(-1)?.[0] as number;
+    await redis.stop(true);
+    const reports = await running;
+    redis = await redis.restart();
+    const afterStop = source.stats(site).log.filter(([t]) => t > stoppedAt + 500);
+    assert.ok(afterStop.length >= 3, `pages still fetched: ${afterStop.length}`);
+    assert.ok(afterStop.length <= 2 * 1 * 5 + 2, `at about 1 request per second per worker: ${afterStop.length}`);
+    assert.ok(
+      reports.every((r) => r.stats.local > 0),
+      'each worker counted its local turns',
+    );
+  });
+});
