@@ -3,7 +3,9 @@
 -- fragments: lib/token_bucket
 -- Reply: the rate in force afterwards (tokens per second), as a string.
 -- The tokens the bucket holds are kept across a change: its debt is
--- re-expressed at the new interval (tb_rescale). Complexity: O(1) time and memory.
+-- re-expressed at the new interval (tb_rescale). A pause (a source's
+-- Retry-After) is a point in time, kept in the rate key: a later change of
+-- rate does not shorten it. Complexity: O(1) time and memory.
 local bucket_key = KEYS[1] -- the bucket (its TAT)
 local rate_key = KEYS[2] -- its runtime rate "<tokens/s> <µs set>", same hash slot
 local change = ARGV[1] -- 'get' (read only), 'set', 'increase' (additive), 'decrease' (multiplicative)
@@ -33,17 +35,30 @@ else
 end
 rate = math.max(min_rate, math.min(max_rate, rate))
 local interval = tb_interval_of(rate)
-local debt = tb_rescale(tat - now, interval_in_force, interval)
-if pause_us > 0 then
-  -- no token until now + pause: an admission needs debt + interval <= capacity * interval
-  debt = math.max(debt, pause_us + (capacity - 1) * interval)
+local _, _, paused_until = tb_read_rate(rate_key)
+paused_until = paused_until or 0
+local debt
+if paused_until > now then
+  -- Inside an earlier pause the debt is the pause (it dominated when it was set):
+  -- re-expressing it as tokens would stretch or shrink a point in time.
+  debt = (paused_until - now) + (capacity - 1) * interval
+else
+  debt = tb_rescale(tat - now, interval_in_force, interval)
+end
+if pause_us > 0 then paused_until = math.max(paused_until, now + pause_us) end
+local paused_for = math.max(0, paused_until - now)
+if paused_for > 0 then
+  -- no token until the pause ends: an admission needs debt + interval <= capacity * interval
+  debt = math.max(debt, paused_for + (capacity - 1) * interval)
 end
 
 local rate_text = string.format('%.17g', rate)
+local stored = rate_text .. ' ' .. string.format('%d', now)
+if paused_for > 0 then stored = stored .. ' ' .. string.format('%d', paused_until) end
 -- The rate key outlives `keep` by as long as the bucket can owe at this rate,
 -- so a check after the lapse still finds it and folds the debt (tb_read).
-local rate_ttl_ms = math.ceil((keep_us + pause_us + capacity * interval) / 1000)
-redis.call('SET', rate_key, rate_text .. ' ' .. string.format('%d', now), 'PX', key_ttl_ms(rate_ttl_ms))
+local rate_ttl_ms = math.ceil((keep_us + paused_for + capacity * interval) / 1000)
+redis.call('SET', rate_key, stored, 'PX', key_ttl_ms(rate_ttl_ms))
 if debt > 0 then
   redis.call('SET', bucket_key, string.format('%d', now + debt), 'PX', key_ttl_ms(math.max(1, math.ceil(debt / 1000))))
 else

@@ -98,22 +98,40 @@ export async function bundleLayer(outdir: string): Promise<Record<keyof typeof L
 export const FUNCTION_EXTERNALS = [LAYER_PACKAGE, `${LAYER_PACKAGE}/*`, '@aws-sdk/*'] as const;
 
 /**
- * One bundle per route of functions/routes.ts: `<outdir>/functions/<route id>/handler.mjs`,
+ * One bundle per route of functions/routes.ts and per scheduled worker of
+ * functions/workers.ts: `<outdir>/functions/<id>/handler.mjs`,
  * with the layer and `@aws-sdk/*` external (setting esbuild's `external`
  * replaces its default, so the SDK is listed again). Returns each route's bundle path.
  */
 export async function bundleFunctions(outdir: string): Promise<Record<string, string>> {
   const { routes } = await import('../functions/routes.ts');
+  const { scheduled } = await import('../functions/workers.ts');
   const built: Record<string, string> = {};
-  for (const route of routes) {
-    const outfile = join(outdir, 'functions', route.id, 'handler.mjs');
+  for (const { id, handler } of [...routes, ...scheduled]) {
+    const outfile = join(outdir, 'functions', id, 'handler.mjs');
     await build({
       ...common,
-      entryPoints: [join(ROOT, 'functions', route.handler)],
+      entryPoints: [join(ROOT, 'functions', handler)],
       outfile,
       external: [...FUNCTION_EXTERNALS],
     });
-    built[route.id] = outfile;
+    built[id] = outfile;
+  }
+  return built;
+}
+
+/**
+ * One self-contained bundle per long-running service (functions/workers.ts):
+ * `<outdir>/services/<id>/main.mjs`, the layer and the SDK included, since a
+ * container has no layer mount and no runtime SDK.
+ */
+export async function bundleServices(outdir: string): Promise<Record<string, string>> {
+  const { services } = await import('../functions/workers.ts');
+  const built: Record<string, string> = {};
+  for (const service of services) {
+    const outfile = join(outdir, 'services', service.id, 'main.mjs');
+    await build({ ...common, entryPoints: [join(ROOT, 'functions', service.entry)], outfile, plugins: [inlineLua] });
+    built[service.id] = outfile;
   }
   return built;
 }

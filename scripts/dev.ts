@@ -10,6 +10,12 @@
  *   and secrets with the names SSM has in production, re-read every 60 s
  *   EVENT_SINK_FILE (default .local/events.jsonl): where accepted webhook events go
  *   --bundles: serve the built Lambda bundles (npm run build, first) instead of the source
+ *
+ * Next to the gateway, the two consumers that are not HTTP routes, each with
+ * its local counterpart: the Mattermost listener on a local Mattermost
+ * (scripts/mattermost-server.ts, MATTERMOST_PORT, default 8065), and a source
+ * for the harvester (scripts/harvest-source.ts, HARVEST_SOURCE_PORT, default
+ * 4100) with `--harvest`: two harvester workers crawling its site `demo`.
  */
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
@@ -72,8 +78,48 @@ const gateway = await startGateway({
   ...(bundles ? { handlerModule: builtHandler } : {}),
 });
 
+const { startMattermostServer } = await import('./mattermost-server.ts');
+const { startHarvestSource } = await import('./harvest-source.ts');
+const { MattermostListener } = await import('../functions/mattermost-listener/listener.ts');
+const { platform } = await import('../functions/shared/platform.ts');
+/** The port asked for, else the usual one while it is free, else any free one (the URLs are printed below). */
+async function portFor(variable: string, usual: number): Promise<number> {
+  if (process.env[variable]) return Number(process.env[variable]);
+  return (await isPortFree(usual)) ? usual : freePort();
+}
+const mattermost = await startMattermostServer({ port: await portFor('MATTERMOST_PORT', 8065) });
+const source = await startHarvestSource({ port: await portFor('HARVEST_SOURCE_PORT', 4100) });
+const parts = platform();
+await parts.policies.ready();
+const listener = new MattermostListener({
+  url: mattermost.url,
+  token: parts.policies.secret('mattermost-bot-token') ?? mattermost.token,
+  limiter: parts.limiter,
+  once: parts.acceptedOnce,
+  sink: parts.sink,
+  logger: parts.logger,
+});
+await listener.start();
+let harvesting = Promise.resolve();
+let harvestUntil = Number.POSITIVE_INFINITY;
+if (process.argv.includes('--harvest')) {
+  const { runHarvest } = await import('../functions/harvester/job.ts');
+  const job = {
+    source: source.url,
+    site: 'demo',
+    get until() {
+      return harvestUntil;
+    },
+  } as { source: string; site: string; until: number };
+  harvesting = Promise.all([runHarvest(job), runHarvest(job)]).then(() => {});
+}
+
 // Registered before anything is printed: whoever reads the output may signal at once.
 async function shutdown(): Promise<void> {
+  harvestUntil = 0;
+  await harvesting;
+  await listener.stop();
+  await Promise.all([mattermost.close(), source.close()]);
   await gateway.close();
   await redisProcess?.stop(true); // keep the data: it is durable
   process.exit(0);
@@ -102,4 +148,7 @@ try (events land in ${process.env.EVENT_SINK_FILE}):
   curl -i ${base}/v1/whoami -H 'x-api-key: demo-partner-key'
   curl -i -X POST ${base}/webhooks/telegram/demo -H 'X-Telegram-Bot-Api-Secret-Token: local-only-telegram-secret-token' -d '{"update_id":${Date.now()},"message":{"chat":{"id":42}}}'
   curl -i -X POST ${base}/webhooks/slack -H 'X-Slack-Request-Timestamp: ${slackHeaders['X-Slack-Request-Timestamp']}' -H 'X-Slack-Signature: ${slackHeaders['X-Slack-Signature']}' -d '${slackBody}'
-    (the Slack signature is valid for 5 minutes)`);
+    (the Slack signature is valid for 5 minutes)
+  curl -i -X POST ${mattermost.url}/api/v4/posts -H 'Authorization: Bearer ${mattermost.token}' -d '{"channel_id":"town","message":"hi"}'
+    (the Mattermost listener reads it from the socket: mattermost-channel, 60 per minute per channel)
+  harvester source: ${source.url}/sites/demo/pages/1 (capacity 10/s); npm start -- --harvest crawls it with 2 workers`);

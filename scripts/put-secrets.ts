@@ -6,14 +6,15 @@
  * them by path at runtime.
  *
  * The file maps each secret's name to its value:
- *   { "email-pepper": "…", "slack-signing-secret": "…", "telegram-bot-<bot>": "…" }
+ *   { "email-pepper": "…", "slack-signing-secret": "…", "telegram-bot-<bot>": "…", "mattermost-bot-token": "…" }
  * Values are never printed; the file is yours to delete afterwards.
  */
 import { readFileSync } from 'node:fs';
 import { PutParameterCommand, SSMClient } from '@aws-sdk/client-ssm';
 
 /** The secrets the consumers read (functions/*): their names, as the policy store's `secret(name)` asks for them. */
-export const SECRET_NAME = /^(email-pepper|slack-signing-secret|telegram-bot-[A-Za-z0-9_-]{1,64})$/;
+export const SECRET_NAME =
+  /^(email-pepper|slack-signing-secret|mattermost-bot-token|telegram-bot-[A-Za-z0-9_-]{1,64})$/;
 
 export class InvalidSecretsError extends Error {
   override readonly name = 'InvalidSecretsError';

@@ -1,7 +1,9 @@
 /**
  * The harvester's pace per scope (an account or site of a source): one
  * adaptive token bucket in Redis shared by every worker of that scope, moved
- * by AIMD. Each success adds the policy's `increaseBy` to the shared rate;
+ * by AIMD. Each success adds the policy's `increaseBy` to the shared rate
+ * (`slowStartSteps` of them until this worker first sees the rate go down,
+ * so a new scope reaches the source's capacity in seconds);
  * a throttle (429/503) multiplies it by `decreaseFactor` and pauses the
  * scope for the source's Retry-After, for every worker at once, because the
  * pause lives in the bucket. Steps and bounds are the policy's
@@ -39,7 +41,16 @@ export interface PacerOptions {
   /** The pause after a throttle whose Retry-After is absent or unreadable. @default 1000 */
   readonly defaultPauseMs?: number;
   readonly sleep?: (ms: number) => Promise<void>;
+  readonly now?: () => number;
 }
+
+/**
+ * After a decrease the probe starts at one `increaseBy` per success and
+ * doubles its steps every this long without another (up to the policy's
+ * `slowStartSteps`): close under a steady capacity, so refusals stay rare,
+ * yet a capacity that grew is found again in tens of seconds, not minutes.
+ */
+export const PROBE_DOUBLING_MS = 5000;
 
 const sleepFor = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
 
@@ -51,6 +62,9 @@ export class AdaptivePacer {
   readonly #localIntervalMs: number;
   readonly #defaultPauseMs: number;
   readonly #sleep: (ms: number) => Promise<void>;
+  /** Per scope: the rate this worker last saw, whether it is in its slow start, and since when no decrease. */
+  readonly #seen = new Map<string, { rate: number; slowStart: boolean; calmSince: number }>();
+  readonly #now: () => number;
 
   constructor(options: PacerOptions) {
     this.#limiter = options.limiter;
@@ -59,6 +73,7 @@ export class AdaptivePacer {
     this.#localIntervalMs = Math.ceil(1000 / (options.localRatePerSecond ?? 1));
     this.#defaultPauseMs = options.defaultPauseMs ?? 1000;
     this.#sleep = options.sleep ?? sleepFor;
+    this.#now = options.now ?? Date.now;
   }
 
   /** Resolves when this worker may send one request for `scope`: 'shared' by the bucket, 'local' at the local pace. */
@@ -83,18 +98,44 @@ export class AdaptivePacer {
 
   /** Moves the shared rate by what the source answered. */
   async answered(scope: string, answer: SourceAnswer): Promise<void> {
+    const seen = this.#seen.get(scope) ?? { rate: 0, slowStart: true, calmSince: this.#now() };
+    this.#seen.set(scope, seen);
     if (answer.kind === 'page') {
-      const change = await this.#limiter.changeRate(this.#policy, scope, { increase: true });
-      if (change.changed) this.stats.increases++;
+      const change = await this.#limiter.changeRate(this.#policy, scope, {
+        increase: true,
+        steps: this.#steps(scope, seen),
+      });
+      if (!change.changed) return;
+      this.stats.increases++;
+      // Lower than this worker left it: another worker met a throttle. Probe slowly from now on.
+      if (change.ratePerSecond < seen.rate) this.#decreased(seen);
+      seen.rate = change.ratePerSecond;
       return;
     }
     if (answer.kind !== 'throttled') return;
+    this.#decreased(seen);
     const pauseMs = answer.retryAfterMs ?? this.#defaultPauseMs;
     // Every request in flight when the source pushed back comes back refused:
     // one throttle episode is one decrease, not one per worker.
     const claim = await this.#once.claim('harvester', scope, 'decrease', 1000, Math.max(pauseMs, 1000));
     if (claim !== 'claimed') return;
     const change = await this.#limiter.changeRate(this.#policy, scope, { decrease: true, pauseMs });
-    if (change.changed) this.stats.decreases++;
+    if (!change.changed) return;
+    this.stats.decreases++;
+    seen.rate = change.ratePerSecond;
+  }
+
+  #decreased(seen: { slowStart: boolean; calmSince: number }): void {
+    seen.slowStart = false;
+    seen.calmSince = this.#now();
+  }
+
+  /** Steps of `increaseBy` for one success: the slow start's, else doubling per PROBE_DOUBLING_MS of calm. */
+  #steps(scope: string, seen: { slowStart: boolean; calmSince: number }): number {
+    const policy = this.#limiter.policyFor(this.#policy, scope);
+    const most = policy.strategy === 'tokenBucket' ? (policy.adaptive?.slowStartSteps ?? 1) : 1;
+    if (seen.slowStart) return most;
+    const doublings = Math.floor((this.#now() - seen.calmSince) / PROBE_DOUBLING_MS);
+    return Math.min(most, 2 ** Math.min(doublings, 7));
   }
 }

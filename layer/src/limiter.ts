@@ -81,7 +81,8 @@ export type RecordFailureOutcome =
 /** A runtime rate change: exactly one of these shapes (anything else is an InvalidCheckError). */
 export type RateChange =
   | { readonly set: number }
-  | { readonly increase: true }
+  /** `steps` of the policy's `increaseBy` at once (1 to 100; a slow start takes several). @default 1 */
+  | { readonly increase: true; readonly steps?: number }
   | { readonly decrease: true; readonly pauseMs?: number };
 
 export type RateChangeOutcome =
@@ -104,7 +105,10 @@ const MAX_LIMITS_PER_CHECK = 16;
 
 const rateChangeSchema = v.union([
   v.strictObject({ set: v.pipe(v.number(), v.finite(), v.gtValue(0)) }),
-  v.strictObject({ increase: v.literal(true) }),
+  v.strictObject({
+    increase: v.literal(true),
+    steps: v.optional(v.pipe(v.number(), v.integer(), v.minValue(1), v.maxValue(100))),
+  }),
   v.strictObject({
     decrease: v.literal(true),
     pauseMs: v.optional(v.pipe(v.number(), v.finite(), v.minValue(0), v.maxValue(POLICY_BOUNDS.maxPauseUs / 1000))),
@@ -118,11 +122,11 @@ function logDegraded(event: DegradedEvent): void {
 function commandOf(change: RateChange): RateCommand {
   if (!v.is(rateChangeSchema, change)) {
     throw new InvalidCheckError(
-      `a rate change is exactly one of { set: <tokens/s above 0> }, { increase: true }, { decrease: true, pauseMs?: 0..${POLICY_BOUNDS.maxPauseUs / 1000} }`,
+      `a rate change is exactly one of { set: <tokens/s above 0> }, { increase: true, steps?: 1..100 }, { decrease: true, pauseMs?: 0..${POLICY_BOUNDS.maxPauseUs / 1000} }`,
     );
   }
   if ('set' in change) return { kind: 'set', rate: change.set };
-  if ('increase' in change) return { kind: 'increase' };
+  if ('increase' in change) return { kind: 'increase', steps: change.steps ?? 1 };
   return { kind: 'decrease', pauseUs: Math.round((change.pauseMs ?? 0) * 1000) };
 }
 

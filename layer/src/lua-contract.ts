@@ -108,7 +108,7 @@ export function recordFailureCall(policy: CompiledFailureBackoff, counter: strin
 export type RateCommand =
   | { readonly kind: 'get' }
   | { readonly kind: 'set'; readonly rate: number }
-  | { readonly kind: 'increase' }
+  | { readonly kind: 'increase'; readonly steps: number }
   | { readonly kind: 'decrease'; readonly pauseUs: number };
 
 /** lua/set_rate.lua: bucket, rate; change, amount, min, max, policy rate, policy interval, keep, pause, capacity. */
@@ -118,7 +118,7 @@ export function setRateCall(policy: CompiledTokenBucket, counter: string, comman
     command.kind === 'set'
       ? command.rate
       : command.kind === 'increase'
-        ? (adaptive?.increaseBy ?? 0)
+        ? (adaptive?.increaseBy ?? 0) * command.steps
         : command.kind === 'decrease'
           ? (adaptive?.decreaseFactor ?? 1)
           : 0;

@@ -34,6 +34,12 @@ export interface AdaptiveRate {
   increaseBy: number;
   /** Multiplicative factor of a decrease, between 0 and 1. */
   decreaseFactor: number;
+  /**
+   * Steps of `increaseBy` per success until a client first sees the rate
+   * decrease (a slow start, so a new scope reaches a source's capacity in
+   * seconds, then probes past it slowly). 1 to 100. @default 1
+   */
+  slowStartSteps?: number;
   /** How long a runtime rate is kept after its last change. */
   keep: Duration;
 }
@@ -173,6 +179,7 @@ const tokenBucketSchema = v.strictObject({
         max: positiveRate,
         increaseBy: positiveRate,
         decreaseFactor: v.pipe(v.number(), v.gtValue(0, 'must be above 0'), v.ltValue(1, 'must be below 1')),
+        slowStartSteps: v.optional(v.pipe(v.number(), v.integer(), v.minValue(1), v.maxValue(100))),
         keep: duration(POLICY_BOUNDS.maxPeriodUs),
       }),
       v.check((a) => a.min <= a.max, 'min must not exceed max'),
@@ -241,6 +248,7 @@ export interface CompiledAdaptive {
   readonly maxRate: number;
   readonly increaseBy: number;
   readonly decreaseFactor: number;
+  readonly slowStartSteps: number;
   readonly keepUs: number;
 }
 
@@ -340,7 +348,7 @@ function compileTokenBucket(
   const ratePerSecond = (config.refill.tokens * 1e6) / everyUs;
   let adaptive: CompiledAdaptive | undefined;
   if (config.adaptive) {
-    const { min, max, increaseBy, decreaseFactor, keep } = config.adaptive;
+    const { min, max, increaseBy, decreaseFactor, slowStartSteps, keep } = config.adaptive;
     if (ratePerSecond < min || ratePerSecond > max) {
       throw new InvalidPolicyError(name, `refill rate ${ratePerSecond}/s is outside adaptive min..max`);
     }
@@ -351,7 +359,14 @@ function compileTokenBucket(
       const rateProblem = intervalProblem(1e6 / rate, config.capacity);
       if (rateProblem) throw new InvalidPolicyError(name, `adaptive.${field} ${rateProblem}`);
     }
-    adaptive = { minRate: min, maxRate: max, increaseBy, decreaseFactor, keepUs: toUs(keep) };
+    adaptive = {
+      minRate: min,
+      maxRate: max,
+      increaseBy,
+      decreaseFactor,
+      slowStartSteps: slowStartSteps ?? 1,
+      keepUs: toUs(keep),
+    };
   }
   return {
     ...common,

@@ -22,14 +22,15 @@ local function tb_interval_of(rate)
   return math.ceil(exact)
 end
 
--- A runtime rate as set_rate stores it ("<tokens/s> <µs set>"), or nil.
+-- A runtime rate as set_rate stores it ("<tokens/s> <µs set>[ <µs paused until>]"),
+-- or nil: the rate, when it was set, and until when no token is given (0: no pause).
 local function tb_read_rate(rate_key)
   local v = redis.call('GET', rate_key)
   if not v then return nil end
-  local rate, set_at = string.match(v, '^(%S+) (%d+)$')
+  local rate, set_at, paused_until = string.match(v, '^(%S+) (%d+) ?(%d*)$')
   rate, set_at = tonumber(rate), tonumber(set_at)
   if rate == nil or set_at == nil or rate <= 0 then return nil end
-  return rate, set_at
+  return rate, set_at, tonumber(paused_until) or 0
 end
 
 -- The same tokens owed, re-expressed at another interval: the whole tokens

@@ -95,7 +95,7 @@ describe('ratelimit (the admin CLI)', () => {
       '30s',
       '--json',
     ]);
-    assert.deepEqual(JSON.parse(paused.stdout), { before: 5, after: 2.5 });
+    assert.deepEqual(JSON.parse(paused.stdout), { before: 5, after: 4.5 }); // decreaseFactor 0.9
     assert.equal((await ratelimit(['rate', 'harvester-source', 'x', '--set', '5', '--increase'])).code, 2);
     assert.equal((await ratelimit(['rate', 'harvester-source', 'x', '--decrease', '--pause', 'soon'])).code, 2);
   });

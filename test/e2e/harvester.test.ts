@@ -3,6 +3,9 @@
  * separate worker processes sharing one adaptive bucket per site in Redis.
  */
 import assert from 'node:assert/strict';
+import { mkdtempSync, readFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { type HarvestSource, startHarvestSource } from '../../scripts/harvest-source.ts';
 import { type RedisProcess, startRedis } from '../../scripts/redis-process.ts';
@@ -19,7 +22,9 @@ function busiestWindow(log: readonly (readonly [number, 0 | 1])[], windowMs: num
 
 let source: HarvestSource;
 before(async () => {
-  source = await startHarvestSource({ capacity: { roomy: 1000, paused: 1000, quiet: 1000 } });
+  source = await startHarvestSource({
+    capacity: { roomy: 1000, paused: 1000, quiet: 1000, 'lambda-a': 100, 'lambda-b': 100 },
+  });
 });
 after(() => source.close());
 
@@ -81,6 +86,36 @@ describe('The harvester', () => {
       'one throttle, one decrease',
     );
     assert.equal(quiet[0]?.stats.decreases, 0);
+  });
+});
+
+describe('The harvester Lambda handler (EventBridge schedule)', () => {
+  it('crawls every site until shortly before its timeout, then reports by site', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'rl-harvest-handler-'));
+    Object.assign(process.env, {
+      REDIS_URL: process.env.REDIS_URL,
+      REDIS_CLUSTER_NODES: '',
+      RATE_LIMIT_PARAMETERS_FILE: new URL('../../config/local-parameters.json', import.meta.url).pathname,
+      EVENT_SINK_FILE: join(dir, 'events.jsonl'),
+      HARVESTER_SOURCE_URL: source.url,
+      HARVESTER_SITES: 'lambda-a,lambda-b',
+      POWERTOOLS_LOG_LEVEL: 'ERROR',
+      POWERTOOLS_METRICS_DISABLED: 'true',
+    });
+    const { handler, STOP_BEFORE_TIMEOUT_MS } = await import('../../functions/harvester/handler.ts');
+    const { closeAllPlatforms } = await import('../../functions/shared/platform.ts');
+    const started = Date.now();
+    const report = await handler({}, { getRemainingTimeInMillis: () => STOP_BEFORE_TIMEOUT_MS + 1500 });
+    closeAllPlatforms();
+    const took = Date.now() - started;
+    assert.ok(took >= 1500 && took < 4000, `stopped on time: ${took} ms`);
+    for (const site of ['lambda-a', 'lambda-b']) {
+      const pages = (report as Record<string, { pages: number }>)[site]?.pages ?? 0;
+      assert.ok(pages > 0, `${site}: ${pages} pages`);
+      assert.equal(source.stats(site).served, pages);
+    }
+    const events = readFileSync(join(dir, 'events.jsonl'), 'utf8').trim().split('\n');
+    assert.equal(events.length, source.stats('lambda-a').served + source.stats('lambda-b').served);
   });
 });
 

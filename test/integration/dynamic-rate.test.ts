@@ -67,6 +67,18 @@ for (const target of targets) {
       assert.deepEqual(await operator.changeRate('harvest', key, { set: 1e6 }), { changed: true, ratePerSecond: 100 });
     });
 
+    it('step up several increments at once (a slow start), still within the bounds', async () => {
+      const { operator, key } = workers();
+      assert.deepEqual(await operator.changeRate('harvest', key, { increase: true, steps: 4 }), {
+        changed: true,
+        ratePerSecond: 5,
+      });
+      assert.deepEqual(await operator.changeRate('harvest', key, { increase: true, steps: 100 }), {
+        changed: true,
+        ratePerSecond: 100,
+      });
+    });
+
     it('pause the bucket for a source Retry-After', async () => {
       const { clock, operator, worker, key } = workers();
       assert.equal((await worker.check({ policy: 'harvest', key })).outcome, 'allowed');
@@ -76,6 +88,25 @@ for (const target of targets) {
       assert.equal(paused.retryAfterMs, 30_000);
       clock.nowUs += 30_000_000;
       assert.equal((await worker.check({ policy: 'harvest', key })).outcome, 'allowed');
+    });
+
+    it('keep a pause when the rate changes during it (increases from requests already in flight)', async () => {
+      const { clock, operator, worker, key } = workers();
+      await operator.changeRate('harvest', key, { decrease: true, pauseMs: 5_000 });
+      clock.nowUs += 1_000_000;
+      await operator.changeRate('harvest', key, { increase: true, steps: 100 });
+      await operator.changeRate('harvest', key, { set: 50 });
+      const paused = await worker.check({ policy: 'harvest', key });
+      assert.equal(paused.outcome, 'limited');
+      assert.equal(paused.retryAfterMs, 4_000, 'still until the end of the 5 s');
+      clock.nowUs += 4_000_000;
+      assert.equal((await worker.check({ policy: 'harvest', key })).outcome, 'allowed');
+      await operator.changeRate('harvest', key, { increase: true });
+      const next = await worker.check({ policy: 'harvest', key });
+      assert.ok(
+        next.retryAfterMs <= 20,
+        `a pause over is over: the next token in one interval, ${next.retryAfterMs} ms`,
+      );
     });
 
     it('lapse back to the policy rate after `keep`', async () => {
@@ -123,6 +154,9 @@ for (const target of targets) {
         { decrease: true, pauseMs: -1 },
         { decrease: true, pauseMs: 1e12 },
         { increase: true, pauseMs: 10 },
+        { increase: true, steps: 0 },
+        { increase: true, steps: 101 },
+        { increase: true, steps: 1.5 },
         null,
         'decrease',
       ]) {

@@ -13,11 +13,11 @@ import { compilePolicies, createLimiter, createRedisClient, staticPolicies } fro
 
 const shipped = PLATFORM_POLICIES[HARVESTER_POLICY] as {
   refill: { tokens: number; every: string };
-  adaptive: { increaseBy: number; decreaseFactor: number };
+  adaptive: { increaseBy: number; decreaseFactor: number; slowStartSteps: number };
 };
 
 describe('Class: AdaptivePacer', () => {
-  it('adds increaseBy per success and multiplies by decreaseFactor once per throttle episode', async (t) => {
+  it('adds slowStartSteps × increaseBy per success until a throttle, then increaseBy; one decrease per episode', async (t) => {
     const redis = createRedisClient({ url: process.env.REDIS_URL as string });
     t.after(() => redis.disconnect());
     const policies = staticPolicies(
@@ -28,23 +28,26 @@ describe('Class: AdaptivePacer', () => {
     const scope = `aimd-${process.pid}-${Date.now()}`;
     const base = (await limiter.currentRate(HARVESTER_POLICY, scope)) as number;
     assert.equal(base, 2, 'the policy rate: 2 per second');
+    const { increaseBy, decreaseFactor, slowStartSteps } = shipped.adaptive;
+    const close = (actual: number | undefined, expected: number) =>
+      assert.ok(Math.abs((actual as number) - expected) < 1e-9, `${actual} ≈ ${expected}`);
     for (let i = 0; i < 4; i++) await pacer.answered(scope, { kind: 'page', body: '{}' });
-    assert.equal(await limiter.currentRate(HARVESTER_POLICY, scope), base + 4 * shipped.adaptive.increaseBy);
+    const started = base + 4 * slowStartSteps * increaseBy;
+    close(await limiter.currentRate(HARVESTER_POLICY, scope), started);
     await pacer.answered(scope, { kind: 'throttled', status: 429, retryAfterMs: 2000 });
     await pacer.answered(scope, { kind: 'throttled', status: 429, retryAfterMs: 2000 });
     await pacer.answered(scope, { kind: 'throttled', status: 503, retryAfterMs: undefined });
-    assert.equal(
-      await limiter.currentRate(HARVESTER_POLICY, scope),
-      (base + 4 * shipped.adaptive.increaseBy) * shipped.adaptive.decreaseFactor,
-      'three refusals of one episode: one decrease',
-    );
-    assert.deepEqual(
-      { increases: pacer.stats.increases, decreases: pacer.stats.decreases },
-      { increases: 4, decreases: 1 },
-    );
+    close(await limiter.currentRate(HARVESTER_POLICY, scope), started * decreaseFactor);
     const decision = await limiter.check({ policy: HARVESTER_POLICY, key: scope });
     assert.equal(decision.outcome, 'limited', 'the pause holds every worker');
     assert.ok(decision.retryAfterMs > 1500 && decision.retryAfterMs <= 2000, `${decision.retryAfterMs} ms`);
+    await pacer.answered(scope, { kind: 'page', body: '{}' });
+    close(await limiter.currentRate(HARVESTER_POLICY, scope), started * decreaseFactor + increaseBy);
+    assert.deepEqual(
+      { increases: pacer.stats.increases, decreases: pacer.stats.decreases },
+      { increases: 5, decreases: 1 },
+      'after the throttle: additive steps of increaseBy',
+    );
   });
 });
 

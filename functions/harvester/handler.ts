@@ -1,0 +1,22 @@
+/**
+ * The harvester in Lambda: invoked by an EventBridge schedule, possibly
+ * several times at once. Each invocation crawls every site of
+ * HARVESTER_SITES until shortly before its own timeout, resuming from the
+ * shared cursor the last run left in Redis; all of them share each site's pace.
+ */
+import type { Context } from 'aws-lambda';
+import { platform } from '../shared/platform.ts';
+import { runHarvest } from './job.ts';
+import { readHarvesterSettings } from './settings.ts';
+
+/** Stop taking pages this long before the function's timeout: a page in flight must land and be handed on. */
+export const STOP_BEFORE_TIMEOUT_MS = 15_000;
+
+export async function handler(_event: unknown, context: Pick<Context, 'getRemainingTimeInMillis'>) {
+  const { source, sites } = readHarvesterSettings();
+  const until = Date.now() + Math.max(0, context.getRemainingTimeInMillis() - STOP_BEFORE_TIMEOUT_MS);
+  const reports = await Promise.all(sites.map(async (site) => [site, await runHarvest({ source, site, until })]));
+  const bySite = Object.fromEntries(reports);
+  platform().logger.info('harvest run', { sites: bySite });
+  return bySite;
+}

@@ -1,0 +1,37 @@
+/**
+ * The harvester's settings from the environment, validated here:
+ *
+ * | variable               | meaning                                      |
+ * | ---------------------- | -------------------------------------------- |
+ * | `HARVESTER_SOURCE_URL` | the source, http(s)://host[:port][/base]     |
+ * | `HARVESTER_SITES`      | the sites (scopes) to crawl, comma-separated |
+ */
+import { InvalidSettingError } from '@platform/rate-limit';
+
+export interface HarvesterSettings {
+  readonly source: string;
+  readonly sites: readonly string[];
+}
+
+export function readHarvesterSettings(
+  env: Readonly<Record<string, string | undefined>> = process.env,
+): HarvesterSettings {
+  const source = env.HARVESTER_SOURCE_URL ?? '';
+  let url: URL;
+  try {
+    url = new URL(source);
+  } catch {
+    throw new InvalidSettingError('HARVESTER_SOURCE_URL', 'is not a URL (http(s)://host[:port])');
+  }
+  if (url.protocol !== 'http:' && url.protocol !== 'https:') {
+    throw new InvalidSettingError('HARVESTER_SOURCE_URL', 'must be http:// or https://');
+  }
+  const sites = (env.HARVESTER_SITES ?? '')
+    .split(',')
+    .map((s) => s.trim())
+    .filter(Boolean);
+  if (sites.length === 0 || sites.some((s) => !/^[A-Za-z0-9._-]{1,64}$/.test(s))) {
+    throw new InvalidSettingError('HARVESTER_SITES', 'must name sites (letters, digits, . _ -), comma-separated');
+  }
+  return { source, sites };
+}

@@ -1,0 +1,32 @@
+/**
+ * The listener as a long-running process (ECS Fargate in AWS, `npm start`
+ * locally):
+ *   MATTERMOST_URL=http://127.0.0.1:8065 node functions/mattermost-listener/main.ts
+ * The bot token is the SecureString `<parameter path>/secrets/mattermost-bot-token`.
+ * SIGTERM (how Fargate stops a task) and SIGINT stop it cleanly: exit 0.
+ */
+import { closeAllPlatforms, platform } from '../shared/platform.ts';
+import { MattermostListener } from './listener.ts';
+
+const url = process.env.MATTERMOST_URL;
+if (!url || !/^https?:\/\/[^\s/]+/.test(url)) {
+  console.error('MATTERMOST_URL must be the server, http(s)://host[:port]');
+  process.exit(2);
+}
+const { limiter, acceptedOnce, sink, logger, policies, ready } = platform();
+await Promise.all([ready, policies.ready()]);
+const token = policies.secret('mattermost-bot-token');
+if (!token) {
+  logger.error('no Mattermost bot token (secrets/mattermost-bot-token)');
+  process.exit(2);
+}
+const listener = new MattermostListener({ url, token, limiter, once: acceptedOnce, sink, logger });
+const stop = async () => {
+  await listener.stop();
+  closeAllPlatforms();
+  process.exit(0);
+};
+process.once('SIGTERM', stop);
+process.once('SIGINT', stop);
+await listener.start();
+logger.info('mattermost listener connected', { url });

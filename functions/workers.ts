@@ -1,0 +1,29 @@
+/**
+ * The consumers that are not HTTP routes (functions/routes.ts has those):
+ * what runs them, for the build (scripts/bundle.ts) and the deployment. Plain
+ * data, like the route table.
+ */
+
+/** A function invoked on a schedule (EventBridge in AWS). */
+export interface ScheduledWorker {
+  readonly id: string;
+  /** The handler module, relative to functions/; it exports `handler`. */
+  readonly handler: string;
+  /** How often a run starts; runs may overlap, they share the cursor and the pace. */
+  readonly everyMinutes: number;
+}
+
+/** A long-running process (ECS Fargate in AWS: a WebSocket does not fit Lambda). */
+export interface LongRunningService {
+  readonly id: string;
+  /** The entry module, relative to functions/; it runs until SIGTERM. */
+  readonly entry: string;
+}
+
+export const scheduled: readonly ScheduledWorker[] = [
+  { id: 'harvester', handler: 'harvester/handler.ts', everyMinutes: 5 },
+];
+
+export const services: readonly LongRunningService[] = [
+  { id: 'mattermost-listener', entry: 'mattermost-listener/main.ts' },
+];
