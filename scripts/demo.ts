@@ -515,20 +515,20 @@ export function table(results: readonly ScenarioResult[]): string {
   return [line(head), line(widths.map((w) => '-'.repeat(w))), ...rows.map(line)].join('\n');
 }
 
-const escape = (text: string) =>
+const escapeHtml = (text: string) =>
   text.replace(/[&<>"]/g, (c) => ({ '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;' })[c] as string);
 
 function html(results: readonly ScenarioResult[]): string {
   const rows = results
     .map(
       (r) =>
-        `<tr class="${r.ok ? 'ok' : 'bad'}"><td>${escape(r.title)}</td><td>${r.timeline.length}</td><td>${r.counts.admitted}</td><td>${r.counts.limited}</td><td>${r.counts.degraded}</td><td>${r.ok ? 'ok' : 'NOT OK'}</td></tr>`,
+        `<tr class="${r.ok ? 'ok' : 'bad'}"><td>${escapeHtml(r.title)}</td><td>${r.timeline.length}</td><td>${r.counts.admitted}</td><td>${r.counts.limited}</td><td>${r.counts.degraded}</td><td>${r.ok ? 'ok' : 'NOT OK'}</td></tr>`,
     )
     .join('\n');
   const sections = results
     .map(
       (r) =>
-        `<section class="scenario" id="${escape(r.id)}"><h2>${escape(r.title)}</h2><p>${escape(r.story)}</p><p class="counts">admitted ${r.counts.admitted} · limited ${r.counts.limited} · degraded ${r.counts.degraded} — ${r.ok ? 'as expected' : 'NOT as expected'}</p><figure class="chart">${r.chart}</figure></section>`,
+        `<section class="scenario" id="${escapeHtml(r.id)}"><h2>${escapeHtml(r.title)}</h2><p>${escapeHtml(r.story)}</p><p class="counts">admitted ${r.counts.admitted} · limited ${r.counts.limited} · degraded ${r.counts.degraded} — ${r.ok ? 'as expected' : 'NOT as expected'}</p><figure class="chart">${r.chart}</figure></section>`,
     )
     .join('\n');
   return `<!doctype html>
@@ -540,7 +540,7 @@ td:first-child, th:first-child { text-align: left; } tr.bad td { color: #b00; fo
 section { margin: 2em 0; } .counts { color: #555; } figure { margin: 0; }
 </style></head><body>
 <h1>The rate limiter at work</h1>
-<p>Each scenario below was played against the local platform (the same handlers as in Lambda, a real Redis) by <code>npm run demo</code>, ${escape(new Date().toISOString())}. Green lines are requests admitted, red ones refused by a limit, orange ones answered while Redis could not decide; the dashed line is the limit.</p>
+<p>Each scenario below was played against the local platform (the same handlers as in Lambda, a real Redis) by <code>npm run demo</code>, ${escapeHtml(new Date().toISOString())}. Green lines are requests admitted, red ones refused by a limit, orange ones answered while Redis could not decide; the dashed line is the limit.</p>
 <table><thead><tr><th>scenario</th><th>requests</th><th>admitted</th><th>limited</th><th>degraded</th><th>ok</th></tr></thead><tbody>
 ${rows}
 </tbody></table>
