@@ -3,7 +3,8 @@
  * adaptive token bucket in Redis shared by every worker of that scope, moved
  * by AIMD. Each success adds the policy's `increaseBy` to the shared rate
  * (`slowStartSteps` of them until this worker first sees the rate go down,
- * so a new scope reaches the source's capacity in seconds);
+ * so a new scope reaches the source's capacity in seconds; the throttle that
+ * ends a slow start halves the rate, since the slow start overshot);
  * a throttle (429/503) multiplies it by `decreaseFactor` and pauses the
  * scope for the source's Retry-After, for every worker at once, because the
  * pause lives in the bucket. Steps and bounds are the policy's
@@ -50,7 +51,7 @@ export interface PacerOptions {
  * `slowStartSteps`): close under a steady capacity, so refusals stay rare,
  * yet a capacity that grew is found again in tens of seconds, not minutes.
  */
-export const PROBE_DOUBLING_MS = 5000;
+export const PROBE_DOUBLING_MS = 2000;
 
 const sleepFor = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
 
@@ -113,16 +114,25 @@ export class AdaptivePacer {
       return;
     }
     if (answer.kind !== 'throttled') return;
+    // A slow start overshoots by up to its last doubling: its first throttle halves the rate.
+    const steps = seen.slowStart ? this.#halvingSteps(scope) : 1;
     this.#decreased(seen);
     const pauseMs = answer.retryAfterMs ?? this.#defaultPauseMs;
     // Every request in flight when the source pushed back comes back refused:
     // one throttle episode is one decrease, not one per worker.
     const claim = await this.#once.claim('harvester', scope, 'decrease', 1000, Math.max(pauseMs, 1000));
     if (claim !== 'claimed') return;
-    const change = await this.#limiter.changeRate(this.#policy, scope, { decrease: true, pauseMs });
+    const change = await this.#limiter.changeRate(this.#policy, scope, { decrease: true, steps, pauseMs });
     if (!change.changed) return;
     this.stats.decreases++;
     seen.rate = change.ratePerSecond;
+  }
+
+  /** Decrease steps that halve the rate (at least one): ⌈log 0.5 / log decreaseFactor⌉. */
+  #halvingSteps(scope: string): number {
+    const policy = this.#limiter.policyFor(this.#policy, scope);
+    const factor = policy.strategy === 'tokenBucket' ? (policy.adaptive?.decreaseFactor ?? 0.5) : 0.5;
+    return Math.min(100, Math.max(1, Math.ceil(Math.log(0.5) / Math.log(factor))));
   }
 
   #decreased(seen: { slowStart: boolean; calmSince: number }): void {

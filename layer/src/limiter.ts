@@ -83,7 +83,8 @@ export type RateChange =
   | { readonly set: number }
   /** `steps` of the policy's `increaseBy` at once (1 to 100; a slow start takes several). @default 1 */
   | { readonly increase: true; readonly steps?: number }
-  | { readonly decrease: true; readonly pauseMs?: number };
+  /** `steps` multiplications by the policy's `decreaseFactor` at once (1 to 100). @default 1 */
+  | { readonly decrease: true; readonly steps?: number; readonly pauseMs?: number };
 
 export type RateChangeOutcome =
   | { readonly changed: true; readonly ratePerSecond: number }
@@ -111,6 +112,7 @@ const rateChangeSchema = v.union([
   }),
   v.strictObject({
     decrease: v.literal(true),
+    steps: v.optional(v.pipe(v.number(), v.integer(), v.minValue(1), v.maxValue(100))),
     pauseMs: v.optional(v.pipe(v.number(), v.finite(), v.minValue(0), v.maxValue(POLICY_BOUNDS.maxPauseUs / 1000))),
   }),
 ]);
@@ -122,12 +124,12 @@ function logDegraded(event: DegradedEvent): void {
 function commandOf(change: RateChange): RateCommand {
   if (!v.is(rateChangeSchema, change)) {
     throw new InvalidCheckError(
-      `a rate change is exactly one of { set: <tokens/s above 0> }, { increase: true, steps?: 1..100 }, { decrease: true, pauseMs?: 0..${POLICY_BOUNDS.maxPauseUs / 1000} }`,
+      `a rate change is exactly one of { set: <tokens/s above 0> }, { increase: true, steps?: 1..100 }, { decrease: true, steps?: 1..100, pauseMs?: 0..${POLICY_BOUNDS.maxPauseUs / 1000} }`,
     );
   }
   if ('set' in change) return { kind: 'set', rate: change.set };
   if ('increase' in change) return { kind: 'increase', steps: change.steps ?? 1 };
-  return { kind: 'decrease', pauseUs: Math.round((change.pauseMs ?? 0) * 1000) };
+  return { kind: 'decrease', steps: change.steps ?? 1, pauseUs: Math.round((change.pauseMs ?? 0) * 1000) };
 }
 
 /**

@@ -109,7 +109,7 @@ export type RateCommand =
   | { readonly kind: 'get' }
   | { readonly kind: 'set'; readonly rate: number }
   | { readonly kind: 'increase'; readonly steps: number }
-  | { readonly kind: 'decrease'; readonly pauseUs: number };
+  | { readonly kind: 'decrease'; readonly steps: number; readonly pauseUs: number };
 
 /** lua/set_rate.lua: bucket, rate; change, amount, min, max, policy rate, policy interval, keep, pause, capacity. */
 export function setRateCall(policy: CompiledTokenBucket, counter: string, command: RateCommand): ScriptCall {
@@ -120,7 +120,7 @@ export function setRateCall(policy: CompiledTokenBucket, counter: string, comman
       : command.kind === 'increase'
         ? (adaptive?.increaseBy ?? 0) * command.steps
         : command.kind === 'decrease'
-          ? (adaptive?.decreaseFactor ?? 1)
+          ? (adaptive?.decreaseFactor ?? 1) ** command.steps
           : 0;
   return {
     script: 'setRate',

@@ -67,7 +67,7 @@ for (const target of targets) {
       assert.deepEqual(await operator.changeRate('harvest', key, { set: 1e6 }), { changed: true, ratePerSecond: 100 });
     });
 
-    it('step up several increments at once (a slow start), still within the bounds', async () => {
+    it('step several increments or decrements at once (a slow start and its end), within the bounds', async () => {
       const { operator, key } = workers();
       assert.deepEqual(await operator.changeRate('harvest', key, { increase: true, steps: 4 }), {
         changed: true,
@@ -76,6 +76,10 @@ for (const target of targets) {
       assert.deepEqual(await operator.changeRate('harvest', key, { increase: true, steps: 100 }), {
         changed: true,
         ratePerSecond: 100,
+      });
+      assert.deepEqual(await operator.changeRate('harvest', key, { decrease: true, steps: 3 }), {
+        changed: true,
+        ratePerSecond: 12.5,
       });
     });
 
@@ -157,6 +161,7 @@ for (const target of targets) {
         { increase: true, steps: 0 },
         { increase: true, steps: 101 },
         { increase: true, steps: 1.5 },
+        { decrease: true, steps: 0 },
         null,
         'decrease',
       ]) {

@@ -17,7 +17,7 @@ const shipped = PLATFORM_POLICIES[HARVESTER_POLICY] as {
 };
 
 describe('Class: AdaptivePacer', () => {
-  it('adds slowStartSteps × increaseBy per success until a throttle, then increaseBy; one decrease per episode', async (t) => {
+  it('adds slowStartSteps × increaseBy per success until a throttle halves the rate, then increaseBy; one decrease per episode', async (t) => {
     const redis = createRedisClient({ url: process.env.REDIS_URL as string });
     t.after(() => redis.disconnect());
     const policies = staticPolicies(
@@ -37,12 +37,14 @@ describe('Class: AdaptivePacer', () => {
     await pacer.answered(scope, { kind: 'throttled', status: 429, retryAfterMs: 2000 });
     await pacer.answered(scope, { kind: 'throttled', status: 429, retryAfterMs: 2000 });
     await pacer.answered(scope, { kind: 'throttled', status: 503, retryAfterMs: undefined });
-    close(await limiter.currentRate(HARVESTER_POLICY, scope), started * decreaseFactor);
+    // The throttle that ends the slow start halves the rate: ⌈log 0.5 / log decreaseFactor⌉ decreases at once.
+    const halving = decreaseFactor ** Math.ceil(Math.log(0.5) / Math.log(decreaseFactor));
+    close(await limiter.currentRate(HARVESTER_POLICY, scope), started * halving);
     const decision = await limiter.check({ policy: HARVESTER_POLICY, key: scope });
     assert.equal(decision.outcome, 'limited', 'the pause holds every worker');
     assert.ok(decision.retryAfterMs > 1500 && decision.retryAfterMs <= 2000, `${decision.retryAfterMs} ms`);
     await pacer.answered(scope, { kind: 'page', body: '{}' });
-    close(await limiter.currentRate(HARVESTER_POLICY, scope), started * decreaseFactor + increaseBy);
+    close(await limiter.currentRate(HARVESTER_POLICY, scope), started * halving + increaseBy);
     assert.deepEqual(
       { increases: pacer.stats.increases, decreases: pacer.stats.decreases },
       { increases: 5, decreases: 1 },
