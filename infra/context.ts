@@ -21,6 +21,16 @@ export interface DeployContext {
   readonly replicasPerShard: number;
   /** Where `npm run build` wrote the layer and the functions. @default 'dist' */
   readonly dist: string;
+  /**
+   * `nat`: private subnets with a NAT gateway beside the isolated ones, for
+   * the consumers that call hosts outside AWS (the harvester's sources, a
+   * Mattermost server). @default 'none' (isolated only, no NAT)
+   */
+  readonly egress: 'none' | 'nat';
+  /** The harvester's source and sites; given, it is deployed (needs egress=nat). */
+  readonly harvester: { readonly source: string; readonly sites: string } | undefined;
+  /** The Mattermost server the listener connects to; given, it is deployed (needs egress=nat). */
+  readonly mattermostUrl: string | undefined;
 }
 
 const positiveInt = (min: number, max: number) =>
@@ -42,7 +52,16 @@ const Schema = v.object({
   shards: v.optional(positiveInt(1, 500), 1),
   replicasPerShard: v.optional(positiveInt(1, 5), 1),
   dist: v.optional(v.pipe(v.string(), v.minLength(1)), 'dist'),
+  egress: v.optional(v.picklist(['none', 'nat']), 'none'),
+  harvesterSource: v.optional(v.pipe(v.string(), v.url(), v.regex(/^https?:/, 'an http(s) URL'))),
+  harvesterSites: v.optional(
+    v.pipe(v.string(), v.regex(/^[A-Za-z0-9._-]{1,64}(,[A-Za-z0-9._-]{1,64})*$/, 'sites, comma-separated')),
+  ),
+  mattermostUrl: v.optional(v.pipe(v.string(), v.url(), v.regex(/^https?:/, 'an http(s) URL'))),
 });
+
+/** Every context value the app reads (`-c <name>=<value>`). */
+export const CONTEXT_NAMES = Object.keys(Schema.entries) as readonly (keyof typeof Schema.entries)[];
 
 export class InvalidContextError extends Error {
   override readonly name = 'InvalidContextError';
@@ -51,9 +70,7 @@ export class InvalidContextError extends Error {
 /** The context values by name, as `App.node.tryGetContext` gives them. */
 export function readDeployContext(get: (name: string) => unknown): DeployContext {
   const raw = Object.fromEntries(
-    ['stage', 'redis', 'nodeType', 'shards', 'replicasPerShard', 'dist']
-      .map((name) => [name, get(name)])
-      .filter(([, value]) => value !== undefined),
+    CONTEXT_NAMES.map((name) => [name, get(name)]).filter(([, value]) => value !== undefined),
   );
   const parsed = v.safeParse(Schema, raw);
   if (!parsed.success) {
@@ -61,11 +78,20 @@ export function readDeployContext(get: (name: string) => unknown): DeployContext
     const path = issue.path?.map((p) => p.key).join('.') ?? '';
     throw new InvalidContextError(`context ${path}: ${issue.message}`);
   }
-  const { nodeType, ...rest } = parsed.output;
+  const { nodeType, harvesterSource, harvesterSites, mattermostUrl, ...rest } = parsed.output;
   const prefix = rest.redis === 'memorydb' ? 'db.' : 'cache.';
   const resolvedNodeType = nodeType ?? `${prefix}r7g.large`;
   if (!resolvedNodeType.startsWith(prefix)) {
     throw new InvalidContextError(`context nodeType: ${rest.redis} takes ${prefix}* node types`);
   }
-  return { ...rest, nodeType: resolvedNodeType };
+  if ((harvesterSource === undefined) !== (harvesterSites === undefined)) {
+    throw new InvalidContextError('context harvesterSource: give it with harvesterSites, or neither');
+  }
+  const harvester = harvesterSource && harvesterSites ? { source: harvesterSource, sites: harvesterSites } : undefined;
+  if ((harvester || mattermostUrl) && rest.egress !== 'nat') {
+    throw new InvalidContextError(
+      'context egress: the harvester and the Mattermost listener call outside AWS: add -c egress=nat',
+    );
+  }
+  return { ...rest, nodeType: resolvedNodeType, harvester, mattermostUrl };
 }

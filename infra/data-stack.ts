@@ -46,10 +46,21 @@ export class DataStack extends Stack {
     const { context } = props;
     const name = `ratelimit-${context.stage}`;
 
+    // Isolated subnets for Redis and the functions; with egress=nat also private
+    // subnets behind one NAT gateway, for the consumers that call outside AWS.
+    const withEgress = context.egress === 'nat';
     this.vpc = new Vpc(this, 'Vpc', {
       maxAzs: 2,
-      natGateways: 0,
-      subnetConfiguration: [{ name: 'isolated', subnetType: SubnetType.PRIVATE_ISOLATED, cidrMask: 24 }],
+      natGateways: withEgress ? 1 : 0,
+      subnetConfiguration: [
+        { name: 'isolated', subnetType: SubnetType.PRIVATE_ISOLATED, cidrMask: 24 },
+        ...(withEgress
+          ? [
+              { name: 'egress', subnetType: SubnetType.PRIVATE_WITH_EGRESS, cidrMask: 24 },
+              { name: 'public', subnetType: SubnetType.PUBLIC, cidrMask: 26 },
+            ]
+          : []),
+      ],
     });
     this.vpc.addFlowLog('FlowLog', {
       destination: FlowLogDestination.toCloudWatchLogs(

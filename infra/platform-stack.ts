@@ -11,17 +11,19 @@ import { Duration, Stack, type StackProps, Validations } from 'aws-cdk-lib';
 import { type ISecurityGroup, type IVpc, SubnetType } from 'aws-cdk-lib/aws-ec2';
 import { Effect, PolicyStatement } from 'aws-cdk-lib/aws-iam';
 import type { IKey } from 'aws-cdk-lib/aws-kms';
-import { Architecture, Code, Function as LambdaFunction, LayerVersion, Runtime, Tracing } from 'aws-cdk-lib/aws-lambda';
-import { LogGroup, RetentionDays } from 'aws-cdk-lib/aws-logs';
+import { Architecture, Code, Function as LambdaFunction, LayerVersion, Runtime } from 'aws-cdk-lib/aws-lambda';
 import { Queue, QueueEncryption } from 'aws-cdk-lib/aws-sqs';
 import { StringParameter } from 'aws-cdk-lib/aws-ssm';
 import type { Construct } from 'constructs';
 import type { OuterLine } from '../config/outer-line.ts';
 import type { Route } from '../functions/routes.ts';
+import { scheduled, services } from '../functions/workers.ts';
+import { consumerFunctionBase } from './consumer-function.ts';
 import type { DeployContext } from './context.ts';
 import type { DurableStore } from './durable-store.ts';
 import { Observability } from './observability.ts';
 import { PublicApi } from './public-api.ts';
+import { StreamConsumers } from './stream-consumers.ts';
 
 export interface PlatformStackProps extends StackProps {
   readonly context: DeployContext;
@@ -44,6 +46,8 @@ export class PlatformStack extends Stack {
   readonly events: Queue;
   readonly api: PublicApi;
   readonly observability: Observability;
+  /** The harvester and the Mattermost listener, when the context deploys them. */
+  streamConsumers: StreamConsumers | undefined;
 
   constructor(scope: Construct, id: string, props: PlatformStackProps) {
     super(scope, id, props);
@@ -105,41 +109,36 @@ export class PlatformStack extends Stack {
       resources: [props.dataKey.keyArn],
       conditions: { StringEquals: { 'kms:ViaService': `secretsmanager.${this.region}.amazonaws.com` } },
     });
+    /** What every consumer is told and allowed, HTTP or not. */
+    const limiterEnvironment = {
+      REDIS_CLUSTER_NODES: `${store.endpointAddress}:${store.endpointPort}`,
+      REDIS_TLS: 'true',
+      REDIS_AUTH_SECRET_ARN: store.authSecret.secretArn,
+      RATE_LIMIT_PARAMETER_PATH: prefix,
+      POWERTOOLS_SERVICE_NAME: 'platform',
+      POWERTOOLS_METRICS_NAMESPACE: 'RateLimit',
+    };
+    const limiterStatements = [readParameters, decryptSecureStrings, readRedisAuth, decryptRedisAuth];
     const apiKeysPath = `/platform/${context.stage}/api-keys`;
     for (const route of props.routes) {
       const fn = new LambdaFunction(this, `Fn-${route.id}`, {
+        ...consumerFunctionBase(this, route.id, { dist: context.dist, layer: this.layer }),
         functionName: `${name}-${route.id}`,
         description: `${route.methods.join(',')} ${route.path}`,
-        runtime: Runtime.NODEJS_24_X,
-        architecture: Architecture.ARM_64,
-        handler: 'handler.handler',
-        code: Code.fromAsset(join(context.dist, 'functions', route.id)),
-        layers: [this.layer],
-        memorySize: 512,
         timeout: Duration.seconds(10),
         vpc: props.vpc,
         vpcSubnets: { subnetType: SubnetType.PRIVATE_ISOLATED },
         securityGroups: [props.functionsSecurityGroup],
-        tracing: Tracing.ACTIVE,
-        logGroup: new LogGroup(this, `Logs-${route.id}`, { retention: RetentionDays.ONE_MONTH }),
         environment: {
-          REDIS_CLUSTER_NODES: `${store.endpointAddress}:${store.endpointPort}`,
-          REDIS_TLS: 'true',
-          REDIS_AUTH_SECRET_ARN: store.authSecret.secretArn,
-          RATE_LIMIT_PARAMETER_PATH: prefix,
+          ...limiterEnvironment,
           ...(route.uses.includes('eventQueue') ? { EVENT_QUEUE_URL: this.events.queueUrl } : {}),
           ...(route.uses.includes('apiKeyRegistry') ? { API_KEYS_PARAMETER_PATH: apiKeysPath } : {}),
-          POWERTOOLS_SERVICE_NAME: 'platform',
-          POWERTOOLS_METRICS_NAMESPACE: 'RateLimit',
           // Declared empty so `sam local start-api --env-vars` may set them (it overrides declared variables only).
           REDIS_URL: '',
           RATE_LIMIT_PARAMETERS_FILE: '',
         },
       });
-      fn.addToRolePolicy(readParameters);
-      fn.addToRolePolicy(decryptSecureStrings);
-      fn.addToRolePolicy(readRedisAuth);
-      fn.addToRolePolicy(decryptRedisAuth);
+      for (const statement of limiterStatements) fn.addToRolePolicy(statement);
       if (route.uses.includes('eventQueue')) this.events.grantSendMessages(fn);
       if (route.uses.includes('apiKeyRegistry')) {
         fn.addToRolePolicy(
@@ -165,6 +164,25 @@ export class PlatformStack extends Stack {
       routes: props.routes,
       functionOf: (route) => this.functions.get(route.id) as LambdaFunction,
     });
+
+    if (context.harvester || context.mattermostUrl) {
+      const harvester = scheduled.find((w) => w.id === 'harvester');
+      const listener = services.find((w) => w.id === 'mattermost-listener');
+      this.streamConsumers = new StreamConsumers(this, 'StreamConsumers', {
+        name,
+        dist: context.dist,
+        vpc: props.vpc,
+        functionsSecurityGroup: props.functionsSecurityGroup,
+        layer: this.layer,
+        events: this.events,
+        environment: limiterEnvironment,
+        statements: limiterStatements,
+        ...(context.harvester && harvester ? { harvester: { worker: harvester, ...context.harvester } } : {}),
+        ...(context.mattermostUrl && listener
+          ? { listener: { service: listener, mattermostUrl: context.mattermostUrl } }
+          : {}),
+      });
+    }
 
     this.observability = new Observability(this, 'Observability', {
       name,

@@ -120,6 +120,14 @@ export async function bundleFunctions(outdir: string): Promise<Record<string, st
   return built;
 }
 
+/** The image of a long-running service: Node 24 and its one bundle, run as an unprivileged user. */
+const SERVICE_DOCKERFILE = `FROM public.ecr.aws/docker/library/node:24-slim
+WORKDIR /app
+COPY main.mjs .
+USER node
+CMD ["node", "main.mjs"]
+`;
+
 /**
  * One self-contained bundle per long-running service (functions/workers.ts):
  * `<outdir>/services/<id>/main.mjs`, the layer and the SDK included, since a
@@ -131,6 +139,7 @@ export async function bundleServices(outdir: string): Promise<Record<string, str
   for (const service of services) {
     const outfile = join(outdir, 'services', service.id, 'main.mjs');
     await build({ ...common, entryPoints: [join(ROOT, 'functions', service.entry)], outfile, plugins: [inlineLua] });
+    writeFileSync(join(outdir, 'services', service.id, 'Dockerfile'), SERVICE_DOCKERFILE);
     built[service.id] = outfile;
   }
   return built;

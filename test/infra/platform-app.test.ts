@@ -272,6 +272,54 @@ describe('The CDK app with -c redis=memorydb', () => {
   });
 });
 
+describe('The CDK app with the harvester and the Mattermost listener (-c egress=nat …)', () => {
+  it('adds private subnets behind one NAT, the scheduled harvester and the listener on Fargate', () => {
+    const stacks = createPlatformApp({
+      context: {
+        dist: join(work, 'dist'),
+        egress: 'nat',
+        harvesterSource: 'https://source.example.com',
+        harvesterSites: 'site-a,site-b',
+        mattermostUrl: 'https://chat.example.com',
+      },
+      outdir: mkdtempSync(join(work, 'cdk-egress-')),
+    });
+    stacks.app.synth();
+    const data = Template.fromStack(stacks.data);
+    const platform = Template.fromStack(stacks.platform);
+    data.resourceCountIs('AWS::EC2::NatGateway', 1);
+    data.hasResourceProperties('AWS::ElastiCache::ReplicationGroup', { Durability: 'sync' });
+    platform.hasResourceProperties('AWS::Lambda::Function', {
+      FunctionName: 'ratelimit-prod-harvester',
+      Runtime: 'nodejs24.x',
+      Environment: {
+        Variables: Match.objectLike({
+          HARVESTER_SOURCE_URL: 'https://source.example.com',
+          HARVESTER_SITES: 'site-a,site-b',
+        }),
+      },
+    });
+    platform.hasResourceProperties('AWS::Events::Rule', {
+      ScheduleExpression: 'rate(5 minutes)',
+      Targets: [Match.objectLike({ Arn: Match.anyValue() })],
+    });
+    platform.hasResourceProperties('AWS::ECS::Service', {
+      LaunchType: 'FARGATE',
+      DesiredCount: 1,
+      NetworkConfiguration: { AwsvpcConfiguration: Match.objectLike({ AssignPublicIp: 'DISABLED' }) },
+    });
+    platform.hasResourceProperties('AWS::ECS::TaskDefinition', {
+      RuntimePlatform: { CpuArchitecture: 'ARM64', OperatingSystemFamily: 'LINUX' },
+      ContainerDefinitions: [
+        Match.objectLike({
+          StopTimeout: 30,
+          Environment: Match.arrayWith([{ Name: 'MATTERMOST_URL', Value: 'https://chat.example.com' }]),
+        }),
+      ],
+    });
+  });
+});
+
 describe('cdk-nag', () => {
   it('fails the synth on a finding nobody acknowledged', () => {
     const created = createPlatformApp({

@@ -12,7 +12,7 @@ import {
   readOuterLine,
   WAF_EVALUATION_WINDOWS,
 } from '../../config/outer-line.ts';
-import { InvalidContextError, readDeployContext } from '../../infra/context.ts';
+import { CONTEXT_NAMES, InvalidContextError, readDeployContext } from '../../infra/context.ts';
 
 describe('Function: parseOuterLine', () => {
   it('reads the shipped config/outer-line.json', () => {
@@ -67,6 +67,9 @@ describe('Function: readDeployContext', () => {
         shards: 1,
         replicasPerShard: 1,
         dist: 'dist',
+        egress: 'none',
+        harvester: undefined,
+        mattermostUrl: undefined,
       },
     );
     const memorydb = readDeployContext((name) => ({ redis: 'memorydb', shards: '2' })[name]);
@@ -74,10 +77,23 @@ describe('Function: readDeployContext', () => {
     assert.equal(memorydb.shards, 2);
   });
 
+  it('deploys the consumers that call outside AWS only with egress', () => {
+    const harvester = { harvesterSource: 'https://example.com', harvesterSites: 'a,b' };
+    assert.throws(() => readDeployContext((name) => harvester[name as keyof typeof harvester]), /egress=nat/);
+    const withNat = { ...harvester, egress: 'nat' };
+    assert.deepEqual(readDeployContext((name) => withNat[name as keyof typeof withNat]).harvester, {
+      source: 'https://example.com',
+      sites: 'a,b',
+    });
+    assert.throws(
+      () => readDeployContext((name) => ({ harvesterSource: 'https://x.example', egress: 'nat' })[name]),
+      InvalidContextError,
+    );
+  });
+
   it('answers any context values with a context or an InvalidContextError', () => {
-    const names = ['stage', 'redis', 'nodeType', 'shards', 'replicasPerShard', 'dist'];
     fc.assert(
-      fc.property(fc.dictionary(fc.constantFrom(...names), fc.jsonValue()), (values) => {
+      fc.property(fc.dictionary(fc.constantFrom(...CONTEXT_NAMES), fc.jsonValue()), (values) => {
         try {
           const context = readDeployContext((name) => values[name]);
           return context.replicasPerShard >= 1 && context.shards >= 1;

@@ -1,0 +1,29 @@
+/**
+ * What every consumer function has in common: Node 24 on arm64, the bundle
+ * `npm run build` wrote for it, the layer, tracing and a log group kept a
+ * month. The callers add what differs (name, timeout, network, environment).
+ */
+import { join } from 'node:path';
+import { Architecture, Code, type FunctionProps, type ILayerVersion, Runtime, Tracing } from 'aws-cdk-lib/aws-lambda';
+import { LogGroup, RetentionDays } from 'aws-cdk-lib/aws-logs';
+import type { Construct } from 'constructs';
+
+export function consumerFunctionBase(
+  scope: Construct,
+  id: string,
+  options: { readonly dist: string; readonly layer: ILayerVersion },
+): Pick<
+  FunctionProps,
+  'runtime' | 'architecture' | 'handler' | 'code' | 'layers' | 'memorySize' | 'tracing' | 'logGroup'
+> {
+  return {
+    runtime: Runtime.NODEJS_24_X,
+    architecture: Architecture.ARM_64,
+    handler: 'handler.handler',
+    code: Code.fromAsset(join(options.dist, 'functions', id)),
+    layers: [options.layer],
+    memorySize: 512,
+    tracing: Tracing.ACTIVE,
+    logGroup: new LogGroup(scope, `Logs-${id}`, { retention: RetentionDays.ONE_MONTH }),
+  };
+}
