@@ -1,4 +1,5 @@
 /** Turns one benchmark run into Markdown (with ratios) and an SVG chart. */
+import { renderSvg } from './chart.ts';
 import type { BundleFigures } from './lambda-figures.ts';
 import type { BenchLimiter } from './limiters.ts';
 import type { RunFigures } from './measure.ts';
@@ -99,44 +100,28 @@ export function markdown(results: BenchResults): string {
   return lines.join('\n');
 }
 
-const COLORS = ['#444', '#d62728', '#ff7f0e', '#2ca02c', '#17becf', '#1f77b4', '#9467bd', '#8c564b'];
-
-/** Throughput vs concurrency, one panel per scenario, one line per limiter. */
-export function chart(results: BenchResults): string {
-  const scenarios = [...new Set(results.runs.map((r) => r.scenario))];
-  const concurrencies = [...new Set(results.runs.map((r) => r.concurrency))];
-  const max = Math.max(...results.runs.map((r) => r.figures.checksPerSecond)) * 1.1;
-  const [w, h, pad] = [420, 300, 50];
-  const panels = scenarios.map((scenario, s) => {
-    const x0 = s * (w + 20);
-    const xOf = (i: number) => x0 + pad + (i * (w - pad - 20)) / Math.max(1, concurrencies.length - 1);
-    const yOf = (v: number) => h - pad + 10 - (v / max) * (h - pad - 20);
-    const lines = results.limiters.map((l, li) => {
-      const points = concurrencies.map(
-        (c, i) => `${xOf(i)},${yOf(figuresOf(results, l.id, scenario, c).checksPerSecond)}`,
-      );
-      return `<polyline fill="none" stroke="${COLORS[li % COLORS.length]}" stroke-width="2" points="${points.join(' ')}"/>`;
-    });
-    const ticks = concurrencies.map(
-      (c, i) => `<text x="${xOf(i)}" y="${h - pad + 28}" text-anchor="middle">c=${c}</text>`,
-    );
-    const yTicks = [0, 0.25, 0.5, 0.75, 1].map(
-      (q) =>
-        `<text x="${x0 + pad - 6}" y="${yOf(q * max) + 4}" text-anchor="end">${Math.round((q * max) / 1000)}k</text>`,
-    );
-    return `<g><text x="${x0 + w / 2}" y="16" text-anchor="middle" font-weight="bold">${scenario}: checks/s</text>
-<line x1="${x0 + pad}" y1="${h - pad + 10}" x2="${x0 + w - 20}" y2="${h - pad + 10}" stroke="#999"/>
-${ticks.join('')}${yTicks.join('')}${lines.join('\n')}</g>`;
+/** Throughput vs concurrency, one panel per scenario, one line per limiter (Vega-Lite, rendered to SVG). */
+export function chart(results: BenchResults): Promise<string> {
+  return renderSvg({
+    $schema: 'https://vega.github.io/schema/vega-lite/v6.json',
+    data: {
+      values: results.runs.map((r) => ({
+        scenario: r.scenario,
+        concurrency: r.concurrency,
+        limiter: results.limiters.find((l) => l.id === r.limiter)?.label ?? r.limiter,
+        checksPerSecond: Math.round(r.figures.checksPerSecond),
+      })),
+    },
+    facet: { column: { field: 'scenario', type: 'nominal', title: 'checks per second' } },
+    spec: {
+      width: 380,
+      height: 260,
+      mark: { type: 'line', point: true },
+      encoding: {
+        x: { field: 'concurrency', type: 'ordinal', title: 'concurrent checks' },
+        y: { field: 'checksPerSecond', type: 'quantitative', title: 'checks / s' },
+        color: { field: 'limiter', type: 'nominal', legend: { orient: 'bottom', columns: 2, labelLimit: 400 } },
+      },
+    },
   });
-  const legend = results.limiters.map(
-    (l, i) =>
-      `<text x="${10 + (i % 3) * 290}" y="${h + 20 + Math.floor(i / 3) * 16}" fill="${COLORS[i % COLORS.length]}">■ ${l.label}</text>`,
-  );
-  const width = scenarios.length * (w + 20);
-  return `<svg xmlns="http://www.w3.org/2000/svg" width="${width}" height="${h + 80}" font-family="sans-serif" font-size="11">
-<rect width="100%" height="100%" fill="white"/>
-${panels.join('\n')}
-${legend.join('\n')}
-</svg>
-`;
 }

@@ -150,7 +150,7 @@ try {
   mkdirSync(dir, { recursive: true });
   writeFileSync(new URL(`${results.date}.json`, dir), `${JSON.stringify(results, null, 2)}\n`);
   writeFileSync(new URL(`${results.date}.md`, dir), markdown(results));
-  writeFileSync(new URL('chart.svg', dir), chart(results));
+  writeFileSync(new URL('chart.svg', dir), await chart(results));
   copyFileSync(new URL(`${results.date}.md`, dir), new URL('latest.md', dir));
   console.log(`\n${results.bars.map((b) => `${b.met ? 'met ' : 'MISS'}  ${b.bar}: ${b.figure}`).join('\n')}`);
   console.log(`\nwrote bench/results/${results.date}.md (and latest.md)`);
