@@ -5,7 +5,7 @@
  * and checks each against its channel's exact sliding window
  * (`mattermost-channel`). Admitted posts go to the event sink; refused ones
  * are not processed, each counted and logged by id (never its text), with a
- * per-channel summary.
+ * per-channel summary logged every minute something happened, and at stop.
  *
  * Keeps working:
  * - heartbeat: a ping every `pingIntervalMs`; no pong by the next one and the
@@ -55,6 +55,8 @@ export interface ListenerOptions {
   readonly holdCapacity?: number;
   /** How often held posts are tried again. @default 500 */
   readonly retryIntervalMs?: number;
+  /** How often the per-channel summary is logged, when something happened since the last one. @default 60000 */
+  readonly summaryIntervalMs?: number;
 }
 
 /** What happened to the posts of one channel. */
@@ -100,6 +102,8 @@ export class MattermostListener {
   #pingTimer: NodeJS.Timeout | undefined;
   #retryTimer: NodeJS.Timeout | undefined;
   #reconnectTimer: NodeJS.Timeout | undefined;
+  #summaryTimer: NodeJS.Timeout | undefined;
+  #summarized = '';
   #awaitingPong = false;
   /** Posts being decided now, so `stop()` can wait for them. */
   readonly #inFlight = new Set<Promise<void>>();
@@ -115,6 +119,7 @@ export class MattermostListener {
       this.#onAuthenticated = resolve;
     });
     this.#retryTimer = setInterval(() => this.#retryHeld(), this.#options.retryIntervalMs ?? 500);
+    this.#summaryTimer = setInterval(() => this.#logSummary(), this.#options.summaryIntervalMs ?? 60_000);
     this.#connect();
     return ready;
   }
@@ -133,6 +138,7 @@ export class MattermostListener {
     this.#stopped = true;
     clearInterval(this.#pingTimer);
     clearInterval(this.#retryTimer);
+    clearInterval(this.#summaryTimer);
     clearTimeout(this.#reconnectTimer);
     this.#socket?.close(1000, 'shutting down');
     await Promise.allSettled([...this.#inFlight]);
@@ -140,6 +146,17 @@ export class MattermostListener {
     const held = this.#held.splice(0);
     for (const { post } of held) await this.#track(this.#decide(post, Date.now(), true));
     this.#options.logger.info('mattermost listener stopped', { channels: Object.fromEntries(this.summary) });
+  }
+
+  /** The per-channel counts so far, logged when they changed since the last time. */
+  #logSummary(): void {
+    const channels = JSON.stringify(Object.fromEntries(this.summary));
+    if (channels === this.#summarized) return;
+    this.#summarized = channels;
+    this.#options.logger.info('mattermost summary', {
+      channels: Object.fromEntries(this.summary),
+      holding: this.holding,
+    });
   }
 
   #connect(): void {

@@ -50,6 +50,7 @@ function listenerOn(
   limit: number,
   holdMs = 30_000,
   logger: ListenerLogger = quiet,
+  summaryIntervalMs = 60_000,
 ) {
   const policies = staticPolicies(
     compilePolicies({
@@ -74,6 +75,7 @@ function listenerOn(
     maxReconnectMs: 400,
     holdMs,
     retryIntervalMs: 50,
+    summaryIntervalMs,
   });
 }
 
@@ -93,7 +95,14 @@ describe('The Mattermost listener', () => {
 
   it('admits exactly the window limit of a flooded channel while another channel flows', async () => {
     const sink = new MemorySink();
-    const listener = listenerOn(server, redis, sink, 5);
+    const summaries: Record<string, unknown>[] = [];
+    const logger = {
+      info: (message: string, attributes: Record<string, unknown>) => {
+        if (message === 'mattermost summary') summaries.push(attributes);
+      },
+      warn: () => {},
+    };
+    const listener = listenerOn(server, redis, sink, 5, 30_000, logger, 50);
     await listener.start();
     const flooded = channel('flood');
     const calm = channel('calm');
@@ -103,6 +112,13 @@ describe('The Mattermost listener', () => {
       const s = listener.summary.get(flooded);
       return (s?.admitted ?? 0) + (s?.refused ?? 0) === 20 && (listener.summary.get(calm)?.admitted ?? 0) === 3;
     });
+    // The periodic summary (every 50 ms here) carries the counts while the listener runs.
+    await until(() =>
+      summaries.some((s) => {
+        const channels = s.channels as Record<string, { admitted: number; refused: number }>;
+        return channels[flooded]?.refused === 15 && channels[calm]?.admitted === 3;
+      }),
+    ).catch(() => assert.fail(`a periodic summary with the counts: ${JSON.stringify(summaries.at(-1))}`));
     await listener.stop();
     assert.deepEqual(
       sink.of(flooded),
