@@ -18,7 +18,7 @@ import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { startHarvestSource } from '../scripts/harvest-source.ts';
 import { startRedis } from '../scripts/redis-process.ts';
-import { renderSvg } from './chart.ts';
+import { crawlChart } from './chart.ts';
 
 const C = 20;
 const WORKERS = 4;
@@ -193,33 +193,10 @@ async function main() {
   const stamp = new Date().toISOString().replace(/[:.]/g, '-').slice(0, 19);
   const dir = join(ROOT, 'bench/results');
   mkdirSync(dir, { recursive: true });
-  const svg = await renderSvg({
-    $schema: 'https://vega.github.io/schema/vega-lite/v6.json',
-    title: `Requests per second against a source of capacity C (${WORKERS} workers)`,
-    data: {
-      values: all.flatMap((x) => [
-        { contender: x.contender, second: x.second, series: 'served', value: x.served },
-        { contender: x.contender, second: x.second, series: 'refused (429)', value: x.refused },
-        { contender: x.contender, second: x.second, series: 'capacity C', value: x.capacity },
-      ]),
-    },
-    facet: { row: { field: 'contender', type: 'nominal', title: null } },
-    spec: {
-      width: 640,
-      height: 180,
-      mark: { type: 'line', interpolate: 'step-after' },
-      encoding: {
-        x: { field: 'second', type: 'quantitative', title: 'seconds' },
-        y: { field: 'value', type: 'quantitative', title: 'requests / s' },
-        color: {
-          field: 'series',
-          type: 'nominal',
-          scale: { domain: ['served', 'refused (429)', 'capacity C'], range: ['#1f77b4', '#d62728', '#7f7f7f'] },
-        },
-        strokeDash: { condition: { test: "datum.series === 'capacity C'", value: [4, 3] }, value: [1, 0] },
-      },
-    },
-  });
+  const svg = await crawlChart(
+    `Requests per second against a source of capacity C (${WORKERS} workers)`,
+    all.map((x) => ({ ...x, panel: x.contender })),
+  );
   writeFileSync(join(dir, `harvester-${stamp}.svg`), svg);
   lines.push('', `![rate over time](harvester-${stamp}.svg)`);
   writeFileSync(join(dir, `harvester-${stamp}.md`), `${lines.join('\n')}\n`);

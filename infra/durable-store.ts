@@ -9,10 +9,24 @@
  */
 import type { Duration } from 'aws-cdk-lib';
 import type { IMetric } from 'aws-cdk-lib/aws-cloudwatch';
+import type { ISecurityGroup, IVpc } from 'aws-cdk-lib/aws-ec2';
+import type { IKey } from 'aws-cdk-lib/aws-kms';
 import type { ISecret } from 'aws-cdk-lib/aws-secretsmanager';
 
 /** The port both stores listen on, and the only one the functions' security group may reach. */
 export const REDIS_PORT = 6379;
+
+/** What either store is made from (infra/data-stack.ts). */
+export interface DurableStoreProps {
+  readonly name: string;
+  readonly vpc: IVpc;
+  readonly securityGroup: ISecurityGroup;
+  readonly authSecret: ISecret;
+  readonly encryptionKey: IKey;
+  readonly nodeType: string;
+  readonly shards: number;
+  readonly replicasPerShard: number;
+}
 
 export interface DurableStore {
   readonly kind: 'elasticache' | 'memorydb';

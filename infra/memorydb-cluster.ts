@@ -6,29 +6,22 @@
  */
 import { type Duration, RemovalPolicy } from 'aws-cdk-lib';
 import { type IMetric, Metric } from 'aws-cdk-lib/aws-cloudwatch';
-import type { ISecurityGroup, IVpc } from 'aws-cdk-lib/aws-ec2';
-import type { IKey } from 'aws-cdk-lib/aws-kms';
 import { CfnACL, CfnCluster, CfnParameterGroup, CfnSubnetGroup, CfnUser } from 'aws-cdk-lib/aws-memorydb';
 import type { ISecret } from 'aws-cdk-lib/aws-secretsmanager';
 import { Construct } from 'constructs';
-import { type DurableStore, REDIS_PORT, STORE_METRIC_STATISTIC, type StoreMetric } from './durable-store.ts';
+import {
+  type DurableStore,
+  type DurableStoreProps,
+  REDIS_PORT,
+  STORE_METRIC_STATISTIC,
+  type StoreMetric,
+} from './durable-store.ts';
 
 export const MEMORYDB_ENGINE_VERSION = '7.2';
 /** MemoryDB's family for Valkey 7 (SPEC §8). */
 export const MEMORYDB_PARAMETER_FAMILY = 'memorydb_valkey7';
 /** The ACL user the functions authenticate as (its password is the secret's). */
 export const MEMORYDB_USER = 'ratelimit';
-
-export interface MemoryDbClusterProps {
-  readonly name: string;
-  readonly vpc: IVpc;
-  readonly securityGroup: ISecurityGroup;
-  readonly authSecret: ISecret;
-  readonly encryptionKey: IKey;
-  readonly nodeType: string;
-  readonly shards: number;
-  readonly replicasPerShard: number;
-}
 
 export class MemoryDbCluster extends Construct implements DurableStore {
   readonly kind = 'memorydb' as const;
@@ -38,7 +31,7 @@ export class MemoryDbCluster extends Construct implements DurableStore {
   readonly cluster: CfnCluster;
   readonly #name: string;
 
-  constructor(scope: Construct, id: string, props: MemoryDbClusterProps) {
+  constructor(scope: Construct, id: string, props: DurableStoreProps) {
     super(scope, id);
     this.#name = props.name;
     this.authSecret = props.authSecret;

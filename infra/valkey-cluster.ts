@@ -7,12 +7,16 @@
  */
 import { type Duration, RemovalPolicy } from 'aws-cdk-lib';
 import { type IMetric, Metric } from 'aws-cdk-lib/aws-cloudwatch';
-import type { ISecurityGroup, IVpc } from 'aws-cdk-lib/aws-ec2';
 import { CfnParameterGroup, CfnReplicationGroup, CfnSubnetGroup } from 'aws-cdk-lib/aws-elasticache';
-import type { IKey } from 'aws-cdk-lib/aws-kms';
 import type { ISecret } from 'aws-cdk-lib/aws-secretsmanager';
 import { Construct } from 'constructs';
-import { type DurableStore, REDIS_PORT, STORE_METRIC_STATISTIC, type StoreMetric } from './durable-store.ts';
+import {
+  type DurableStore,
+  type DurableStoreProps,
+  REDIS_PORT,
+  STORE_METRIC_STATISTIC,
+  type StoreMetric,
+} from './durable-store.ts';
 
 /** Durability needs Valkey ≥ 9.0. */
 export const VALKEY_ENGINE_VERSION = '9.0';
@@ -24,17 +28,6 @@ export const VALKEY_ENGINE_VERSION = '9.0';
  */
 export const VALKEY_PARAMETER_FAMILY = 'valkey9';
 
-export interface ValkeyClusterProps {
-  readonly name: string;
-  readonly vpc: IVpc;
-  readonly securityGroup: ISecurityGroup;
-  readonly authSecret: ISecret;
-  readonly encryptionKey: IKey;
-  readonly nodeType: string;
-  readonly shards: number;
-  readonly replicasPerShard: number;
-}
-
 export class ValkeyCluster extends Construct implements DurableStore {
   readonly kind = 'elasticache' as const;
   readonly endpointAddress: string;
@@ -43,7 +36,7 @@ export class ValkeyCluster extends Construct implements DurableStore {
   readonly replicationGroup: CfnReplicationGroup;
   readonly #nodeIds: string[];
 
-  constructor(scope: Construct, id: string, props: ValkeyClusterProps) {
+  constructor(scope: Construct, id: string, props: DurableStoreProps) {
     super(scope, id);
     this.authSecret = props.authSecret;
     const subnets = new CfnSubnetGroup(this, 'Subnets', {

@@ -14,7 +14,7 @@ import { mkdirSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { TopLevelSpec } from 'vega-lite';
-import { renderSvg } from '../bench/chart.ts';
+import { crawlChart, renderSvg } from '../bench/chart.ts';
 import { PLATFORM_POLICIES } from '../config/catalogue.ts';
 import { signSlackBody } from '../functions/slack/signature.ts';
 import { type Answer, call, loopbackAddress } from './http-client.ts';
@@ -409,29 +409,7 @@ export async function runDemo(options: DemoOptions = {}): Promise<{ results: Sce
         expected,
         ok: judge(counts, expected),
         timeline,
-        chart: await renderSvg({
-          $schema: 'https://vega.github.io/schema/vega-lite/v6.json',
-          title: 'Harvester: requests per second against the source capacity',
-          width: 520,
-          height: 200,
-          data: {
-            values: perSecond.flatMap((s) => [
-              { second: s.second, series: 'served', value: s.served },
-              { second: s.second, series: 'refused (429)', value: s.refused },
-              { second: s.second, series: 'capacity', value: s.capacity },
-            ]),
-          },
-          mark: { type: 'line', interpolate: 'step-after' },
-          encoding: {
-            x: { field: 'second', type: 'quantitative', title: 'seconds' },
-            y: { field: 'value', type: 'quantitative', title: 'requests / s' },
-            color: {
-              field: 'series',
-              type: 'nominal',
-              scale: { domain: ['served', 'refused (429)', 'capacity'], range: ['#1f77b4', '#d62728', '#7f7f7f'] },
-            },
-          },
-        }),
+        chart: await crawlChart('Harvester: requests per second against the source capacity', perSecond, 520),
       });
     }
 
