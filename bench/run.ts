@@ -21,6 +21,8 @@ import { type BenchResults, chart, figuresOf, markdown, type Scenario } from './
 
 const SECONDS = Number(process.env.BENCH_SECONDS ?? 1);
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 3);
+/** Fresh processes per cold-start figure (median). */
+const COLD_RUNS = Number(process.env.BENCH_COLD_RUNS ?? 9);
 const CONCURRENCY = [1, 16, 128];
 const KEYS = Number(process.env.BENCH_KEYS ?? 100_000);
 const scenarios: Record<string, () => string> = {
@@ -104,7 +106,7 @@ try {
       results.memory.bytesPerInWindowEvent[limiter.id] = bytes / LIMIT;
     }
   }
-  results.bundles = await bundleFigures();
+  results.bundles = await bundleFigures(COLD_RUNS);
   results.middlewareOverheadUs = await middlewareOverhead(server.url);
 
   const at = (id: string, s: Scenario, c: number) => figuresOf(results, id, s, c);

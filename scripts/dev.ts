@@ -90,7 +90,7 @@ async function portFor(variable: string, usual: number): Promise<number> {
 const mattermost = await startMattermostServer({ port: await portFor('MATTERMOST_PORT', 8065) });
 const source = await startHarvestSource({ port: await portFor('HARVEST_SOURCE_PORT', 4100) });
 const parts = platform();
-await parts.policies.ready();
+await Promise.all([parts.ready, parts.policies.ready()]);
 const listener = new MattermostListener({
   url: mattermost.url,
   token: parts.policies.secret('mattermost-bot-token') ?? mattermost.token,

@@ -3,6 +3,7 @@ import { Metrics } from '@aws-lambda-powertools/metrics';
 import {
   authenticateFromSecret,
   createLimiter,
+  ioredisConnection,
   type Limiter,
   type RedisClient,
   readSettings,
@@ -30,8 +31,12 @@ export interface Platform {
   readonly acceptedOnce: AcceptedOnce;
   /**
    * Settles once Redis credentials, if Redis needs them, are set on the client
-   * (read from Secrets Manager once per container). It never rejects: a
-   * failure is logged, and checks then degrade by each policy's failure mode.
+   * (read from Secrets Manager once per container) and its first connection
+   * is made or has failed (bounded by the connect timeout). Started when the
+   * platform is made, i.e. during a Lambda's init, which runs with full CPU:
+   * the first check then pays no connection set-up (TLS, cluster slots)
+   * against its time budget. It never rejects: a failure is logged, and
+   * checks then degrade by each policy's failure mode.
    */
   readonly ready: Promise<void>;
 }
@@ -97,6 +102,10 @@ export function createPlatform(overrides: Partial<Platform> = {}): Platform {
       overrides.sink ??
       (settings.sink.kind === 'sqs' ? new SqsEventSink(settings.sink.queueUrl) : new FileEventSink(settings.sink.file)),
     acceptedOnce: overrides.acceptedOnce ?? new AcceptedOnce(redis),
-    ready: overrides.ready ?? redisCredentials(redis, logger),
+    ready:
+      overrides.ready ??
+      redisCredentials(redis, logger)
+        .then(() => ioredisConnection(redis).whenReady())
+        .catch(() => {}),
   };
 }
