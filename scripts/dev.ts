@@ -101,22 +101,16 @@ const listener = new MattermostListener({
 });
 await listener.start();
 let harvesting = Promise.resolve();
-let harvestUntil = Number.POSITIVE_INFINITY;
+const stopHarvest = new AbortController();
 if (process.argv.includes('--harvest')) {
   const { runHarvest } = await import('../functions/harvester/job.ts');
-  const job = {
-    source: source.url,
-    site: 'demo',
-    get until() {
-      return harvestUntil;
-    },
-  } as { source: string; site: string; until: number };
+  const job = { source: source.url, site: 'demo', until: Number.POSITIVE_INFINITY, stop: stopHarvest.signal };
   harvesting = Promise.all([runHarvest(job), runHarvest(job)]).then(() => {});
 }
 
 // Registered before anything is printed: whoever reads the output may signal at once.
 async function shutdown(): Promise<void> {
-  harvestUntil = 0;
+  stopHarvest.abort();
   await harvesting;
   await listener.stop();
   await Promise.all([mattermost.close(), source.close()]);

@@ -19,12 +19,18 @@ export async function runHarvest(options: {
   source: string;
   site: string;
   until: number;
+  stop?: AbortSignal;
 }): Promise<HarvestReport & { stats: AdaptivePacer['stats'] }> {
   const { limiter, acceptedOnce, redis, sink, ready } = platform();
   await ready;
   const pacer = new AdaptivePacer({ limiter, once: acceptedOnce, localRatePerSecond: LOCAL_RATE_PER_SECOND });
   const report = await harvest(
-    { scope: options.site, pageUrl: pageUrl(options.source, options.site), until: options.until },
+    {
+      scope: options.site,
+      pageUrl: pageUrl(options.source, options.site),
+      until: options.until,
+      ...(options.stop ? { stop: options.stop } : {}),
+    },
     { pacer, redis, sink },
   );
   return { ...report, stats: pacer.stats };

@@ -16,16 +16,13 @@ if (!values.source || !values.site || !(seconds > 0)) {
   console.error('usage: node functions/harvester/run.ts --source <url> --site <site> [--seconds <n>]');
   process.exit(2);
 }
-let until = Date.now() + seconds * 1000;
-process.once('SIGTERM', () => {
-  until = 0;
-});
+const stop = new AbortController();
+process.once('SIGTERM', () => stop.abort());
 const report = await runHarvest({
   source: values.source,
   site: values.site,
-  get until() {
-    return until;
-  },
-} as { source: string; site: string; until: number });
+  until: Date.now() + seconds * 1000,
+  stop: stop.signal,
+});
 console.log(JSON.stringify(report));
 closeAllPlatforms();

@@ -20,6 +20,8 @@ export interface HarvestJob {
   readonly pageUrl: (page: number) => string;
   /** Stop taking new pages at this time (ms since the epoch). */
   readonly until: number;
+  /** Or when this is aborted (SIGTERM, a shutdown). */
+  readonly stop?: AbortSignal;
 }
 
 export interface HarvestReport {
@@ -43,7 +45,7 @@ export async function harvest(
   let failed = 0;
   let page: number | undefined;
   let last = 0;
-  while (Date.now() < job.until) {
+  while (Date.now() < job.until && !job.stop?.aborted) {
     page ??= await nextPage(parts.redis, job.scope).catch(() => last + 1);
     last = page;
     await parts.pacer.turn(job.scope);

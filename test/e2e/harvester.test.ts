@@ -145,3 +145,49 @@ describe('The harvester with Redis stopped', () => {
     );
   });
 });
+
+describe('A harvester worker process', () => {
+  it('stops at SIGTERM, well before its --seconds, and reports what it did', async () => {
+    const { spawn } = await import('node:child_process');
+    const dir = mkdtempSync(join(tmpdir(), 'rl-harvest-term-'));
+    const child = spawn(
+      process.execPath,
+      [
+        new URL('../../functions/harvester/run.ts', import.meta.url).pathname,
+        '--source',
+        source.url,
+        '--site',
+        'term',
+        '--seconds',
+        '60',
+      ],
+      {
+        env: {
+          PATH: process.env.PATH ?? '',
+          REDIS_URL: process.env.REDIS_URL as string,
+          RATE_LIMIT_PARAMETERS_FILE: new URL('../../config/local-parameters.json', import.meta.url).pathname,
+          EVENT_SINK_FILE: join(dir, 'events.jsonl'),
+          POWERTOOLS_LOG_LEVEL: 'ERROR',
+          POWERTOOLS_METRICS_DISABLED: 'true',
+        },
+        stdio: ['ignore', 'pipe', 'inherit'],
+      },
+    );
+    let output = '';
+    child.stdout.on('data', (chunk) => {
+      output += chunk;
+    });
+    const exited = new Promise<number | null>((resolve) => child.on('exit', resolve));
+    while (source.stats('term').served < 3) await new Promise((resolve) => setTimeout(resolve, 20));
+    const signalled = Date.now();
+    child.kill('SIGTERM');
+    const code = await Promise.race([
+      exited,
+      new Promise<'still running'>((r) => setTimeout(() => r('still running'), 10_000)),
+    ]);
+    if (code === 'still running') child.kill('SIGKILL');
+    assert.equal(code, 0, 'exited on SIGTERM');
+    assert.ok(Date.now() - signalled < 10_000);
+    assert.ok((JSON.parse(output.trim()) as { pages: number }).pages >= 3);
+  });
+});
