@@ -37,14 +37,8 @@ rate = math.max(min_rate, math.min(max_rate, rate))
 local interval = tb_interval_of(rate)
 local _, _, paused_until = tb_read_rate(rate_key)
 paused_until = paused_until or 0
-local debt
-if paused_until > now then
-  -- Inside an earlier pause the debt is the pause (it dominated when it was set):
-  -- re-expressing it as tokens would stretch or shrink a point in time.
-  debt = (paused_until - now) + (capacity - 1) * interval
-else
-  debt = tb_rescale(tat - now, interval_in_force, interval)
-end
+-- Inside an earlier pause, the pause stays a point in time; the tokens owed past it are rescaled.
+local debt = tb_rescale_after(tat, math.max(now, paused_until), interval_in_force, interval) - now
 if pause_us > 0 then paused_until = math.max(paused_until, now + pause_us) end
 local paused_for = math.max(0, paused_until - now)
 if paused_for > 0 then

@@ -42,24 +42,33 @@ local function tb_rescale(debt_us, from_us, to_us)
   return tokens * to_us + math.ceil(rest * to_us / from_us)
 end
 
+-- A TAT re-expressed at another interval from `anchor` on: the debt up to the
+-- anchor (the end of a pause, a point in time) is kept as time, the tokens
+-- owed past it are rescaled. Rescaling a pause as tokens would stretch it by
+-- the ratio of the intervals (a day at 1 µs a token is 8.64e10 tokens).
+local function tb_rescale_after(tat, anchor, from_us, to_us)
+  if tat <= anchor then return tat end
+  return anchor + tb_rescale(tat - anchor, from_us, to_us)
+end
+
 -- The bucket as of `now`: its TAT (µs, at the interval in force, never before
 -- now), that interval, the runtime rate in force (nil: the policy's), and
 -- whether a lapsed runtime rate was folded in. At the lapse the debt run up at
 -- the runtime rate is owed in tokens and drains at the policy rate from then
--- on; the lapsed rate key must go when the bucket is next written, or the next
+-- on (a pause still running is kept to its end); the lapsed rate key must go when the bucket is next written, or the next
 -- read would fold the same debt twice.
 local function tb_read(key, rate_key, interval_us, keep_us, now)
   local tat = tonumber(redis.call('GET', key)) or now
   local runtime_rate, lapsed = nil, false
   if rate_key then
-    local rate, set_at = tb_read_rate(rate_key)
+    local rate, set_at, paused_until = tb_read_rate(rate_key)
     if rate then
       local runtime_us = tb_interval_of(rate)
       local lapse_at = set_at + keep_us
       if now < lapse_at then
         runtime_rate, interval_us = rate, runtime_us
       else
-        if tat > lapse_at then tat = lapse_at + tb_rescale(tat - lapse_at, runtime_us, interval_us) end
+        tat = tb_rescale_after(tat, math.max(lapse_at, paused_until), runtime_us, interval_us)
         lapsed = true
       end
     end

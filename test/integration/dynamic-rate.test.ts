@@ -145,6 +145,23 @@ for (const target of targets) {
       assert.equal((await worker.check({ policy: 'lapsing', key })).outcome, 'allowed', 'refills at 2/s after');
     });
 
+    it('keep a pause that outlasts its runtime rate as a point in time, not as tokens at the policy rate', async () => {
+      // Prepare: at 20/s (50 ms a token), a source asks for a 5-minute pause; the rate keeps 1 minute
+      const { clock, operator, worker, key } = workers();
+      await operator.changeRate('lapsing', key, { set: 20 });
+      await operator.changeRate('lapsing', key, { decrease: true, pauseMs: 300_000 });
+      // Act: the rate lapses inside the pause
+      clock.nowUs += 60_000_000;
+      // Assess: the pause ends when it said (4 minutes on), with the bucket then refilling at 2/s
+      assert.equal(await worker.currentRate('lapsing', key), 2);
+      const paused = await worker.check({ policy: 'lapsing', key });
+      assert.ok(paused.outcome === 'limited' && paused.retryAfterMs === 240_000, JSON.stringify(paused));
+      clock.nowUs += 240_000_000;
+      assert.equal((await worker.check({ policy: 'lapsing', key })).outcome, 'allowed');
+      const next = await worker.check({ policy: 'lapsing', key });
+      assert.ok(next.outcome === 'limited' && next.retryAfterMs === 500, JSON.stringify(next));
+    });
+
     it('refuse any change that is not exactly one valid shape, and write nothing', async () => {
       const { operator, key } = workers();
       for (const change of [
