@@ -107,7 +107,21 @@ for (const target of targets) {
             assert.notEqual((await limiter.check({ policy: 'edge', key })).outcome, 'degraded');
           }
         }),
-        { numRuns: 300 },
+        {
+          numRuns: 300,
+          examples: [
+            // found in CI: a day's pause at 1 µs a token, lapsing to 20 s a token, was re-expressed as tokens
+            [
+              {
+                strategy: 'tokenBucket',
+                capacity: 1,
+                refill: { tokens: 3, every: '59.999 s' },
+                adaptive: { min: 0.05, max: 1_000_001, increaseBy: 1e9, decreaseFactor: 0.01, keep: '1 ms' },
+              },
+              0,
+            ],
+          ],
+        },
       );
       assert.ok(accepted > 30, `only ${accepted} of 300 generated policies were accepted`);
     });
