@@ -58,7 +58,8 @@ end
 -- on (a pause still running is kept to its end); the lapsed rate key must go when the bucket is next written, or the next
 -- read would fold the same debt twice.
 local function tb_read(key, rate_key, interval_us, keep_us, now)
-  local tat = tonumber(redis.call('GET', key)) or now
+  local stored = tonumber(redis.call('GET', key)) -- nil: a full bucket
+  local tat = stored or now
   local runtime_rate, lapsed = nil, false
   if rate_key then
     local rate, set_at, paused_until = tb_read_rate(rate_key)
@@ -68,7 +69,8 @@ local function tb_read(key, rate_key, interval_us, keep_us, now)
       if now < lapse_at then
         runtime_rate, interval_us = rate, runtime_us
       else
-        tat = tb_rescale_after(tat, math.max(lapse_at, paused_until), runtime_us, interval_us)
+        -- only a stored TAT is a debt: `now` standing in for a full bucket is not one
+        if stored then tat = tb_rescale_after(stored, math.max(lapse_at, paused_until), runtime_us, interval_us) end
         lapsed = true
       end
     end

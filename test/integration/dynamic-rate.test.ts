@@ -145,6 +145,17 @@ for (const target of targets) {
       assert.equal((await worker.check({ policy: 'lapsing', key })).outcome, 'allowed', 'refills at 2/s after');
     });
 
+    it('lapse to a full bucket when nothing was owed: the time since the lapse is not a debt', async () => {
+      // Prepare: a faster runtime rate (20/s) set on a full bucket, nothing taken
+      const { clock, operator, worker, key } = workers();
+      await operator.changeRate('lapsing', key, { set: 20 });
+      // Act: 200 ms after the rate lapsed (the rate key still lives: it outlasts keep by a bucket at 20/s)
+      clock.nowUs += 60_200_000;
+      // Assess: the whole bucket, at once
+      const all = await worker.check({ policy: 'lapsing', key, cost: 10 });
+      assert.equal(all.outcome, 'allowed', JSON.stringify(all));
+    });
+
     it('keep a pause that outlasts its runtime rate as a point in time, not as tokens at the policy rate', async () => {
       // Prepare: at 20/s (50 ms a token), a source asks for a 5-minute pause; the rate keeps 1 minute
       const { clock, operator, worker, key } = workers();
