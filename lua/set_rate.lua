@@ -19,7 +19,8 @@ local pause_us = tonumber(ARGV[8]) -- no token for this long (a source's Retry-A
 local capacity = tonumber(ARGV[9]) -- the bucket's capacity
 
 local now = now_us()
-local tat, interval_in_force, runtime_rate, lapsed = tb_read(bucket_key, rate_key, policy_interval_us, keep_us, now)
+local tat, interval_in_force, runtime_rate, _, paused_until =
+  tb_read(bucket_key, rate_key, policy_interval_us, keep_us, now)
 local old = runtime_rate or policy_rate
 if change == 'get' then return string.format('%.17g', old) end
 
@@ -35,8 +36,6 @@ else
 end
 rate = math.max(min_rate, math.min(max_rate, rate))
 local interval = tb_interval_of(rate)
-local _, _, paused_until = tb_read_rate(rate_key)
-paused_until = paused_until or 0
 -- Inside an earlier pause, the pause stays a point in time; the tokens owed past it are rescaled.
 local debt = tb_rescale_after(tat, math.max(now, paused_until), interval_in_force, interval) - now
 if pause_us > 0 then paused_until = math.max(paused_until, now + pause_us) end

@@ -52,18 +52,20 @@ local function tb_rescale_after(tat, anchor, from_us, to_us)
 end
 
 -- The bucket as of `now`: its TAT (µs, at the interval in force, never before
--- now), that interval, the runtime rate in force (nil: the policy's), and
--- whether a lapsed runtime rate was folded in. At the lapse the debt run up at
--- the runtime rate is owed in tokens and drains at the policy rate from then
--- on (a pause still running is kept to its end); the lapsed rate key must go when the bucket is next written, or the next
--- read would fold the same debt twice.
+-- now), that interval, the runtime rate in force (nil: the policy's), whether
+-- a lapsed runtime rate was folded in, and until when a pause holds (0: none).
+-- At the lapse the debt run up at the runtime rate is owed in tokens and
+-- drains at the policy rate from then on (a pause still running is kept to
+-- its end); the lapsed rate key must go when the bucket is next written, or
+-- the next read would fold the same debt twice.
 local function tb_read(key, rate_key, interval_us, keep_us, now)
   local stored = tonumber(redis.call('GET', key)) -- nil: a full bucket
   local tat = stored or now
-  local runtime_rate, lapsed = nil, false
+  local runtime_rate, lapsed, paused_until = nil, false, 0
   if rate_key then
-    local rate, set_at, paused_until = tb_read_rate(rate_key)
+    local rate, set_at, paused = tb_read_rate(rate_key)
     if rate then
+      paused_until = paused
       local runtime_us = tb_interval_of(rate)
       local lapse_at = set_at + keep_us
       if now < lapse_at then
@@ -76,7 +78,7 @@ local function tb_read(key, rate_key, interval_us, keep_us, now)
     end
   end
   if tat < now then tat = now end
-  return tat, interval_us, runtime_rate, lapsed
+  return tat, interval_us, runtime_rate, lapsed, paused_until
 end
 
 --   key         the bucket; a missing key is a full bucket
