@@ -16,6 +16,8 @@
 --                'bo' failure backoff: base µs, max µs, free failures, memory µs
 -- Reply (integers): allowed (1|0), binding limit (1-based, 0 when admitted),
 --   retry-after µs, then per limit: remaining, reset µs, retry-after µs.
+--   `remaining` is what is left: after the debit when the check was admitted
+--   and debited, as it stands otherwise (a refusal, a peek).
 -- Complexity: time O(1) per bucket or backoff, O(cost) amortised (O(cost + log limit)
 -- worst case) per sliding window; memory O(1) per bucket, O(limit) per window.
 -- No `#!lua` shebang, deliberately: Redis then checks OOM at the first
@@ -42,8 +44,8 @@ for i = 1, limit_count do
   local r
   if kind == 'tb' then
     local capacity, interval_us, keep_us, rate_index = f1, f2, f3, f4
-    r = { key = key, kind = 'tb' }
-    r.allowed, r.remaining, r.reset_us, r.retry_us, r.lapsed_key =
+    r = { key = key, kind = 'tb', cost = cost }
+    r.allowed, r.remaining, r.reset_us, r.retry_us, r.lapsed_key, r.debt =
       tb_eval(key, rate_index > 0 and KEYS[rate_index] or nil, capacity, interval_us, keep_us, cost, now)
   elseif kind == 'sw' then
     local limit, window_us = f1, f2
@@ -67,6 +69,19 @@ if allowed and debit then
   for i = 1, limit_count do
     local r = results[i]
     if r.kind == 'tb' then tb_apply(r.key, r.reset_us, now, r.lapsed_key) elseif r.kind == 'sw' then sw_apply(r) end
+  end
+else
+  -- Nothing was written: a limit that would have admitted reports what is
+  -- left as it stands, not what the admission would have left.
+  for i = 1, limit_count do
+    local r = results[i]
+    if r.allowed then
+      if r.kind == 'tb' then
+        r.remaining, r.reset_us = r.remaining + r.cost, r.debt
+      elseif r.kind == 'sw' then
+        sw_unwritten(r)
+      end
+    end
   end
 end
 

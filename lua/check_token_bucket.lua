@@ -6,7 +6,8 @@
 --   adaptive bucket (whose interval may be a runtime one) answers an array
 --   { remaining, reset µs } instead. Refused: an array { remaining, reset µs,
 --   retry-after µs }. (A table reply costs Redis ~0.7 µs; one integer, almost
---   nothing: the common case gets the integer.)
+--   nothing: the common case gets the integer.) A peek that would admit:
+--   { remaining, reset µs } of the bucket as it stands (nothing was written).
 -- Complexity: O(1) time and memory.
 local bucket_key = KEYS[1] -- the bucket (its TAT)
 local rate_key = KEYS[2] -- optional: its runtime rate (adaptive buckets), same hash slot
@@ -17,10 +18,11 @@ local keep_us = tonumber(ARGV[4]) -- how long a runtime rate stays in force (0: 
 local debit = ARGV[5] == '1' -- '0': only read (peek)
 
 local now = now_us()
-local admitted, remaining, reset_us, retry_us, lapsed_key =
+local admitted, remaining, reset_us, retry_us, lapsed_key, debt =
   tb_eval(bucket_key, rate_key, capacity, interval_us, keep_us, cost, now)
 if admitted then
-  if debit then tb_apply(bucket_key, reset_us, now, lapsed_key) end
+  if not debit then return { remaining + cost, debt } end
+  tb_apply(bucket_key, reset_us, now, lapsed_key)
   if rate_key then return { remaining, reset_us } end
   return reset_us
 end

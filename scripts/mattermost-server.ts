@@ -8,11 +8,17 @@
  *   then `posted` events `{event, data: {post: "<the post as a JSON string>",
  *   channel_type, …}, broadcast: {channel_id}, seq}` with `seq` counting up
  *   per connection. Pings are answered with pongs (ws does it).
- * - REST `GET /api/v4/channels/{id}/posts?since=<ms>` (Bearer token):
- *   `{order, posts}` of the posts created at or after `since`; and
- *   `POST /api/v4/posts` `{channel_id, message}` to post (and broadcast) one.
+ * - REST (Bearer token): `GET /api/v4/channels/{id}/posts?since=<ms>`:
+ *   `{order, posts}` of the posts created at or after `since`;
+ *   `GET /api/v4/users/me/channels`: the channels the bot is a member of
+ *   (here: every channel that has a post), each with `last_post_at` and
+ *   `total_msg_count`; and `POST /api/v4/posts` `{channel_id, message}` to
+ *   post (and broadcast) one.
  * - For tests: `post()` creates and broadcasts a post, `dropConnections()`
- *   cuts every socket without a close frame, as a network failure does.
+ *   cuts every socket without a close frame, as a network failure does;
+ *   `failRequests(n, how)` makes the next n REST reads fail (a 503, or a
+ *   connection reset: "fetch failed"); `delayRequests(ms)` slows every REST
+ *   read, so a test can cut the socket while a catch-up is under way.
  */
 import { randomBytes } from 'node:crypto';
 import { createServer, type IncomingMessage } from 'node:http';
@@ -28,6 +34,20 @@ export interface MattermostPost {
   readonly update_at: number;
 }
 
+/** A channel as `GET /api/v4/users/me/channels` lists it (the fields the API documents that a listener uses). */
+export interface MattermostChannel {
+  readonly id: string;
+  readonly team_id: string;
+  readonly type: 'O';
+  readonly name: string;
+  readonly display_name: string;
+  readonly create_at: number;
+  readonly update_at: number;
+  readonly delete_at: number;
+  last_post_at: number;
+  total_msg_count: number;
+}
+
 export interface MattermostServer {
   /** http://127.0.0.1:<port> */
   readonly url: string;
@@ -35,6 +55,12 @@ export interface MattermostServer {
   post(channelId: string, message: string): MattermostPost;
   /** Terminates every socket (no close frame): the listener must notice and reconnect. */
   dropConnections(): void;
+  /** The next `count` REST reads fail: a 503 answer, or the connection reset before any answer. */
+  failRequests(count: number, how?: 'status' | 'reset'): void;
+  /** Every REST read waits this long before its answer (0: none). */
+  delayRequests(ms: number): void;
+  /** REST reads answered or failed so far, by path (without the query). */
+  readonly requests: ReadonlyMap<string, number>;
   /** How many sockets have authenticated since the start. */
   readonly authenticated: number;
   /** Sockets open now. */
@@ -47,6 +73,10 @@ export async function startMattermostServer(
 ): Promise<MattermostServer> {
   const token = options.token ?? 'local-mattermost-bot-token';
   const posts: MattermostPost[] = [];
+  const channels = new Map<string, MattermostChannel>();
+  const requests = new Map<string, number>();
+  let failing: { count: number; how: 'status' | 'reset' } = { count: 0, how: 'status' };
+  let delayMs = 0;
   const clients = new Map<WebSocket, { seq: number; authenticated: boolean }>();
   let authenticated = 0;
   let lastCreateAt = 0;
@@ -80,13 +110,26 @@ export async function startMattermostServer(
       });
       return;
     }
-    if (req.method !== 'GET' || !match) return answer(404, { id: 'api.context.404.app_error', status_code: 404 });
-    const since = Number(url.searchParams.get('since') ?? '0');
-    const found = posts.filter((p) => p.channel_id === match[1] && p.create_at >= since);
-    answer(200, {
-      order: found.map((p) => p.id).reverse(),
-      posts: Object.fromEntries(found.map((p) => [p.id, p])),
-    });
+    if (req.method !== 'GET') return answer(405, { id: 'api.context.405.app_error', status_code: 405 });
+    const read = (): unknown => {
+      if (url.pathname === '/api/v4/users/me/channels') return [...channels.values()];
+      if (!match) return undefined;
+      const since = Number(url.searchParams.get('since') ?? '0');
+      const found = posts.filter((p) => p.channel_id === match[1] && p.create_at >= since);
+      return { order: found.map((p) => p.id).reverse(), posts: Object.fromEntries(found.map((p) => [p.id, p])) };
+    };
+    requests.set(url.pathname, (requests.get(url.pathname) ?? 0) + 1);
+    setTimeout(() => {
+      if (failing.count > 0) {
+        failing.count--;
+        if (failing.how === 'reset') return req.socket.destroy();
+        return answer(503, { id: 'api.context.unavailable', status_code: 503 });
+      }
+      // read when answering, as a server that takes this long to build its answer does
+      const value = read();
+      if (value === undefined) return answer(404, { id: 'api.context.404.app_error', status_code: 404 });
+      answer(200, value);
+    }, delayMs);
   });
 
   const wss = new WebSocketServer({ noServer: true });
@@ -142,6 +185,24 @@ export async function startMattermostServer(
       update_at: lastCreateAt,
     };
     posts.push(created);
+    let channel = channels.get(channelId);
+    if (!channel) {
+      channel = {
+        id: channelId,
+        team_id: 'localteam',
+        type: 'O',
+        name: channelId,
+        display_name: channelId,
+        create_at: lastCreateAt,
+        update_at: lastCreateAt,
+        delete_at: 0,
+        last_post_at: 0,
+        total_msg_count: 0,
+      };
+      channels.set(channelId, channel);
+    }
+    channel.last_post_at = lastCreateAt;
+    channel.total_msg_count++;
     for (const [ws, state] of clients) {
       if (!state.authenticated || ws.readyState !== WebSocket.OPEN) continue;
       ws.send(
@@ -163,6 +224,13 @@ export async function startMattermostServer(
     dropConnections() {
       for (const ws of clients.keys()) ws.terminate();
     },
+    failRequests(count, how = 'status') {
+      failing = { count, how };
+    },
+    delayRequests(ms) {
+      delayMs = ms;
+    },
+    requests,
     get authenticated() {
       return authenticated;
     },

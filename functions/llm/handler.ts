@@ -20,9 +20,10 @@
 import { randomUUID } from 'node:crypto';
 import { type Decision, InvalidCheckError, type LimitStatus, verdictFor } from '@platform/rate-limit';
 import { rateLimitHeaders, rateLimitRefusal } from '@platform/rate-limit/middleware';
+import * as v from 'valibot';
 import models from '../../config/llm-models.json' with { type: 'json' };
 import { type Authorised, apiKeyAuth } from '../api/auth.ts';
-import { httpError, json, jsonObjectBody, type RestEvent, routeHandler } from '../shared/http.ts';
+import { httpError, json, parseBody, type RestEvent, routeHandler } from '../shared/http.ts';
 import { platform } from '../shared/platform.ts';
 import { estimatePromptTokens, FakeProvider, type LlmProvider } from './provider.ts';
 
@@ -49,19 +50,26 @@ function costOf(price: ModelPrice, promptTokens: number, completionTokens: numbe
   return Math.ceil(promptTokens * price.promptMicroUsdPerToken + completionTokens * price.completionMicroUsdPerToken);
 }
 
+/** A completion request; max_tokens is bounded by its model's own maximum below. */
+const Completion = v.object({
+  // own keys only: "__proto__" or "toString" is no model
+  model: v.picklist(Object.keys(PRICES)),
+  prompt: v.pipe(v.string(), v.minLength(1), v.maxLength(MAX_PROMPT_CHARACTERS)),
+  max_tokens: v.pipe(v.number(), v.safeInteger(), v.minValue(1)),
+});
+
 function parse(event: RestEvent): { model: string; price: ModelPrice; prompt: string; maxTokens: number } {
-  const { model, prompt, max_tokens: maxTokens } = jsonObjectBody(event);
-  if (typeof model !== 'string' || !Object.hasOwn(PRICES, model)) {
-    throw httpError(400, 'bad_request', `model must be one of ${Object.keys(PRICES).join(', ')}`);
-  }
-  const price = PRICES[model] as ModelPrice;
-  if (typeof prompt !== 'string' || prompt.length === 0 || prompt.length > MAX_PROMPT_CHARACTERS) {
-    throw httpError(400, 'bad_request', `prompt must be 1 to ${MAX_PROMPT_CHARACTERS} characters`);
-  }
-  if (typeof maxTokens !== 'number' || !Number.isInteger(maxTokens) || maxTokens < 1 || maxTokens > price.maxTokens) {
+  const problems: Record<string, string> = {
+    model: `model must be one of ${Object.keys(PRICES).join(', ')}`,
+    prompt: `prompt must be 1 to ${MAX_PROMPT_CHARACTERS} characters`,
+    max_tokens: 'max_tokens must be a whole number from 1',
+  };
+  const body = parseBody(event, Completion, (field) => problems[field] ?? `${field} is malformed`);
+  const price = PRICES[body.model] as ModelPrice;
+  if (body.max_tokens > price.maxTokens) {
     throw httpError(400, 'bad_request', `max_tokens must be a whole number from 1 to ${price.maxTokens}`);
   }
-  return { model, price, prompt, maxTokens };
+  return { model: body.model, price, prompt: body.prompt, maxTokens: body.max_tokens };
 }
 
 function budgetHeaders(status: LimitStatus): Record<string, string> {

@@ -12,7 +12,8 @@
  */
 import { enforce, MisconfiguredCheckError, misconfiguredVerdict } from '@platform/rate-limit';
 import { hashEmail, normaliseEmail, rateLimitRefusal } from '@platform/rate-limit/middleware';
-import { httpError, json, type RestEvent, rawBody, routeHandler } from '../shared/http.ts';
+import * as v from 'valibot';
+import { httpError, json, parseBody, type RestEvent, rawBody, routeHandler } from '../shared/http.ts';
 import { platform } from '../shared/platform.ts';
 import { readConsumerSettings } from '../shared/settings.ts';
 import { type CredentialStore, FileCredentialStore } from './credentials.ts';
@@ -26,22 +27,20 @@ export function useCredentials(store: CredentialStore): void {
   credentials = store;
 }
 
+const Credentials = v.object({
+  email: v.pipe(v.string(), v.includes('@'), v.maxLength(320)),
+  password: v.pipe(v.string(), v.minLength(1), v.maxLength(1024)),
+});
+const PROBLEMS: Record<string, string> = {
+  email: 'email is missing or not an address',
+  password: 'password is missing',
+};
+
 function parse(event: RestEvent): { email: string; password: string } {
-  const body = rawBody(event);
-  if (Buffer.byteLength(body) > MAX_BODY_BYTES) throw httpError(400, 'bad_request', 'the body is larger than 8 KiB');
-  let value: unknown;
-  try {
-    value = JSON.parse(body);
-  } catch {
-    throw httpError(400, 'bad_request', 'the body is not JSON');
+  if (Buffer.byteLength(rawBody(event)) > MAX_BODY_BYTES) {
+    throw httpError(400, 'bad_request', 'the body is larger than 8 KiB');
   }
-  const { email, password } = (value ?? {}) as Record<string, unknown>;
-  if (typeof email !== 'string' || !email.includes('@') || email.length > 320) {
-    throw httpError(400, 'bad_request', 'email is missing or not an address');
-  }
-  if (typeof password !== 'string' || password.length === 0 || password.length > 1024) {
-    throw httpError(400, 'bad_request', 'password is missing');
-  }
+  const { email, password } = parseBody(event, Credentials, (field) => PROBLEMS[field] ?? `${field} is malformed`);
   return { email: normaliseEmail(email), password };
 }
 

@@ -11,6 +11,7 @@ import {
   rateLimit,
 } from '@platform/rate-limit/middleware';
 import type { APIGatewayProxyEvent, APIGatewayProxyResult, Context } from 'aws-lambda';
+import * as v from 'valibot';
 import { type KeySource, type Route, routes } from '../routes.ts';
 import { platform } from './platform.ts';
 
@@ -38,6 +39,12 @@ export function safeId(value: unknown, what: string): string {
   return text;
 }
 
+/** A sender's id in a body schema: a safe integer or a short id string, as a string fit for a Redis key. */
+export const SenderId = v.pipe(
+  v.union([v.pipe(v.number(), v.safeInteger(), v.transform(String)), v.string()]),
+  v.regex(ID),
+);
+
 /** The body as sent: API Gateway passes binary bodies base64-encoded. */
 export function rawBody(event: RestEvent): string {
   const body = typeof event.body === 'string' ? event.body : '';
@@ -56,6 +63,23 @@ export function jsonObjectBody(event: RestEvent): Record<string, unknown> {
     throw httpError(400, 'bad_request', 'the body is not a JSON object');
   }
   return value as Record<string, unknown>;
+}
+
+/**
+ * The body read through its schema: the typed value, or a 400 naming the
+ * first field that does not fit (never what was sent in it). Every body a
+ * handler reads goes through one, so a field of the wrong type (an object
+ * where a string belongs, a prototype name) is a 400, signed or not.
+ */
+export function parseBody<const S extends v.GenericSchema>(
+  event: RestEvent,
+  schema: S,
+  describe: (field: string) => string = (field) => `${field} is missing or malformed`,
+): v.InferOutput<S> {
+  const result = v.safeParse(schema, jsonObjectBody(event));
+  if (result.success) return result.output;
+  const issue = result.issues[0];
+  throw httpError(400, 'bad_request', describe(v.getDotPath(issue) ?? 'the body'));
 }
 
 function keyFrom(source: KeySource): KeyExtractor {

@@ -18,10 +18,27 @@
  * mostly 2xx (Slack disables subscriptions whose deliveries mostly fail).
  */
 import { header } from '@platform/rate-limit/middleware';
-import { httpError, json, jsonObjectBody, rawBody, routeHandler, safeId } from '../shared/http.ts';
+import * as v from 'valibot';
+import { httpError, json, jsonObjectBody, parseBody, rawBody, routeHandler, SenderId } from '../shared/http.ts';
 import { platform } from '../shared/platform.ts';
 import { acceptOnce } from '../shared/webhook.ts';
 import { verifySlackSignature } from './signature.ts';
+
+/** What every payload must say: its type (other fields are read per type). */
+const Envelope = v.looseObject({ type: v.pipe(v.string(), v.maxLength(64)) });
+
+const UrlVerification = v.looseObject({
+  type: v.literal('url_verification'),
+  challenge: v.pipe(v.string(), v.maxLength(512)),
+});
+
+/** An Events API delivery: only what the limits key on is read; the rest is handed on as sent. */
+const EventCallback = v.looseObject({
+  type: v.literal('event_callback'),
+  team_id: SenderId,
+  event_id: SenderId,
+  event: v.optional(v.looseObject({ channel: v.optional(SenderId) })),
+});
 
 export const handler = routeHandler('slack', async (event) => {
   const secret = platform().policies.secret('slack-signing-secret');
@@ -35,15 +52,14 @@ export const handler = routeHandler('slack', async (event) => {
   );
   if (check === 'stale') throw httpError(401, 'stale_request', 'The request timestamp is missing or too old.');
   if (check !== 'valid') throw httpError(401, 'bad_signature', 'The request signature does not match.');
-  const payload = jsonObjectBody(event);
-  if (payload.type === 'url_verification') {
-    return json(200, { challenge: String(payload.challenge ?? '') });
-  }
-  if (payload.type !== 'event_callback') return json(200, { ok: true, ignored: String(payload.type ?? 'none') });
-  const team = safeId(payload.team_id, 'team_id');
-  const id = safeId(payload.event_id, 'event_id');
-  const inner = (payload.event ?? {}) as Record<string, unknown>;
-  const channel = inner.channel === undefined ? undefined : safeId(inner.channel, 'event.channel');
+  const { type } = parseBody(event, Envelope);
+  if (type === 'url_verification') return json(200, { challenge: parseBody(event, UrlVerification).challenge });
+  if (type !== 'event_callback') return json(200, { ok: true, ignored: type });
+  const fields = parseBody(event, EventCallback);
+  const team = fields.team_id;
+  const id = fields.event_id;
+  const channel = fields.event?.channel;
+  const payload = jsonObjectBody(event); // handed on as Slack sent it
   return acceptOnce(
     {
       source: 'slack',

@@ -13,7 +13,8 @@
  */
 import { createHash, timingSafeEqual } from 'node:crypto';
 import { header } from '@platform/rate-limit/middleware';
-import { httpError, jsonObjectBody, routeHandler, safeId } from '../shared/http.ts';
+import * as v from 'valibot';
+import { httpError, jsonObjectBody, parseBody, routeHandler, SenderId, safeId } from '../shared/http.ts';
 import { platform } from '../shared/platform.ts';
 import { acceptOnce } from '../shared/webhook.ts';
 
@@ -23,25 +24,40 @@ function sameSecret(given: string | undefined, expected: string): boolean {
   return given !== undefined && timingSafeEqual(digest(given), digest(expected));
 }
 
-const CHAT_BEARING = [
-  'message',
-  'edited_message',
-  'channel_post',
-  'edited_channel_post',
-  'my_chat_member',
-  'chat_member',
-  'chat_join_request',
-  'message_reaction',
-];
+/** A part of an update that may name its chat. */
+const ChatBearing = v.optional(v.looseObject({ chat: v.optional(v.looseObject({ id: SenderId })) }));
+
+/**
+ * An update: its id, and the fields that name a chat, in the order they are
+ * looked at; only these are read, the rest is handed on as Telegram sent it.
+ */
+const Update = v.looseObject({
+  update_id: SenderId,
+  message: ChatBearing,
+  edited_message: ChatBearing,
+  channel_post: ChatBearing,
+  edited_channel_post: ChatBearing,
+  my_chat_member: ChatBearing,
+  chat_member: ChatBearing,
+  chat_join_request: ChatBearing,
+  message_reaction: ChatBearing,
+  callback_query: v.optional(v.looseObject({ message: ChatBearing })),
+});
+type Update = v.InferOutput<typeof Update>;
 
 /** The chat an update belongs to, if any. */
-function chatOf(update: Record<string, unknown>): unknown {
-  for (const field of CHAT_BEARING) {
-    const chat = (update[field] as { chat?: { id?: unknown } } | undefined)?.chat;
-    if (chat?.id !== undefined) return chat.id;
-  }
-  const callback = update.callback_query as { message?: { chat?: { id?: unknown } } } | undefined;
-  return callback?.message?.chat?.id;
+function chatOf(update: Update): string | undefined {
+  return (
+    update.message?.chat?.id ??
+    update.edited_message?.chat?.id ??
+    update.channel_post?.chat?.id ??
+    update.edited_channel_post?.chat?.id ??
+    update.my_chat_member?.chat?.id ??
+    update.chat_member?.chat?.id ??
+    update.chat_join_request?.chat?.id ??
+    update.message_reaction?.chat?.id ??
+    update.callback_query?.message?.chat?.id
+  );
 }
 
 export const handler = routeHandler('telegram', async (event) => {
@@ -50,17 +66,16 @@ export const handler = routeHandler('telegram', async (event) => {
   if (!secret || !sameSecret(header(event, 'X-Telegram-Bot-Api-Secret-Token'), secret)) {
     throw httpError(401, 'bad_secret_token', 'The secret token does not match.');
   }
-  const update = jsonObjectBody(event);
-  const id = safeId(update.update_id, 'update_id');
+  const update = parseBody(event, Update);
   const chat = chatOf(update);
   return acceptOnce({
     source: 'telegram',
-    id,
+    id: update.update_id,
     scope: bot,
-    payload: update,
+    payload: jsonObjectBody(event), // handed on as Telegram sent it
     limits: [
       { policy: 'telegram-bot', key: bot },
-      ...(chat === undefined ? [] : [{ policy: 'telegram-chat', key: safeId(chat, 'the chat id') }]),
+      ...(chat === undefined ? [] : [{ policy: 'telegram-chat', key: chat }]),
     ],
   });
 });

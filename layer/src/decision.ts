@@ -7,7 +7,7 @@ export interface LimitStatus {
   readonly strategy: Strategy;
   /** The quota: bucket capacity or events per window. */
   readonly limit: number;
-  /** Units still available now (after this request's debit, if admitted). */
+  /** Units left now: after this request's debit when it was admitted and debited; as they stand when nothing was debited (a refusal, a peek). */
   readonly remaining: number;
   /** Milliseconds until a request of the same cost can pass; 0 when it can now. */
   readonly retryAfterMs: number;

@@ -175,7 +175,7 @@ export class Limiter {
     return this.decide(this.resolve(requests, options), true);
   }
 
-  /** The decision a check would get now, without debiting anything. */
+  /** The decision a check would get now, without debiting anything; each `remaining` is what is left now. */
   async peek(requests: readonly CheckRequest[], options?: CheckOptions): Promise<Decision> {
     return this.decide(this.resolve(requests, options), false);
   }
@@ -191,7 +191,8 @@ export class Limiter {
     if (options.scope !== undefined) assertKeyPart(options.scope, 'scope');
     return requests.map((request) => {
       const policy = this.#policy(request?.policy, request?.key);
-      const cost = request.cost ?? 1;
+      // `undefined` is the default; any other value (null from a parsed JSON body) must be a whole cost
+      const cost = request.cost === undefined ? 1 : request.cost;
       if (!Number.isInteger(cost) || cost < 1 || cost > policy.maxCost) {
         throw new InvalidCheckError(
           `cost must be a whole number from 1 to ${policy.maxCost} for policy "${policy.name}"`,

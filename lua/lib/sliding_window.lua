@@ -128,6 +128,8 @@ local function sw_eval(key, limit, window_us, cost, now)
     end
   end
   r.now = now
+  r.newest = newest
+  r.window_us = window_us
   r.e = e
   r.first = times[e]
   local in_window = n - e
@@ -145,6 +147,15 @@ local function sw_eval(key, limit, window_us, cost, now)
     r.reset_us = newest + window_us - now
   end
   return r
+end
+
+-- What is left as the window stands, for an admission that is not written
+-- (a peek, or a grouped check another limit refused): `remaining` and the
+-- reset are those of the window without this request.
+local function sw_unwritten(r)
+  local in_window = r.n - r.e
+  r.remaining = r.limit - in_window
+  r.reset_us = in_window > 0 and r.newest + r.window_us - r.now or 0
 end
 
 -- Packs a whole fresh window: header plus the given slot times, in order.

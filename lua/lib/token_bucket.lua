@@ -89,8 +89,10 @@ end
 --   cost        tokens this request takes (1..capacity)
 -- Returns, as values (no table: this is the hot path): admitted, remaining,
 -- reset µs (the debt after an admission, before a refusal), retry-after µs,
--- and the lapsed rate key to delete when the admission is written (or nil).
--- Nothing is written here (see tb_apply).
+-- the lapsed rate key to delete when the admission is written (or nil), and
+-- the debt as it stands (µs): what an admission that is not written (a peek,
+-- or a grouped check another limit refused) reports as its reset, with
+-- `remaining + cost` tokens left. Nothing is written here (see tb_apply).
 local function tb_eval(key, rate_key, capacity, interval_us, keep_us, cost, now)
   local tat, interval, _, lapsed = tb_read(key, rate_key, interval_us, keep_us, now)
   local burst = capacity * interval -- how far TAT may run ahead of now
@@ -98,12 +100,12 @@ local function tb_eval(key, rate_key, capacity, interval_us, keep_us, cost, now)
   local new_debt = debt + cost * interval
   local lapsed_key = lapsed and rate_key or nil
   if new_debt <= burst then
-    return true, math.floor((burst - new_debt) / interval), new_debt, 0, lapsed_key
+    return true, math.floor((burst - new_debt) / interval), new_debt, 0, lapsed_key, debt
   end
   -- remaining is negative while a pause (a source's Retry-After) holds the
   -- bucket past empty; the retry-after is exactly when `cost` tokens are back:
   -- waiting this long admits, 1 µs less does not
-  return false, math.floor((burst - debt) / interval), debt, new_debt - burst, lapsed_key
+  return false, math.floor((burst - debt) / interval), debt, new_debt - burst, lapsed_key, debt
 end
 
 -- Debits an admitted request that leaves the bucket owing `debt_us`: one SET

@@ -8,7 +8,11 @@ import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
-import { type ListenerLogger, MattermostListener } from '../../functions/mattermost-listener/listener.ts';
+import {
+  type CatchUpReport,
+  type ListenerLogger,
+  MattermostListener,
+} from '../../functions/mattermost-listener/listener.ts';
 import { AcceptedOnce } from '../../functions/shared/once.ts';
 import type { AcceptedEvent, EventSink } from '../../functions/shared/sink.ts';
 import {
@@ -51,6 +55,7 @@ function listenerOn(
   holdMs = 30_000,
   logger: ListenerLogger = quiet,
   summaryIntervalMs = 60_000,
+  onCaughtUp?: (report: CatchUpReport) => void,
 ) {
   const policies = staticPolicies(
     compilePolicies({
@@ -76,8 +81,19 @@ function listenerOn(
     holdMs,
     retryIntervalMs: 50,
     summaryIntervalMs,
+    ...(onCaughtUp ? { onCaughtUp } : {}),
   });
 }
+
+/** Posts decided so far on these channels (admitted, refused, or refused undecided). */
+function decided(listener: MattermostListener, rooms: readonly string[]): number {
+  return rooms.reduce((sum, room) => {
+    const s = listener.summary.get(room);
+    return sum + (s ? s.admitted + s.refused + s.expired + s.overflow : 0);
+  }, 0);
+}
+
+const totalRequests = (server: MattermostServer) => [...server.requests.values()].reduce((a, b) => a + b, 0);
 
 const channel = (name: string) => `${name}${process.pid}${Date.now().toString(36)}`.toLowerCase();
 
@@ -158,6 +174,110 @@ describe('The Mattermost listener', () => {
       1,
       'the catch-up asks from the last post seen, which comes back once and is skipped',
     );
+  });
+});
+
+describe('The Mattermost listener across reconnects', () => {
+  let server: MattermostServer;
+  let redis: RedisClient;
+  before(async () => {
+    server = await startMattermostServer();
+    redis = createRedisClient({ url: process.env.REDIS_URL as string });
+  });
+  after(async () => {
+    await server.close();
+    redis.disconnect();
+  });
+
+  it('decides every post exactly once over repeated cuts, cuts during a catch-up, failed catch-ups and new channels', async (t) => {
+    const sink = new MemorySink();
+    const reports: CatchUpReport[] = [];
+    const listener = listenerOn(server, redis, sink, 100_000, 30_000, quiet, 60_000, (r) => reports.push(r));
+    await listener.start();
+    const rooms = [channel('ra'), channel('rb'), channel('rc')];
+    const posted: string[] = [];
+    const post = (room: string, text: string) => {
+      if (!rooms.includes(room)) rooms.push(room);
+      posted.push(server.post(room, text).id);
+    };
+    /** Cuts the socket and waits for the listener to be back (authenticated again). */
+    const cut = async () => {
+      const authenticated = server.authenticated;
+      server.dropConnections();
+      cuts++;
+      return authenticated;
+    };
+    let cuts = 0;
+    server.delayRequests(15); // a catch-up takes long enough to be cut in the middle
+    for (let round = 0; round < 12; round++) {
+      for (let i = 0; i < 4; i++) post(rooms[i % 2] as string, `live ${round}.${i}`);
+      const authenticated = await cut();
+      // while away: the seen channels, one never seen before the cut (a new one every third round)
+      for (let i = 0; i < 4; i++) post(rooms[(round + i) % 3] as string, `away ${round}.${i}`);
+      if (round % 3 === 0) post(channel(`new${round}x`), `first post of a new channel ${round}`);
+      if (round === 5) server.failRequests(2, 'reset');
+      if (round === 8) server.failRequests(2, 'status');
+      await until(() => server.authenticated > authenticated);
+      if (round % 3 === 1) {
+        // cut again once the catch-up has asked its first question: the next connection takes over
+        const asked = totalRequests(server);
+        await until(() => totalRequests(server) > asked);
+        post(rooms[0] as string, `during catch-up ${round}`);
+        const again = await cut();
+        post(rooms[2] as string, `away again ${round}`);
+        await until(() => server.authenticated > again);
+      }
+      if (round % 3 === 2) {
+        // and some catch-ups run to their end before the next cut
+        const completed = reports.length;
+        await until(() => reports.length > completed);
+      }
+    }
+    post(rooms[1] as string, 'after the last cut');
+    server.delayRequests(0);
+    await until(() => decided(listener, rooms) >= posted.length, 30_000).catch(() =>
+      assert.fail(`decided ${decided(listener, rooms)} of ${posted.length}`),
+    );
+    await until(() => listener.connected && reports.length > 0);
+    await listener.stop();
+    const got = rooms.flatMap((room) => sink.of(room));
+    const lost = posted.filter((id) => !got.includes(id));
+    t.diagnostic(
+      `posts sent ${posted.length}, decided ${decided(listener, rooms)}, handed on ${got.length}, lost ${lost.length}, over ${cuts} cuts; ${reports.length} catch-ups completed, ${reports.reduce((a, r) => a + r.retries, 0)} failed requests retried`,
+    );
+    assert.ok(posted.length >= 100 && cuts >= 10, `${posted.length} posts, ${cuts} cuts`);
+    assert.deepEqual(lost, [], 'none lost');
+    assert.equal(got.length, new Set(got).size, 'none handed on twice');
+    assert.equal(got.length, posted.length);
+    assert.equal(decided(listener, rooms), posted.length, 'each decided once');
+  });
+
+  it('retries a catch-up that fails twice, then catches up (the lag reported)', async () => {
+    const sink = new MemorySink();
+    const warnings: string[] = [];
+    const reports: CatchUpReport[] = [];
+    const logger = { info: () => {}, warn: (message: string) => warnings.push(message) };
+    const listener = listenerOn(server, redis, sink, 1000, 30_000, logger, 60_000, (r) => reports.push(r));
+    await listener.start();
+    const room = channel('retry');
+    server.post(room, 'seen');
+    await until(() => sink.of(room).length === 1);
+    const authenticated = server.authenticated;
+    server.dropConnections();
+    const missed = [server.post(room, 'away 1'), server.post(room, 'away 2')];
+    server.failRequests(2, 'reset');
+    await until(() => server.authenticated > authenticated);
+    await until(() => reports.length === 1);
+    await until(() => sink.of(room).length === 3);
+    await listener.stop();
+    assert.deepEqual(
+      sink.of(room).slice(1),
+      missed.map((p) => p.id),
+    );
+    assert.equal(warnings.filter((m) => m === 'mattermost catch-up failed, retrying').length, 2);
+    const [report] = reports;
+    assert.equal(report?.retries, 2);
+    assert.ok((report?.lagMs ?? -1) >= 0 && (report?.posts ?? 0) >= 2, JSON.stringify(report));
   });
 });
 

@@ -136,7 +136,7 @@ for (const target of targets) {
       // Assess: the policy rate again, with those 3 tokens, and the rest refilling at 2/s
       assert.equal(await worker.currentRate('lapsing', key), 2);
       const peek = await worker.peek([{ policy: 'lapsing', key }]);
-      assert.ok(peek.outcome === 'allowed' && peek.binding.remaining === 2, JSON.stringify(peek));
+      assert.ok(peek.outcome === 'allowed' && peek.binding.remaining === 3, JSON.stringify(peek));
       const four = await worker.check({ policy: 'lapsing', key, cost: 4 });
       assert.ok(four.outcome === 'limited' && four.retryAfterMs === 500, JSON.stringify(four));
       clock.nowUs += 3_500_000;

@@ -46,7 +46,7 @@ type Harness = NonNullable<ReturnType<typeof harness>>;
 async function left(h: Harness): Promise<number> {
   const peek = await h.peek(1);
   assert.ok(peek.outcome !== 'degraded');
-  return peek.outcome === 'allowed' ? peek.binding.remaining + 1 : 0;
+  return peek.outcome === 'allowed' ? peek.binding.remaining : 0;
 }
 
 /** A refused check waits `retryAfterMs`: 1 ms less is still refused, exactly that long is admitted. */

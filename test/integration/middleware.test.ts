@@ -176,7 +176,7 @@ describe('rateLimit middleware', () => {
     );
     // the enforced window counted every request: the shadow refusals blocked nothing
     const peek = await limiter.peek([{ policy: enforced, key: '192.0.2.99' }], { scope: '192.0.2.99' });
-    assert.ok(peek.outcome === 'allowed' && peek.binding.remaining === 10 - 3 - 1);
+    assert.ok(peek.outcome === 'allowed' && peek.binding.remaining === 10 - 3);
   });
 
   it('refuses a known-limited key from the block cache without asking Redis, until the policy changes', async () => {

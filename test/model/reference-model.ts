@@ -26,6 +26,8 @@ interface Evaluation {
   resetUs: number;
   retryUs: number;
   apply(): void;
+  /** What an admission that is not written (a peek, or another limit refused) reports: the counter as it stands. */
+  standing?: { remaining: number; resetUs: number };
 }
 
 export class ReferenceModel {
@@ -45,8 +47,10 @@ export class ReferenceModel {
       }
     });
     const allowed = binding === 0;
-    if (allowed && debit) for (const e of evaluations) e.apply();
-    return [allowed ? 1 : 0, binding, retryMax, ...evaluations.flatMap((e) => [e.remaining, e.resetUs, e.retryUs])];
+    const written = allowed && debit;
+    if (written) for (const e of evaluations) e.apply();
+    const reported = evaluations.map((e) => (written || !e.standing ? e : { ...e, ...e.standing }));
+    return [allowed ? 1 : 0, binding, retryMax, ...reported.flatMap((e) => [e.remaining, e.resetUs, e.retryUs])];
   }
 
   recordFailure(limit: Extract<ModelLimit, { kind: 'bo' }>, nowUs: number): number {
@@ -83,6 +87,7 @@ export class ReferenceModel {
         resetUs: newDebt,
         retryUs: 0,
         apply: () => this.#tat.set(limit.key, now + newDebt),
+        standing: { remaining: Math.floor((burst - debt) / limit.intervalUs), resetUs: debt },
       };
     }
     return {
@@ -106,6 +111,10 @@ export class ReferenceModel {
         resetUs: limit.windowUs,
         retryUs: 0,
         apply: () => this.#events.set(limit.key, [...inWindow, ...Array<number>(limit.cost).fill(now)]),
+        standing: {
+          remaining: limit.limit - inWindow.length,
+          resetUs: inWindow.length > 0 ? (newest as number) + limit.windowUs - now : 0,
+        },
       };
     }
     const need = inWindow.length + limit.cost - limit.limit;
