@@ -6,6 +6,7 @@
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
 import { after, before, describe, it } from 'node:test';
+import fc from 'fast-check';
 import { signSlackBody } from '../../functions/slack/signature.ts';
 import { consumers, type TestPlatform } from '../support/consumers.ts';
 import { call, loopbackAddress } from '../support/http.ts';
@@ -71,6 +72,20 @@ describe('Slack webhook (POST /webhooks/slack)', () => {
     assert.equal(platform.events().filter((e) => e.scope === team).length, 61);
   });
 
+  it('reports what is left of every limit after a refusal: the workspace was not debited', async () => {
+    const team = `T${randomUUID().slice(0, 8)}`;
+    for (let i = 0; i < 60; i++) assert.equal((await slack(slackEvent(team, 'CFULL'))).status, 200);
+    const refused = await slack(slackEvent(team, 'CFULL'));
+    assert.equal(refused.status, 429);
+    assert.match(
+      refused.headers.ratelimit ?? '',
+      /"slack-workspace";r=240;/,
+      '300 - 60 admitted: the refusal took none',
+    );
+    const next = await slack(slackEvent(team, 'COTHER'));
+    assert.match(next.headers.ratelimit ?? '', /"slack-workspace";r=239;/);
+  });
+
   it('neither counts nor forwards a retried event_id again', async () => {
     const team = `T${randomUUID().slice(0, 8)}`;
     const body = slackEvent(team, 'C1', 'EvRetry1');
@@ -85,6 +100,34 @@ describe('Slack webhook (POST /webhooks/slack)', () => {
     assert.equal(platform.events().filter((e) => e.id === 'EvRetry1').length, 1);
   });
 });
+
+/** A value that does not belong where a string or an id does: objects, arrays, prototype names, numbers, null. */
+const hostile = fc.oneof(
+  fc.anything({ withObjectString: true, withNullPrototype: true }),
+  fc.constantFrom(
+    { toString: 1 },
+    { valueOf: null, toString: null },
+    { __proto__: { polluted: true } },
+    [],
+    ['C1'],
+    '__proto__',
+    'constructor',
+    'toString',
+    -0,
+    1e300,
+    '',
+    'x'.repeat(200),
+  ),
+);
+
+/** A JSON body from an object whose fields are given by `fields`, as JSON.stringify would send it. */
+const bodyOf = (fields: fc.Arbitrary<Record<string, unknown>>) => fields.map((value) => JSON.stringify(value) ?? '{}');
+
+/** Never a 5xx or a stack: a signed payload of the wrong shape is a 400 (or an answer for what fits). */
+function assertAnswered(answer: { status: number; body: string }, what: string): void {
+  assert.ok(answer.status < 500, `${what}: ${answer.status} ${answer.body}`);
+  assert.doesNotMatch(answer.body, /TypeError|ReferenceError|\bat .*\.ts:\d+/);
+}
 
 describe('Telegram webhook (POST /webhooks/telegram/{bot})', () => {
   it('answers 401 to a wrong or missing secret token, and to an unknown bot', async () => {
@@ -111,5 +154,69 @@ describe('Telegram webhook (POST /webhooks/telegram/{bot})', () => {
     const again = await telegram('demo', update);
     assert.deepEqual(again.json(), { ok: true, duplicate: true });
     assert.equal(platform.events().filter((e) => e.id === String(update.update_id)).length, 1);
+  });
+});
+
+// Last: the fuzz fills the demo bot's window, which the Telegram tests above need.
+describe('Webhooks: signed hostile payloads reach the parsing', () => {
+  it('answers 400 to the signed Slack payloads that once answered 500', async () => {
+    for (const body of [
+      '{"type":{"toString":1}}',
+      '{"type":"url_verification","challenge":{"toString":1}}',
+      '{"type":"event_callback","team_id":{"toString":1},"event_id":"Ev1"}',
+      '{"type":"event_callback","team_id":"T1","event_id":"Ev1","event":{"channel":["C1"]}}',
+      '{"type":"event_callback","team_id":"T1","event_id":"Ev1","event":"C1"}',
+    ]) {
+      const answer = await slack(body);
+      assert.equal(answer.status, 400, `${body}: ${answer.body}`);
+      assert.equal(answer.json().error, 'bad_request');
+    }
+  });
+
+  it('never answers a signed Slack payload with a 5xx, whatever its fields hold', async (t) => {
+    const runs = 400;
+    await fc.assert(
+      fc.asyncProperty(
+        bodyOf(
+          fc.record(
+            {
+              type: fc.oneof(fc.constantFrom('event_callback', 'url_verification', 'app_rate_limited'), hostile),
+              challenge: hostile,
+              team_id: fc.oneof(fc.constantFrom('T1', 'TFUZZ'), hostile),
+              event_id: fc.oneof(
+                fc.uuid().map((u) => `Ev${u.slice(0, 8)}`),
+                hostile,
+              ),
+              event: fc.oneof(fc.record({ channel: fc.oneof(fc.constant('CF'), hostile) }), hostile),
+            },
+            { requiredKeys: [] },
+          ),
+        ),
+        async (body) => assertAnswered(await slack(body), body),
+      ),
+      { numRuns: runs },
+    );
+    t.diagnostic(`${runs} signed Slack payloads, none answered 5xx`);
+  });
+
+  it('never answers a Telegram update with the right secret token with a 5xx, whatever its fields hold', async (t) => {
+    const runs = 400;
+    const chatBearing = fc.oneof(fc.record({ chat: fc.oneof(fc.record({ id: hostile }), hostile) }), hostile);
+    await fc.assert(
+      fc.asyncProperty(
+        fc.record(
+          {
+            update_id: fc.oneof(fc.integer({ min: 1 }), hostile),
+            message: chatBearing,
+            channel_post: chatBearing,
+            callback_query: fc.oneof(fc.record({ message: chatBearing }), hostile),
+          },
+          { requiredKeys: [] },
+        ),
+        async (update) => assertAnswered(await telegram('demo', update), JSON.stringify(update)),
+      ),
+      { numRuns: runs },
+    );
+    t.diagnostic(`${runs} Telegram updates with the right secret token, none answered 5xx`);
   });
 });

@@ -74,6 +74,64 @@ for (const target of targets) {
       assert.equal(ip.binding.remaining, 10 - 2, 'a peek reports what is left');
     });
 
+    it('reports, after a refused grouped check, what is left of every limit: a peek afterwards agrees', async () => {
+      const group = unique('left');
+      const [bucket, window, tight] = [`${group}-tb`, `${group}-sw`, `${group}-tight`];
+      const limiter = createLimiter({
+        redis,
+        policies: policies({
+          [bucket]: { strategy: 'tokenBucket', capacity: 7, refill: { tokens: 1, every: '1 h' }, group },
+          [window]: { strategy: 'slidingWindow', limit: 9, window: '1 h', group },
+          [tight]: { strategy: 'slidingWindow', limit: 2, window: '1 h', group },
+        }),
+      });
+      const scope = { scope: group };
+      const all = (cost: number) => [
+        { policy: bucket, key: 'k', cost },
+        { policy: window, key: 'k', cost },
+        { policy: tight, key: 'k' },
+      ];
+      assert.equal((await limiter.checkAll(all(2), scope)).outcome, 'allowed');
+      assert.equal((await limiter.checkAll(all(1), scope)).outcome, 'allowed');
+      const refused = await limiter.checkAll(all(3), scope);
+      assert.ok(refused.outcome === 'limited');
+      assert.equal(refused.binding.policy, tight);
+      for (const status of refused.limits) {
+        const peek = await limiter.peek([{ policy: status.policy, key: 'k' }], scope);
+        assert.ok(peek.outcome !== 'degraded');
+        assert.equal(status.remaining, peek.binding.remaining, `${status.policy}: the refusal and a peek agree`);
+        // the same reset, less the time between the two (never later)
+        assert.ok(peek.binding.resetAfterMs <= status.resetAfterMs, `${status.policy}: reset`);
+      }
+      assert.deepEqual(
+        refused.limits.map((l) => l.remaining),
+        [7 - 3, 9 - 3, 0],
+        'nothing debited by the refusal',
+      );
+      // a single-limit peek that would admit, and a refused single check, report what is left too
+      const single = await limiter.peek([{ policy: window, key: 'k', cost: 5 }], scope);
+      assert.ok(single.outcome === 'allowed' && single.binding.remaining === 6);
+      const tooDear = await limiter.checkAll([{ policy: bucket, key: 'k', cost: 5 }], scope);
+      assert.ok(tooDear.outcome === 'limited' && tooDear.binding.remaining === 4);
+    });
+
+    it('takes a cost of null (a JSON body) as an error, not as the default', async () => {
+      const name = unique('nullcost');
+      const limiter = createLimiter({
+        redis,
+        policies: policies({ [name]: { strategy: 'slidingWindow', limit: 5, window: '1 m' } }),
+      });
+      for (const cost of [null, '1', 1.5, 0, Number.NaN]) {
+        await assert.rejects(
+          limiter.check({ policy: name, key: 'k', cost: cost as unknown as number }),
+          InvalidCheckError,
+          `cost ${String(cost)}`,
+        );
+      }
+      const peek = await limiter.peek([{ policy: name, key: 'k' }]);
+      assert.ok(peek.outcome === 'allowed' && peek.binding.remaining === 5, 'nothing counted');
+    });
+
     it('counts a fresh client ready only once every master is connected (ioredis connects cluster nodes lazily)', async () => {
       const fresh = target.client();
       try {
