@@ -5,8 +5,9 @@
  * The bot token is the SecureString `<parameter path>/secrets/mattermost-bot-token`.
  * SIGTERM (how Fargate stops a task) and SIGINT stop it cleanly: exit 0.
  */
+import { Metrics, MetricUnit } from '@aws-lambda-powertools/metrics';
 import { closeAllPlatforms, platform } from '../shared/platform.ts';
-import { MattermostListener } from './listener.ts';
+import { type CatchUpReport, MattermostListener } from './listener.ts';
 
 const url = process.env.MATTERMOST_URL;
 if (!url || !/^https?:\/\/[^\s/]+/.test(url)) {
@@ -20,7 +21,15 @@ if (!token) {
   logger.error('no Mattermost bot token (secrets/mattermost-bot-token)');
   process.exit(2);
 }
-const listener = new MattermostListener({ url, token, limiter, once: acceptedOnce, sink, logger });
+// A catch-up's lag (reconnect to every channel caught up) as an EMF metric.
+const metrics = new Metrics({ namespace: 'RateLimit', serviceName: 'mattermost-listener' });
+const onCaughtUp = (report: CatchUpReport) => {
+  metrics.addMetric('MattermostCatchUpLag', MetricUnit.Milliseconds, report.lagMs);
+  metrics.addMetric('MattermostCatchUpPosts', MetricUnit.Count, report.posts);
+  metrics.addMetric('MattermostCatchUpRetries', MetricUnit.Count, report.retries);
+  metrics.publishStoredMetrics();
+};
+const listener = new MattermostListener({ url, token, limiter, once: acceptedOnce, sink, logger, onCaughtUp });
 const stop = async () => {
   await listener.stop();
   closeAllPlatforms();
