@@ -39,6 +39,7 @@ import {
   type RedisClient,
   rateKey,
   readSettings,
+  secretReader,
 } from '@platform/rate-limit';
 import {
   createPolicyStore,
@@ -194,7 +195,7 @@ async function run(argv: string[]): Promise<number> {
   if (settings.redisAuthSecretId) {
     // A deployed Redis requires credentials: read them (Secrets Manager) before the first connection.
     context.redis = createRedisClient(settings.redis);
-    await authenticateFromSecret(context.redis, settings.redisAuthSecretId);
+    await authenticateFromSecret(context.redis, settings.redisAuthSecretId, secretReader(settings));
   }
   try {
     switch (command) {

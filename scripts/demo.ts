@@ -159,6 +159,7 @@ export async function runDemo(options: DemoOptions = {}): Promise<{ results: Sce
   Object.assign(process.env, {
     REDIS_URL: redis.url,
     REDIS_CLUSTER_NODES: '',
+    REDIS_AUTH_SECRET_FILE: '', // its own plain Redis: no user
     RATE_LIMIT_PARAMETER_PATH: '/ratelimit/local',
     RATE_LIMIT_PARAMETERS_FILE: join(work, 'parameters.json'),
     EVENT_SINK_FILE: join(work, 'events.jsonl'),

@@ -4,11 +4,12 @@
  * REDIS_SERVER_BIN.
  */
 import { type ChildProcess, execFile, spawn } from 'node:child_process';
-import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
-import { createConnection, createServer } from 'node:net';
+import { mkdirSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { createConnection, createServer, type Socket } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { setTimeout as delay } from 'node:timers/promises';
+import { connect as tlsConnect } from 'node:tls';
 import { promisify } from 'node:util';
 
 const SERVER_BIN = process.env.REDIS_SERVER_BIN ?? 'redis-server';
@@ -27,12 +28,45 @@ export interface RedisProcessOptions {
   clusterNode?: boolean;
   /** Pin the server to this CPU (taskset), so a benchmark's client and server do not share a core. */
   cpu?: number;
+  /** TLS only: `port` is the TLS port and there is no plain one (as ElastiCache with in-transit encryption). */
+  tls?: TlsFiles;
+  /** Users from this ACL file (its `default` user off); `admin` is who the setup itself connects as. */
+  acl?: { file: string; admin: Credentials; replication: Credentials };
+  /** The host name a cluster node announces (cluster-preferred-endpoint-type hostname), as ElastiCache's TLS clusters do. */
+  announceHostname?: string;
+  /** How long a cluster master may be unreachable before its replica is promoted. @default 2000 */
+  clusterNodeTimeoutMs?: number;
+}
+
+/** PEM files: the CA, and the server's certificate and key it signed. */
+export interface TlsFiles {
+  readonly ca: string;
+  readonly cert: string;
+  readonly key: string;
+}
+
+export interface Credentials {
+  readonly username: string;
+  readonly password: string;
+}
+
+/** How a probe reaches a server: plain or TLS, as some user or none. */
+export interface ProbeAccess {
+  readonly tls?: TlsFiles;
+  readonly auth?: Credentials;
+  /** The name TLS checks the certificate against. @default 'localhost' */
+  readonly servername?: string;
 }
 
 export interface RedisProcess {
   readonly host: string;
   readonly port: number;
   readonly url: string;
+  /** How to reach it as its administrator (TLS, ACL user), for probes. */
+  readonly access: ProbeAccess;
+  readonly pid: number;
+  /** SIGKILL: gone at once, nothing written or flushed (a crashed node). */
+  kill(): Promise<void>;
   /** SIGSTOP: the port stays open but nothing answers (a stalled server). */
   pause(): void;
   /** SIGCONT after `pause`. */
@@ -67,17 +101,51 @@ async function isFree(port: number): Promise<boolean> {
   });
 }
 
-/** Sends one inline command and returns the raw reply (enough for startup checks). */
-export function rawCommand(port: number, command: string, host = '127.0.0.1'): Promise<string> {
+/** Where the next whole top-level RESP reply in `data` from `at` ends (simple types and bulk strings), or -1. */
+function replyEnd(data: string, at: number): number {
+  const line = data.indexOf('\r\n', at);
+  if (line < 0) return -1;
+  if (data[at] !== '$') return line + 2;
+  const length = Number(data.slice(at + 1, line));
+  if (length < 0) return line + 2;
+  const end = line + 2 + length + 2;
+  return Buffer.byteLength(data) >= end ? end : -1;
+}
+
+/**
+ * Sends one inline command (after an AUTH, when `access` names a user; over
+ * TLS when it names certificates) and returns the raw reply: enough for
+ * startup checks and probes, without a client library.
+ */
+export function rawCommand(
+  port: number,
+  command: string,
+  host = '127.0.0.1',
+  access: ProbeAccess = {},
+): Promise<string> {
   return new Promise((resolve, reject) => {
-    const socket = createConnection({ host, port }, () => socket.write(`${command}\r\n`));
+    const commands = [...(access.auth ? [`AUTH ${access.auth.username} ${access.auth.password}`] : []), command];
+    const send = () => socket.write(commands.map((c) => `${c}\r\n`).join(''));
+    const socket: Socket = access.tls
+      ? tlsConnect({ host, port, ca: readFileSync(access.tls.ca), servername: access.servername ?? 'localhost' }, send)
+      : createConnection({ host, port }, send);
     let data = '';
     socket.setTimeout(1000, () => socket.destroy(new Error('no answer')));
     socket.on('data', (chunk) => {
-      data += chunk.toString();
-      if (data.endsWith('\r\n')) socket.end();
+      data += chunk.toString('latin1');
+      let at = 0;
+      for (let i = 0; i < commands.length; i++) {
+        const end = replyEnd(data, at);
+        if (end < 0) return;
+        if (i === commands.length - 1) {
+          socket.end();
+          resolve(data.slice(at, end));
+          return;
+        }
+        at = end;
+      }
     });
-    socket.on('end', () => resolve(data));
+    socket.on('close', () => resolve(data));
     socket.on('error', reject);
   });
 }
@@ -89,13 +157,18 @@ const NOT_INSTALLED = `${SERVER_BIN} is not installed: apt-get install redis-ser
  * not enough: a server that was already there would answer too, so the
  * answering server's process id must be the child's.
  */
-async function untilAnswers(port: number, child: ChildProcess, spawnError: () => Error | undefined): Promise<void> {
+async function untilAnswers(
+  port: number,
+  child: ChildProcess,
+  spawnError: () => Error | undefined,
+  access: ProbeAccess,
+): Promise<void> {
   const deadline = Date.now() + 10_000;
   while (Date.now() < deadline) {
     const error = spawnError();
     if (error) throw (error as NodeJS.ErrnoException).code === 'ENOENT' ? new Error(NOT_INSTALLED) : error;
     if (child.exitCode !== null) throw new Error(`redis-server on port ${port} exited with ${child.exitCode}`);
-    const info = await rawCommand(port, 'INFO server').catch(() => '');
+    const info = await rawCommand(port, 'INFO server', '127.0.0.1', access).catch(() => '');
     const pid = /process_id:(\d+)/.exec(info)?.[1];
     if (pid !== undefined && Number(pid) === child.pid) return;
     await delay(20); // polling a starting process, bounded by the deadline
@@ -117,8 +190,36 @@ export async function startRedis(options: RedisProcessOptions = {}): Promise<Red
   const dir = options.dir ?? mkdtempSync(join(tmpdir(), 'rl-redis-'));
   mkdirSync(dir, { recursive: true });
   const args = [
-    '--port',
-    String(port),
+    ...(options.tls
+      ? [
+          '--port',
+          '0',
+          '--tls-port',
+          String(port),
+          '--tls-cert-file',
+          options.tls.cert,
+          '--tls-key-file',
+          options.tls.key,
+          '--tls-ca-cert-file',
+          options.tls.ca,
+          // clients prove nothing with certificates (ElastiCache does not ask either): ACL users do
+          '--tls-auth-clients',
+          'no',
+          '--tls-replication',
+          'yes',
+          ...(options.clusterNode ? ['--tls-cluster', 'yes'] : []),
+        ]
+      : ['--port', String(port)]),
+    ...(options.acl
+      ? [
+          '--aclfile',
+          options.acl.file,
+          '--masteruser',
+          options.acl.replication.username,
+          '--masterauth',
+          options.acl.replication.password,
+        ]
+      : []),
     '--bind',
     '127.0.0.1',
     '--dir',
@@ -139,7 +240,11 @@ export async function startRedis(options: RedisProcessOptions = {}): Promise<Red
   if (options.durable) args.push('--appendfsync', 'everysec');
   if (options.clusterNode) {
     args.push('--cluster-enabled', 'yes', '--cluster-config-file', join(dir, `nodes-${port}.conf`));
-    args.push('--cluster-node-timeout', '2000');
+    args.push('--cluster-node-timeout', String(options.clusterNodeTimeoutMs ?? 2000));
+    if (options.announceHostname) {
+      args.push('--cluster-announce-hostname', options.announceHostname);
+      args.push('--cluster-preferred-endpoint-type', 'hostname');
+    }
   }
   const child =
     options.cpu === undefined
@@ -149,12 +254,22 @@ export async function startRedis(options: RedisProcessOptions = {}): Promise<Red
   child.once('error', (error) => {
     spawnError = error;
   });
-  await untilAnswers(port, child, () => spawnError);
+  const access: ProbeAccess = {
+    ...(options.tls ? { tls: options.tls } : {}),
+    ...(options.acl ? { auth: options.acl.admin } : {}),
+  };
+  await untilAnswers(port, child, () => spawnError, access);
   const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
   const handle: RedisProcess = {
     host: '127.0.0.1',
     port,
-    url: `redis://127.0.0.1:${port}`,
+    url: options.tls ? `rediss://localhost:${port}` : `redis://127.0.0.1:${port}`,
+    access,
+    pid: child.pid as number,
+    kill: () => {
+      child.kill('SIGKILL');
+      return exited;
+    },
     pause: () => child.kill('SIGSTOP'),
     resume: () => child.kill('SIGCONT'),
     async stop(keepData = false) {
@@ -183,11 +298,11 @@ export interface RedisClusterProcess {
   restart(): Promise<void>;
 }
 
-async function untilClusterOk(nodes: readonly RedisProcess[]): Promise<void> {
+export async function untilClusterOk(nodes: readonly RedisProcess[]): Promise<void> {
   const deadline = Date.now() + 15_000;
   for (const node of nodes) {
     for (;;) {
-      const info = await rawCommand(node.port, 'CLUSTER INFO').catch(() => '');
+      const info = await rawCommand(node.port, 'CLUSTER INFO', '127.0.0.1', node.access).catch(() => '');
       if (info.includes('cluster_state:ok')) break;
       if (Date.now() > deadline) throw new Error('the local Redis Cluster did not reach cluster_state:ok');
       await delay(50); // polling cluster convergence, bounded by the deadline

@@ -8,7 +8,7 @@
  * its own last page (two workers may then fetch a page twice; the sink is
  * at-least-once).
  */
-import type { RedisClient } from '@platform/rate-limit';
+import { KEY_FAMILIES, type RedisClient } from '@platform/rate-limit';
 import type { EventSink } from '../shared/sink.ts';
 import type { AdaptivePacer } from './pacer.ts';
 import { fetchPage, type SourceAnswer } from './source.ts';
@@ -32,7 +32,7 @@ export interface HarvestReport {
 
 /** The next page number of a scope, shared by every worker (and kept between invocations). */
 export function nextPage(redis: RedisClient, scope: string): Promise<number> {
-  return redis.incr(`hv:{${scope}}:cursor`);
+  return redis.incr(`${KEY_FAMILIES.cursors}{${scope}}:cursor`);
 }
 
 export async function harvest(

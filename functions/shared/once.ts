@@ -1,4 +1,10 @@
-import { DeadlineGuard, type DegradedReason, ioredisConnection, type RedisClient } from '@platform/rate-limit';
+import {
+  DeadlineGuard,
+  type DegradedReason,
+  ioredisConnection,
+  KEY_FAMILIES,
+  type RedisClient,
+} from '@platform/rate-limit';
 
 /**
  * Remembers which sender events were accepted, so a retried delivery (Slack's
@@ -45,5 +51,5 @@ export class AcceptedOnce {
 }
 
 function key(source: string, scope: string, id: string): string {
-  return `wh:{${source}:${scope}}:seen:${id}`;
+  return `${KEY_FAMILIES.claims}{${source}:${scope}}:seen:${id}`;
 }

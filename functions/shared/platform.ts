@@ -7,6 +7,7 @@ import {
   type Limiter,
   type RedisClient,
   readSettings,
+  secretReader,
   sharedRedis,
 } from '@platform/rate-limit';
 import { createPolicyStore, type PolicyStore } from '@platform/rate-limit/config';
@@ -73,9 +74,14 @@ export function usePlatform(parts: Platform | undefined): void {
 }
 
 function redisCredentials(redis: RedisClient, logger: Logger): Promise<void> {
-  const secretId = readSettings().redisAuthSecretId;
+  const settings = readSettings();
+  const secretId = settings.redisAuthSecretId;
   if (secretId === undefined) return Promise.resolve();
-  return authenticateFromSecret(redis, secretId).catch((error: unknown) => {
+  const onRefresh = ({ refreshed, error }: { refreshed: boolean; error?: unknown }) =>
+    refreshed
+      ? logger.info('Redis refused the credentials: read them again (a rotation)')
+      : logger.error('Redis credentials could not be read again', { error: String(error) });
+  return authenticateFromSecret(redis, secretId, secretReader(settings), onRefresh).catch((error: unknown) => {
     logger.error('Redis credentials could not be read; checks will degrade', {
       error: error instanceof Error ? error.message : String(error),
     });

@@ -27,6 +27,15 @@ export {
 } from './errors.ts';
 export { DEFAULT_FAILURE_MODE, type FailureMode } from './failure-mode.ts';
 export { assertKeyPart, budgetKeys, counterKey, rateKey } from './keys.ts';
+export {
+  FUNCTIONS_COMMANDS,
+  functionsAclRules,
+  KEY_FAMILIES,
+  type KeyFamily,
+  keyPatterns,
+  OPERATOR_COMMANDS,
+  operatorAclRules,
+} from './keyspace.ts';
 export type {
   CheckOptions,
   CheckRequest,
@@ -56,10 +65,13 @@ export {
 } from './policy.ts';
 export {
   authenticateFromSecret,
+  fileSecretReader,
+  isAuthenticationError,
   parseRedisCredentials,
   type RedisCredentials,
   readSecretFromSecretsManager,
   type SecretReader,
+  secretReader,
   useRedisCredentials,
 } from './redis-auth.ts';
 export { createRedisClient, ioredisConnection, type RedisSettings, sharedRedis } from './redis-connection.ts';

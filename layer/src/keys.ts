@@ -1,4 +1,5 @@
 import { InvalidCheckError, MisconfiguredCheckError } from './errors.ts';
+import { KEY_FAMILIES } from './keyspace.ts';
 import type { CompiledPolicy } from './policy.ts';
 
 /**
@@ -31,13 +32,14 @@ export function assertKeyPart(key: string, what = 'key'): void {
 
 /** The counter of one policy for one key; `scope` is the hash tag of a grouped policy's check. */
 export function counterKey(policy: CompiledPolicy, key: string, scope?: string): string {
-  if (policy.group === undefined) return `rl:{${policy.name}:${key}}`;
+  const prefix = KEY_FAMILIES.counters;
+  if (policy.group === undefined) return `${prefix}{${policy.name}:${key}}`;
   if (scope === undefined) {
     throw new MisconfiguredCheckError(
       `policy "${policy.name}" is in group "${policy.group}": its check must name a scope (the hash tag)`,
     );
   }
-  return `rl:{${policy.group}:${scope}}:${policy.name}:${key}`;
+  return `${prefix}{${policy.group}:${scope}}:${policy.name}:${key}`;
 }
 
 /** A token bucket's runtime rate: beside its counter, in the same slot. */

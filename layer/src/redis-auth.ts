@@ -4,6 +4,7 @@
  * (`REDIS_AUTH_SECRET_ARN`, settings.ts) and set on the client before its
  * first connection. Never in an environment variable, never logged.
  */
+import { readFile } from 'node:fs/promises';
 import { Cluster } from 'ioredis';
 import * as v from 'valibot';
 import { InvalidSettingError } from './errors.ts';
@@ -49,6 +50,18 @@ export const readSecretFromSecretsManager: SecretReader = async (secretId) => {
   return SecretString;
 };
 
+/** The local stand-in for Secrets Manager: the secret's text in a file, read anew each time (a rotation rewrites it). */
+export function fileSecretReader(path: string): SecretReader {
+  return () => readFile(path, 'utf8');
+}
+
+/** Secrets Manager, or the file that stands in for it (REDIS_AUTH_SECRET_FILE). */
+export function secretReader(settings: { redisAuthSecretFile: string | undefined }): SecretReader {
+  return settings.redisAuthSecretFile === undefined
+    ? readSecretFromSecretsManager
+    : fileSecretReader(settings.redisAuthSecretFile);
+}
+
 /**
  * Sets the credentials every connection of `redis` will authenticate with
  * (the client connects lazily, so call this before its first command). On a
@@ -65,16 +78,53 @@ export function useRedisCredentials(redis: RedisClient, credentials: RedisCreden
     Object.assign(redis.options.redisOptions, auth);
     const pool = (redis as unknown as { connectionPool?: { redisOptions?: Record<string, unknown> } }).connectionPool;
     if (pool?.redisOptions) Object.assign(pool.redisOptions, auth);
+    // and each node connection made already reconnects with its own copy
+    for (const node of redis.nodes()) Object.assign(node.options, auth);
   } else {
     Object.assign(redis.options, auth);
   }
 }
 
-/** Reads the secret and sets it on `redis`: what a container does once, before its first check. */
+/** Redis refused the credentials: a rotation removed the password this client has. */
+export function isAuthenticationError(error: unknown): boolean {
+  const message = error instanceof Error ? error.message : String(error);
+  return /WRONGPASS|NOAUTH|invalid username-password/i.test(message);
+}
+
+/** The fewest ms between two reads of the secret after refusals (a burst of refused connections reads it once). */
+const REREAD_INTERVAL_MS = 1000;
+
+/**
+ * Reads the secret and sets it on `redis`: what a container does once, before
+ * its first check. Then, whenever Redis refuses the credentials (a rotation:
+ * ElastiCache's or MemoryDB's user got a new password, the old one removed),
+ * the secret is read again and set on every connection, which reconnects with
+ * it — a warm client follows a rotation without a restart. Reads after
+ * refusals are at most one per second, one at a time.
+ */
 export async function authenticateFromSecret(
   redis: RedisClient,
   secretId: string,
   read: SecretReader = readSecretFromSecretsManager,
+  onRefresh: (outcome: { refreshed: boolean; error?: unknown }) => void = () => {},
 ): Promise<void> {
   useRedisCredentials(redis, parseRedisCredentials(await read(secretId)));
+  let reading: Promise<void> | undefined;
+  let lastRead = 0;
+  const refused = (error: unknown) => {
+    if (!isAuthenticationError(error) || reading !== undefined) return;
+    if (Date.now() - lastRead < REREAD_INTERVAL_MS) return;
+    lastRead = Date.now();
+    reading = read(secretId)
+      .then((text) => {
+        useRedisCredentials(redis, parseRedisCredentials(text));
+        onRefresh({ refreshed: true });
+      })
+      .catch((error: unknown) => onRefresh({ refreshed: false, error }))
+      .finally(() => {
+        reading = undefined;
+      });
+  };
+  redis.on('error', refused);
+  if (redis instanceof Cluster) redis.on('node error', refused);
 }

@@ -1,3 +1,5 @@
+import { readFileSync } from 'node:fs';
+import type { ConnectionOptions } from 'node:tls';
 import { Cluster, Redis, type RedisOptions } from 'ioredis';
 import type { GuardedConnection } from './deadline.ts';
 import type { RedisClient } from './run-script.ts';
@@ -10,7 +12,14 @@ import { DEFAULT_REDIS_URL, readSettings } from './settings.ts';
 export interface RedisSettings {
   readonly url?: string;
   readonly clusterNodes?: readonly string[];
+  /** TLS to the cluster's nodes (a `rediss://` URL says so for a single node). */
   readonly tls?: boolean;
+  /**
+   * A PEM file of the CA that signed the server's certificate, when it is not
+   * one the system trusts (the local production-shaped cluster; ElastiCache's
+   * certificates chain to public roots and need none).
+   */
+  readonly tlsCaFile?: string;
   /** Give up a connection attempt after this long. @default 1000 */
   readonly connectTimeoutMs?: number;
   /** Longest wait between reconnect attempts. @default 50 */
@@ -44,9 +53,25 @@ function connectionOptions(settings: RedisSettings): RedisOptions {
     maxLoadingRetryTime: settings.loadingPollMs ?? 10,
     retryStrategy: (attempt) => Math.min(10 * 2 ** attempt, maxDelay),
     lazyConnect: true,
-    ...(settings.tls ? { tls: {} } : {}),
+    ...(usesTls(settings) ? { tls: tlsOptions(settings) } : {}),
   };
 }
+
+function usesTls(settings: RedisSettings): boolean {
+  return settings.tls === true || settings.url?.startsWith('rediss:') === true;
+}
+
+/**
+ * The certificate is checked against the host name the client was given
+ * (Node's TLS does so, and sends it as SNI, whenever the host is a name);
+ * only the trusted CAs are added here.
+ */
+function tlsOptions(settings: RedisSettings): ConnectionOptions {
+  return settings.tlsCaFile === undefined ? {} : { ca: readFileSync(settings.tlsCaFile) };
+}
+
+const keepHostName = (address: string, callback: (error: Error | null, address: string) => void) =>
+  callback(null, address);
 
 function parseNode(node: string): { host: string; port: number } {
   const at = node.lastIndexOf(':');
@@ -63,6 +88,14 @@ export function createRedisClient(settings: RedisSettings): RedisClient {
           clusterRetryStrategy: options.retryStrategy,
           slotsRefreshTimeout: options.connectTimeout,
           redisOptions: options,
+          // ioredis resolves the startup nodes' names to IPs and connects to
+          // the IPs: a TLS certificate names the host (ElastiCache's
+          // configuration endpoint), not its addresses, so every connection
+          // failed with ERR_TLS_CERT_ALTNAME_INVALID. Handing the name back
+          // unresolved (ioredis's README, "AWS ElastiCache Clusters with TLS")
+          // connects to it by name; the nodes the cluster announces are names
+          // too (cluster-preferred-endpoint-type hostname).
+          ...(usesTls(settings) ? { dnsLookup: keepHostName } : {}),
         })
       : new Redis(settings.url ?? DEFAULT_REDIS_URL, options);
   // Connection errors reach callers as degraded decisions (logged and counted

@@ -11,7 +11,9 @@ import type { RedisSettings } from './redis-connection.ts';
  * | `REDIS_CLUSTER_NODES`           | `host:port,host:port`: Redis Cluster (production)      | none: a single node        |
  * | `REDIS_URL`                     | `redis://host:port` or `rediss://…`: a single node     | `redis://127.0.0.1:6379`   |
  * | `REDIS_TLS`                     | `true` for TLS to cluster nodes (ElastiCache)          | `false`                    |
+ * | `REDIS_TLS_CA_FILE`             | PEM of a private CA the server's certificate chains to | none: the system's CAs     |
  * | `REDIS_AUTH_SECRET_ARN`         | Secrets Manager secret `{"password","username"?}`      | none: no AUTH              |
+ * | `REDIS_AUTH_SECRET_FILE`        | a file holding that secret instead (local runs)         | none: Secrets Manager      |
  * | `RATE_LIMIT_PARAMETER_PATH`     | SSM path of the policies (`/ratelimit/prod`)           | `/ratelimit/local`         |
  * | `RATE_LIMIT_PARAMETERS_FILE`    | a JSON file of parameters instead of SSM (local runs)  | none: SSM                  |
  * | `RATE_LIMIT_CONFIG_TTL_SECONDS` | how long fetched parameters serve before a refresh     | `60` (1..3600)             |
@@ -20,6 +22,11 @@ export interface LayerSettings {
   readonly redis: RedisSettings;
   /** The secret holding the Redis credentials (redis-auth.ts), when Redis requires them. */
   readonly redisAuthSecretId: string | undefined;
+  /**
+   * A file that stands in for Secrets Manager (local runs): the secret's
+   * text, read the same way and again whenever Redis refuses the credentials.
+   */
+  readonly redisAuthSecretFile: string | undefined;
   readonly parameterPath: string;
   readonly parametersFile: string | undefined;
   readonly configTtlMs: number;
@@ -84,10 +91,11 @@ function ttlSeconds(text: string | undefined): number {
 export function readSettings(env: Env = process.env): LayerSettings {
   const nodes = env.REDIS_CLUSTER_NODES;
   const tls = flag('REDIS_TLS', env.REDIS_TLS);
+  const tlsCa = env.REDIS_TLS_CA_FILE ? { tlsCaFile: env.REDIS_TLS_CA_FILE } : {};
   const redis: RedisSettings =
     nodes !== undefined && nodes !== ''
-      ? { clusterNodes: clusterNodes(nodes), tls }
-      : { url: redisUrl(env.REDIS_URL || DEFAULT_REDIS_URL) };
+      ? { clusterNodes: clusterNodes(nodes), tls, ...tlsCa }
+      : { url: redisUrl(env.REDIS_URL || DEFAULT_REDIS_URL), ...tlsCa };
   const parameterPath = env.RATE_LIMIT_PARAMETER_PATH || DEFAULT_PARAMETER_PATH;
   if (!PARAMETER_PATH.test(parameterPath)) {
     throw new InvalidSettingError('RATE_LIMIT_PARAMETER_PATH', 'must be an SSM path such as /ratelimit/prod');
@@ -96,9 +104,12 @@ export function readSettings(env: Env = process.env): LayerSettings {
   if (secret !== undefined && !SECRET_ID.test(secret)) {
     throw new InvalidSettingError('REDIS_AUTH_SECRET_ARN', 'must be a Secrets Manager secret ARN or name');
   }
+  const secretFile = env.REDIS_AUTH_SECRET_FILE || undefined;
   return {
     redis,
-    redisAuthSecretId: secret,
+    // a file alone names the local secret
+    redisAuthSecretId: secret ?? (secretFile === undefined ? undefined : 'local'),
+    redisAuthSecretFile: secretFile,
     parameterPath,
     parametersFile: env.RATE_LIMIT_PARAMETERS_FILE || undefined,
     configTtlMs: ttlSeconds(env.RATE_LIMIT_CONFIG_TTL_SECONDS) * 1000,

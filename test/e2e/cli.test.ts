@@ -22,6 +22,7 @@ copyFileSync(new URL('../../config/local-parameters.json', import.meta.url), par
 const env = {
   ...process.env,
   REDIS_CLUSTER_NODES: '',
+  REDIS_AUTH_SECRET_FILE: '', // the plain single node: no user
   RATE_LIMIT_PARAMETERS_FILE: parameters,
   RATE_LIMIT_PARAMETER_PATH: '/ratelimit/local',
 };

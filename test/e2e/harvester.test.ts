@@ -95,6 +95,7 @@ describe('The harvester Lambda handler (EventBridge schedule)', () => {
     Object.assign(process.env, {
       REDIS_URL: process.env.REDIS_URL,
       REDIS_CLUSTER_NODES: '',
+      REDIS_AUTH_SECRET_FILE: '', // a plain single node: no user
       RATE_LIMIT_PARAMETERS_FILE: new URL('../../config/local-parameters.json', import.meta.url).pathname,
       EVENT_SINK_FILE: join(dir, 'events.jsonl'),
       HARVESTER_SOURCE_URL: source.url,

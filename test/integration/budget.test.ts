@@ -6,20 +6,10 @@ import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
 import { after, describe, it } from 'node:test';
 import { promisify } from 'node:util';
-import {
-  compilePolicies,
-  compilePolicy,
-  createLimiter,
-  type RedisSettings,
-  staticPolicies,
-} from '../../layer/src/index.ts';
+import { compilePolicies, compilePolicy, createLimiter, staticPolicies } from '../../layer/src/index.ts';
 import { pinnedLimiter, targets, unique } from '../support/targets.ts';
 
 const WORKER = new URL('../support/budget-worker.ts', import.meta.url).pathname;
-const settingsOf = {
-  'single node': (): RedisSettings => ({ url: process.env.REDIS_URL as string }),
-  cluster: (): RedisSettings => ({ clusterNodes: (process.env.REDIS_CLUSTER_NODES as string).split(',') }),
-};
 
 for (const target of targets) {
   describe(`Cost budgets on a ${target.name}`, () => {
@@ -78,7 +68,7 @@ for (const target of targets) {
       const run = <T>(phase: 'reserve' | 'settle', worker: number, extra: object = {}) =>
         promisify(execFile)(process.execPath, [
           WORKER,
-          JSON.stringify({ phase, redis: settingsOf[target.name](), catalogue, tenant, worker, ...extra }),
+          JSON.stringify({ phase, redis: target.settings(), catalogue, tenant, worker, ...extra }),
         ]).then(({ stdout }) => JSON.parse(stdout) as T);
       // every process reserves until refused; only then do they settle
       const reserved = await Promise.all(

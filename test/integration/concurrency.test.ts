@@ -37,15 +37,10 @@ async function hammer(
 
 const sum = (counts: Counts[], field: keyof Counts) => counts.reduce((total, c) => total + c[field], 0);
 
-const settingsOf = {
-  'single node': (): RedisSettings => ({ url: process.env.REDIS_URL as string }),
-  cluster: (): RedisSettings => ({ clusterNodes: (process.env.REDIS_CLUSTER_NODES as string).split(',') }),
-};
-
 for (const target of targets) {
   describe(`Concurrent checks from ${PROCESSES} processes on a ${target.name}`, () => {
     const redis = target.client();
-    const settings = settingsOf[target.name]();
+    const settings = target.settings();
     after(() => redis.disconnect());
 
     it('admit exactly the capacity of a token bucket', async (t) => {

@@ -200,8 +200,10 @@ for (const target of targets) {
         );
       }
       assert.equal(await operator.currentRate('harvest', key), 1);
-      await connected(redisA);
-      assert.equal(await redisA.exists(rateKey(counterKey(adaptive, key))), 0);
+      const admin = target.admin();
+      await connected(admin);
+      assert.equal(await admin.exists(rateKey(counterKey(adaptive, key))), 0, 'nothing written');
+      admin.disconnect();
     });
 
     it('are refused for a policy that is not adaptive', async () => {

@@ -9,7 +9,7 @@ import { randomBytes } from 'node:crypto';
 import { after, before, beforeEach, describe, it } from 'node:test';
 import { GetSecretValueCommand, SecretsManagerClient } from '@aws-sdk/client-secrets-manager';
 import { mockClient } from 'aws-sdk-client-mock';
-import { Redis } from 'ioredis';
+import { type Cluster, Redis } from 'ioredis';
 import { InvalidSettingError } from '../../layer/src/errors.ts';
 import { compilePolicies, createLimiter, createRedisClient, staticPolicies } from '../../layer/src/index.ts';
 import {
@@ -18,23 +18,21 @@ import {
   readSecretFromSecretsManager,
 } from '../../layer/src/redis-auth.ts';
 import { readSettings } from '../../layer/src/settings.ts';
+import { clusterSettings, connected, testRedisClient } from '../support/targets.ts';
 
 const USER = `rl-auth-${process.pid}`;
 const PASSWORD = randomBytes(24).toString('hex');
 const SECRET = JSON.stringify({ username: USER, password: PASSWORD });
 
-/** Every node a test client may reach: the single node and each cluster node. */
-function nodeUrls(): string[] {
-  const cluster = (process.env.REDIS_CLUSTER_NODES as string).split(',').map((node) => `redis://${node}`);
-  return [process.env.REDIS_URL as string, ...cluster];
-}
-
+/** Runs an administrator's command on the single node and on every node of the (production-shaped) cluster. */
 async function onEveryNode(...command: [string, ...string[]]) {
-  for (const url of nodeUrls()) {
-    const admin = new Redis(url);
-    await admin.call(...command);
-    admin.disconnect();
-  }
+  const single = new Redis(process.env.REDIS_URL as string);
+  await single.call(...command);
+  single.disconnect();
+  const cluster = testRedisClient(clusterSettings(), process.env.REDIS_ADMIN_SECRET_FILE) as Cluster;
+  await connected(cluster);
+  for (const node of cluster.nodes('all')) await node.call(...command);
+  cluster.disconnect();
 }
 
 before(() => onEveryNode('ACL', 'SETUSER', USER, 'on', `>${PASSWORD}`, '~*', '&*', '+@all'));
@@ -57,7 +55,7 @@ describe('Redis credentials from a secret', () => {
       const redis =
         target === 'single node'
           ? createRedisClient({ url: process.env.REDIS_URL as string })
-          : createRedisClient({ clusterNodes: (process.env.REDIS_CLUSTER_NODES as string).split(',') });
+          : createRedisClient(clusterSettings());
       t.after(() => redis.disconnect());
       await authenticateFromSecret(redis, 'redis-auth', async () => SECRET);
       const policies = staticPolicies(

@@ -5,13 +5,8 @@
  *   reserve: reserves, 4 in flight, until refused 20 times; prints { held: [{ id, units }] }
  *   settle:  settles each hold with an actual cost under, at and over its estimate; prints { actual }
  */
-import {
-  compilePolicies,
-  createLimiter,
-  createRedisClient,
-  type RedisSettings,
-  staticPolicies,
-} from '../../layer/src/index.ts';
+import { compilePolicies, createLimiter, type RedisSettings, staticPolicies } from '../../layer/src/index.ts';
+import { testRedisClient } from './targets.ts';
 
 const input = JSON.parse(process.argv[2] ?? '{}') as {
   phase: 'reserve' | 'settle';
@@ -21,7 +16,7 @@ const input = JSON.parse(process.argv[2] ?? '{}') as {
   worker: number;
   held?: { id: string; units: number }[];
 };
-const redis = createRedisClient(input.redis);
+const redis = testRedisClient(input.redis);
 const limiter = createLimiter({ redis, policies: staticPolicies(compilePolicies(input.catalogue)) });
 
 async function reserveAll(): Promise<{ id: string; units: number }[]> {

@@ -48,7 +48,7 @@ export async function consumers(
   writeFileSync(parametersFile, JSON.stringify(parameters));
   const sinkFile = join(dir, 'events.jsonl');
   Object.assign(process.env, {
-    ...(options.redisUrl ? { REDIS_URL: options.redisUrl, REDIS_CLUSTER_NODES: '' } : {}),
+    ...(options.redisUrl ? { REDIS_URL: options.redisUrl, REDIS_CLUSTER_NODES: '', REDIS_AUTH_SECRET_FILE: '' } : {}),
     RATE_LIMIT_PARAMETER_PATH: '/ratelimit/local',
     RATE_LIMIT_PARAMETERS_FILE: parametersFile,
     EVENT_SINK_FILE: sinkFile,

@@ -3,14 +3,9 @@
  * argv[2]: JSON { redis: RedisSettings, catalogue, requests, scope?, attempts, inFlight }.
  * Prints one JSON line: how many checks were allowed, limited and degraded.
  */
-import {
-  compilePolicies,
-  createLimiter,
-  createRedisClient,
-  type RedisSettings,
-  staticPolicies,
-} from '../../layer/src/index.ts';
+import { compilePolicies, createLimiter, type RedisSettings, staticPolicies } from '../../layer/src/index.ts';
 import type { CheckRequest } from '../../layer/src/limiter.ts';
+import { testRedisClient } from './targets.ts';
 
 interface WorkerInput {
   redis: RedisSettings;
@@ -22,7 +17,7 @@ interface WorkerInput {
 }
 
 const input = JSON.parse(process.argv[2] ?? '{}') as WorkerInput;
-const redis = createRedisClient(input.redis);
+const redis = testRedisClient(input.redis);
 const limiter = createLimiter({
   redis,
   policies: staticPolicies(compilePolicies(input.catalogue)),

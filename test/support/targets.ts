@@ -4,7 +4,15 @@
  */
 import { randomUUID } from 'node:crypto';
 import { readFileSync } from 'node:fs';
-import { compilePolicies, createRedisClient, staticPolicies } from '../../layer/src/index.ts';
+import {
+  compilePolicies,
+  createRedisClient,
+  parseRedisCredentials,
+  type RedisSettings,
+  readSettings,
+  staticPolicies,
+  useRedisCredentials,
+} from '../../layer/src/index.ts';
 import { Limiter, type LimiterOptions } from '../../layer/src/limiter.ts';
 import { whenReady } from '../../layer/src/redis-connection.ts';
 import type { RedisClient } from '../../layer/src/run-script.ts';
@@ -12,7 +20,12 @@ import { assembleScripts } from '../../layer/src/scripts.ts';
 
 export interface RedisTarget {
   readonly name: 'single node' | 'cluster';
+  /** What the limiter connects with: on the cluster, as the functions' ACL user, over TLS. */
   client(): RedisClient;
+  /** What a test inspects with beyond the functions user's rights (MEMORY USAGE, KEYS, INFO, STRLEN). */
+  admin(): RedisClient;
+  /** The settings a worker process gives `testRedisClient`. */
+  settings(): RedisSettings;
 }
 
 function required(name: string): string {
@@ -27,11 +40,36 @@ function connecting(redis: RedisClient): RedisClient {
   return redis;
 }
 
+/** The suite's cluster as the layer reads it from the environment: the production shape (TLS, ACL users, replicas). */
+export function clusterSettings(): RedisSettings {
+  required('REDIS_CLUSTER_NODES');
+  return readSettings(process.env).redis;
+}
+
+/**
+ * A client for these settings; on the production-shaped cluster it
+ * authenticates as the user whose secret the file names (the functions' user
+ * by default, REDIS_AUTH_SECRET_FILE), as the layer does.
+ */
+export function testRedisClient(settings: RedisSettings, secretFile = process.env.REDIS_AUTH_SECRET_FILE): RedisClient {
+  const redis = createRedisClient(settings);
+  if (settings.clusterNodes && secretFile)
+    useRedisCredentials(redis, parseRedisCredentials(readFileSync(secretFile, 'utf8')));
+  return redis;
+}
+
 export const targets: readonly RedisTarget[] = [
-  { name: 'single node', client: () => connecting(createRedisClient({ url: required('REDIS_URL') })) },
+  {
+    name: 'single node',
+    settings: () => ({ url: required('REDIS_URL') }),
+    client: () => connecting(createRedisClient({ url: required('REDIS_URL') })),
+    admin: () => connecting(createRedisClient({ url: required('REDIS_URL') })),
+  },
   {
     name: 'cluster',
-    client: () => connecting(createRedisClient({ clusterNodes: required('REDIS_CLUSTER_NODES').split(',') })),
+    settings: clusterSettings,
+    client: () => connecting(testRedisClient(clusterSettings())),
+    admin: () => connecting(testRedisClient(clusterSettings(), required('REDIS_ADMIN_SECRET_FILE'))),
   },
 ];
 

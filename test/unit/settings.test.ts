@@ -8,6 +8,7 @@ describe('Function: readSettings', () => {
     assert.deepEqual(readSettings({}), {
       redis: { url: 'redis://127.0.0.1:6379' },
       redisAuthSecretId: undefined,
+      redisAuthSecretFile: undefined,
       parameterPath: '/ratelimit/local',
       parametersFile: undefined,
       configTtlMs: 60_000,
@@ -26,10 +27,23 @@ describe('Function: readSettings', () => {
     assert.deepEqual(settings, {
       redis: { clusterNodes: ['a.cache.amazonaws.com:6379', 'b.cache.amazonaws.com:6380'], tls: true },
       redisAuthSecretId: 'arn:aws:secretsmanager:eu-west-1:123456789012:secret:ratelimit-prod-AbCdEf',
+      redisAuthSecretFile: undefined,
       parameterPath: '/ratelimit/prod',
       parametersFile: 'config/local-parameters.json',
       configTtlMs: 30_000,
     });
+  });
+
+  it('reads a private CA and a local secret file (the production shape, locally)', () => {
+    const settings = readSettings({
+      REDIS_CLUSTER_NODES: 'localhost:7000',
+      REDIS_TLS: 'true',
+      REDIS_TLS_CA_FILE: '/tmp/ca.crt',
+      REDIS_AUTH_SECRET_FILE: '/tmp/functions.secret.json',
+    });
+    assert.deepEqual(settings.redis, { clusterNodes: ['localhost:7000'], tls: true, tlsCaFile: '/tmp/ca.crt' });
+    assert.equal(settings.redisAuthSecretId, 'local', 'a file alone names the local secret');
+    assert.equal(settings.redisAuthSecretFile, '/tmp/functions.secret.json');
   });
 
   for (const [env, message] of [

@@ -1,0 +1,66 @@
+/**
+ * The keyspace (layer/src/keyspace.ts) is the one list the ACL users are built
+ * from: every command a Lua script calls must be in the functions' user's
+ * rules (Redis checks commands inside scripts against the caller's ACL), and
+ * every key the platform writes must fall under a family's prefix.
+ */
+import assert from 'node:assert/strict';
+import { readdirSync, readFileSync } from 'node:fs';
+import { describe, it } from 'node:test';
+import {
+  compilePolicy,
+  counterKey,
+  FUNCTIONS_COMMANDS,
+  functionsAclRules,
+  KEY_FAMILIES,
+  keyPatterns,
+  OPERATOR_COMMANDS,
+} from '../../layer/src/index.ts';
+
+const LUA = new URL('../../lua/', import.meta.url);
+
+function luaSources(): string[] {
+  const files = [
+    ...readdirSync(LUA).filter((f) => f.endsWith('.lua')),
+    ...readdirSync(new URL('lib/', LUA)).map((f) => `lib/${f}`),
+  ];
+  return files.map((f) => readFileSync(new URL(f, LUA), 'utf8'));
+}
+
+describe('The keyspace and the ACL rules built from it', () => {
+  it('allows the functions user every command the Lua scripts call', () => {
+    const called = new Set(
+      luaSources().flatMap((source) =>
+        [...source.matchAll(/redis\.call\('([A-Z_]+)'/g)].map((m) => (m[1] as string).toLowerCase()),
+      ),
+    );
+    assert.ok(called.size >= 10, `found ${called.size} commands`);
+    const allowed = new Set<string>(FUNCTIONS_COMMANDS);
+    assert.deepEqual(
+      [...called].filter((c) => !allowed.has(c)),
+      [],
+      'commands a script calls that the ACL would refuse',
+    );
+  });
+
+  it('gives every key family a prefix of its own, and the users no key outside them', () => {
+    const prefixes = Object.values(KEY_FAMILIES);
+    assert.equal(new Set(prefixes).size, prefixes.length);
+    for (const a of prefixes) for (const b of prefixes) if (a !== b) assert.ok(!a.startsWith(b), `${a} inside ${b}`);
+    assert.deepEqual(keyPatterns(), ['~rl:*', '~wh:*', '~hv:*']);
+    const rules = functionsAclRules();
+    assert.ok(
+      rules.includes('-@all') && rules.indexOf('-@all') < rules.indexOf('+evalsha'),
+      'nothing but what is listed',
+    );
+    assert.ok(!rules.some((r) => r === '~*' || r === 'allkeys' || r.startsWith('+@')), rules.join(' '));
+    assert.ok(OPERATOR_COMMANDS.every((c) => !/flushall|config|keys|debug/.test(c)));
+  });
+
+  it('builds counters under the counters family, grouped or not', () => {
+    const solo = compilePolicy('solo', { strategy: 'slidingWindow', limit: 1, window: '1 m' });
+    const grouped = compilePolicy('g-ip', { strategy: 'slidingWindow', limit: 1, window: '1 m', group: 'g' });
+    assert.ok(counterKey(solo, 'k').startsWith(KEY_FAMILIES.counters));
+    assert.ok(counterKey(grouped, 'k', 'scope').startsWith(KEY_FAMILIES.counters));
+  });
+});
