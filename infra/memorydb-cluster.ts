@@ -9,6 +9,7 @@ import { type IMetric, Metric } from 'aws-cdk-lib/aws-cloudwatch';
 import { CfnACL, CfnCluster, CfnParameterGroup, CfnSubnetGroup, CfnUser } from 'aws-cdk-lib/aws-memorydb';
 import type { ISecret } from 'aws-cdk-lib/aws-secretsmanager';
 import { Construct } from 'constructs';
+import { operatorAclRules } from '../layer/src/keyspace.ts';
 import {
   type DurableStore,
   type DurableStoreProps,
@@ -48,8 +49,13 @@ export class MemoryDbCluster extends Construct implements DurableStore {
     });
     const user = new CfnUser(this, 'User', {
       userName: MEMORYDB_USER,
-      // The functions run the limiter's scripts and the admin CLI reads and resets keys.
-      accessString: 'on ~* &* +@all',
+      // The functions and the admin CLI share this user: the operator's rules
+      // (layer/src/keyspace.ts: the platform's commands on its key families,
+      // no FLUSHALL/CONFIG/KEYS); MemoryDB takes no `reset…` rule in an
+      // access string, and its channels are off by default.
+      accessString: operatorAclRules()
+        .filter((rule) => rule !== 'resetchannels')
+        .join(' '),
       authenticationMode: {
         Type: 'password',
         Passwords: [props.authSecret.secretValueFromJson('password').unsafeUnwrap()],

@@ -10,6 +10,11 @@
  *   and secrets with the names SSM has in production, re-read every 60 s
  *   EVENT_SINK_FILE (default .local/events.jsonl): where accepted webhook events go
  *   --bundles: serve the built Lambda bundles (npm run build, first) instead of the source
+ *   --prod-shape (or RATE_LIMIT_PROD_SHAPE=1): instead of the single durable
+ *   node, the production shape (scripts/redis-prod-shape.ts): a TLS-only Redis
+ *   Cluster of 3 masters and 3 replicas, ACL users, the default user off; the
+ *   handlers connect as the functions' user through the secret reader, and the
+ *   operator's settings for `npx ratelimit` are printed. Its data is temporary.
  *
  * Next to the gateway, the two consumers that are not HTTP routes, each with
  * its local counterpart: the Mattermost listener on a local Mattermost
@@ -21,6 +26,7 @@ import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { signSlackBody } from '../functions/slack/signature.ts';
 import { freePort, isPortFree, type RedisProcess, startRedis } from './redis-process.ts';
+import { type ProdShapeCluster, startProdShapeCluster } from './redis-prod-shape.ts';
 
 const ROOT = new URL('..', import.meta.url).pathname;
 const dataDir = process.env.LOCAL_DATA_DIR || join(process.cwd(), '.local');
@@ -41,8 +47,26 @@ async function redisPort(): Promise<number> {
 }
 
 let redisProcess: RedisProcess | undefined;
+let prodShape: ProdShapeCluster | undefined;
 let redisUrl = process.env.REDIS_URL;
-if (!redisUrl) {
+if (!redisUrl && (process.argv.includes('--prod-shape') || process.env.RATE_LIMIT_PROD_SHAPE === '1')) {
+  try {
+    prodShape = await startProdShapeCluster();
+  } catch (error) {
+    console.error(
+      `cannot start the production-shaped Redis: ${error instanceof Error ? error.message : String(error)}`,
+    );
+    process.exit(1);
+  }
+  // The handlers connect as in AWS: cluster nodes, TLS, credentials from the secret (a file here).
+  Object.assign(process.env, prodShape.env('functions'));
+  const operator = Object.entries(prodShape.env('operator'))
+    .filter(([name]) => name !== 'REDIS_URL')
+    .map(([name, value]) => `${name}=${value}`)
+    .join(' ');
+  console.log(`redis (production shape): ${prodShape.nodeList} — TLS only, 3 masters + 3 replicas, ACL users, default user off
+  the CLI as the operator: ${operator} npx ratelimit policies`);
+} else if (!redisUrl) {
   try {
     redisProcess = await startRedis({
       port: await redisPort(),
@@ -58,7 +82,10 @@ if (!redisUrl) {
   console.log(`redis-durable: ${redisUrl} (appendonly yes, noeviction, data in ${redisDir})`);
 }
 // The handlers read their settings from the environment, as in Lambda.
-process.env.REDIS_URL = redisUrl;
+if (redisUrl) {
+  process.env.REDIS_URL = redisUrl;
+  process.env.REDIS_CLUSTER_NODES = ''; // this Redis, not a cluster named in the caller's environment
+}
 process.env.RATE_LIMIT_PARAMETER_PATH ||= '/ratelimit/local';
 process.env.RATE_LIMIT_PARAMETERS_FILE ||= join(ROOT, 'config/local-parameters.json');
 process.env.EVENT_SINK_FILE ||= join(dataDir, 'events.jsonl');
@@ -116,6 +143,7 @@ async function shutdown(): Promise<void> {
   await Promise.all([mattermost.close(), source.close()]);
   await gateway.close();
   await redisProcess?.stop(true); // keep the data: it is durable
+  await prodShape?.stop();
   process.exit(0);
 }
 process.once('SIGINT', shutdown);

@@ -15,16 +15,20 @@ import { startRedis } from '../../scripts/redis-process.ts';
 
 const DEV = new URL('../../scripts/dev.ts', import.meta.url).pathname;
 
-function launch(env: NodeJS.ProcessEnv): ChildProcess {
-  return spawn(process.execPath, [DEV], {
-    env: { ...process.env, REDIS_URL: '', PORT: '0', ...env },
+function launch(env: NodeJS.ProcessEnv, args: string[] = []): ChildProcess {
+  // not the suite's cluster: npm start brings its own Redis
+  return spawn(process.execPath, [DEV, ...args], {
+    env: { ...process.env, REDIS_URL: '', REDIS_CLUSTER_NODES: '', REDIS_AUTH_SECRET_FILE: '', PORT: '0', ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
 }
 
 /** Starts npm start and waits for its sample curls (the last thing it prints); keeps reading its output. */
-async function start(env: NodeJS.ProcessEnv): Promise<{ child: ChildProcess; base: string; output: string }> {
-  const child = launch(env);
+async function start(
+  env: NodeJS.ProcessEnv,
+  args: string[] = [],
+): Promise<{ child: ChildProcess; base: string; output: string }> {
+  const child = launch(env, args);
   let output = '';
   return new Promise((resolve, reject) => {
     child.stdout?.on('data', (chunk) => {
@@ -49,6 +53,20 @@ const login = (base: string) =>
 describe('The local platform (npm start)', () => {
   const dataDir = mkdtempSync(join(tmpdir(), 'rl-dev-'));
   after(() => rmSync(dataDir, { recursive: true, force: true }));
+
+  it('runs on the production shape with --prod-shape: TLS cluster with replicas, the functions ACL user', async () => {
+    const platform = await start({ LOCAL_DATA_DIR: dataDir, EVENT_SINK_FILE: join(dataDir, 'prod-events.jsonl') }, [
+      '--prod-shape',
+    ]);
+    try {
+      assert.match(platform.output, /production shape\): localhost:\d+,localhost:\d+,localhost:\d+ — TLS only/);
+      const response = await login(platform.base);
+      assert.equal(response.status, 401);
+      assert.equal(response.headers.get('ratelimit'), '"login-ip";r=19;t=900');
+    } finally {
+      assert.equal(await stop(platform.child), 0);
+    }
+  });
 
   it('serves the routes from its own durable Redis, whose counters survive a restart', async () => {
     const env = { LOCAL_DATA_DIR: dataDir, EVENT_SINK_FILE: join(dataDir, 'events.jsonl') };
