@@ -175,19 +175,6 @@ describe('The Mattermost listener', () => {
       'the catch-up asks from the last post seen, which comes back once and is skipped',
     );
   });
-});
-
-describe('The Mattermost listener across reconnects', () => {
-  let server: MattermostServer;
-  let redis: RedisClient;
-  before(async () => {
-    server = await startMattermostServer();
-    redis = createRedisClient({ url: process.env.REDIS_URL as string });
-  });
-  after(async () => {
-    await server.close();
-    redis.disconnect();
-  });
 
   it('decides every post exactly once over repeated cuts, cuts during a catch-up, failed catch-ups and new channels', async (t) => {
     const sink = new MemorySink();
