@@ -7,9 +7,9 @@
  * Each route names the limits its middleware checks before the handler runs
  * (a policy of config/policies.json, and where its key comes from). A limit
  * whose policy is `shadow` in configuration is counted but never refuses.
- * Limits a handler checks itself, once it has parsed and verified the request
+ * Checks a handler makes itself, once it has parsed and verified the request
  * (the login account, the webhooks' workspace and channel), are listed in
- * `inHandler` for the record: they are not the middleware's.
+ * `inHandler`: not the middleware's, but the deployment alarms on them.
  */
 
 /** Where a limit's key comes from. Secrets and personal data are hashed before they become a key. */
@@ -54,8 +54,12 @@ export interface Route {
   readonly limits: readonly RouteLimitSpec[];
   /** What the handler uses beyond the limiter. */
   readonly uses: readonly PlatformResource[];
-  /** Limits the handler checks itself after parsing (documentation; see the handler). */
-  readonly inHandler: readonly string[];
+  /**
+   * The checks the handler makes itself after parsing, each the policies it
+   * decides together (see the handler). The first policy of a check names
+   * its verdict when the limiter cannot decide; the alarms follow that.
+   */
+  readonly inHandler: readonly (readonly string[])[];
   /** What a refusal does to this caller (docs/consumers.md has the long form). */
   readonly onRefusal: string;
 }
@@ -69,7 +73,7 @@ export const routes: readonly Route[] = [
     rawBody: false,
     limits: [{ policy: 'login-ip', key: { from: 'clientIp' } }],
     uses: [],
-    inHandler: ['login-account'],
+    inHandler: [['login-account']],
     onRefusal: 'browser: 429 with Retry-After; the login form waits',
   },
   {
@@ -80,7 +84,7 @@ export const routes: readonly Route[] = [
     rawBody: false,
     limits: [],
     uses: ['apiKeyRegistry'],
-    inHandler: ['llm-budget', 'api-unknown-key-ip'],
+    inHandler: [['llm-budget'], ['api-unknown-key-ip']],
     onRefusal: 'API client: 429 with Retry-After and the budget RateLimit headers',
   },
   {
@@ -91,7 +95,7 @@ export const routes: readonly Route[] = [
     rawBody: false,
     limits: [{ policy: { byRole: true }, key: { from: 'apiKey', header: 'x-api-key' } }],
     uses: ['apiKeyRegistry'],
-    inHandler: ['api-unknown-key-ip'],
+    inHandler: [['api-unknown-key-ip']],
     onRefusal: 'API client: 429 with Retry-After and RateLimit headers',
   },
   {
@@ -102,7 +106,7 @@ export const routes: readonly Route[] = [
     rawBody: true,
     limits: [{ policy: 'slack-ip', key: { from: 'clientIp' } }],
     uses: ['eventQueue'],
-    inHandler: ['slack-workspace', 'slack-channel'],
+    inHandler: [['slack-workspace', 'slack-channel']],
     onRefusal: 'Slack: 429 with X-Slack-No-Retry: 1 (dropped, counted); see docs/consumers.md',
   },
   {
@@ -113,7 +117,7 @@ export const routes: readonly Route[] = [
     rawBody: true,
     limits: [{ policy: 'telegram-ip', key: { from: 'clientIp' } }],
     uses: ['eventQueue'],
-    inHandler: ['telegram-bot', 'telegram-chat'],
+    inHandler: [['telegram-bot', 'telegram-chat']],
     onRefusal: 'Telegram: 429; it redelivers the update later (back-pressure without loss)',
   },
 ];

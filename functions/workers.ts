@@ -11,6 +11,8 @@ export interface ScheduledWorker {
   readonly handler: string;
   /** How often a run starts; runs may overlap, they share the cursor and the pace. */
   readonly everyMinutes: number;
+  /** The policies it checks (and publishes metrics for: the deployed alarms watch them). */
+  readonly policies: readonly string[];
 }
 
 /** A long-running process (ECS Fargate in AWS: a WebSocket does not fit Lambda). */
@@ -18,12 +20,14 @@ export interface LongRunningService {
   readonly id: string;
   /** The entry module, relative to functions/; it runs until SIGTERM. */
   readonly entry: string;
+  /** The policies it checks (and publishes metrics for: the deployed alarms watch them). */
+  readonly policies: readonly string[];
 }
 
 export const scheduled: readonly ScheduledWorker[] = [
-  { id: 'harvester', handler: 'harvester/handler.ts', everyMinutes: 5 },
+  { id: 'harvester', handler: 'harvester/handler.ts', everyMinutes: 5, policies: ['harvester-source'] },
 ];
 
 export const services: readonly LongRunningService[] = [
-  { id: 'mattermost-listener', entry: 'mattermost-listener/main.ts' },
+  { id: 'mattermost-listener', entry: 'mattermost-listener/main.ts', policies: ['mattermost-channel'] },
 ];

@@ -31,6 +31,10 @@ export interface DeployContext {
   readonly harvester: { readonly source: string; readonly sites: string } | undefined;
   /** The Mattermost server the listener connects to; given, it is deployed (needs egress=nat). */
   readonly mattermostUrl: string | undefined;
+  /** Who the alarms e-mail (`-c alarmEmails=a@x.example,b@x.example`; each confirms the subscription). */
+  readonly alarmEmails: readonly string[];
+  /** HTTPS endpoints the alarms are posted to (`-c alarmUrls=https://…`: a chat webhook, a pager). */
+  readonly alarmUrls: readonly string[];
 }
 
 const positiveInt = (min: number, max: number) =>
@@ -46,18 +50,52 @@ const positiveInt = (min: number, max: number) =>
 const Schema = v.object({
   stage: v.optional(v.pipe(v.string(), v.regex(/^[a-z][a-z0-9-]{0,19}$/, 'lowercase letters, digits, dashes')), 'prod'),
   redis: v.optional(v.picklist(['elasticache', 'memorydb']), 'elasticache'),
+  // Durability sync runs on R/M 6g–8g and C7gn/C8gn without data tiering (no `d`): SPEC §8
   nodeType: v.optional(
-    v.pipe(v.string(), v.regex(/^(cache|db)\.(r|m|c)[0-9]+g[a-z]*\.[a-z0-9]+$/, 'a Graviton node type')),
+    v.pipe(
+      v.string(),
+      v.regex(
+        /^(cache|db)\.((r|m)[678]g|c[78]gn)\.[0-9]*x?large$/,
+        'a node type durability runs on: r6g-r8g, m6g-m8g, c7gn or c8gn, without data tiering',
+      ),
+    ),
   ),
   shards: v.optional(positiveInt(1, 500), 1),
   replicasPerShard: v.optional(positiveInt(1, 5), 1),
   dist: v.optional(v.pipe(v.string(), v.minLength(1)), 'dist'),
   egress: v.optional(v.picklist(['none', 'nat']), 'none'),
-  harvesterSource: v.optional(v.pipe(v.string(), v.url(), v.regex(/^https?:/, 'an http(s) URL'))),
+  // https only: the workers' security group lets them out on 443 alone
+  harvesterSource: v.optional(v.pipe(v.string(), v.url(), v.regex(/^https:/, 'an https URL'))),
   harvesterSites: v.optional(
     v.pipe(v.string(), v.regex(/^[A-Za-z0-9._-]{1,64}(,[A-Za-z0-9._-]{1,64})*$/, 'sites, comma-separated')),
   ),
-  mattermostUrl: v.optional(v.pipe(v.string(), v.url(), v.regex(/^https?:/, 'an http(s) URL'))),
+  mattermostUrl: v.optional(v.pipe(v.string(), v.url(), v.regex(/^https:/, 'an https URL'))),
+  alarmEmails: v.optional(
+    v.pipe(
+      v.string(),
+      v.transform((text) =>
+        text
+          .split(',')
+          .map((e) => e.trim())
+          .filter(Boolean),
+      ),
+      v.array(v.pipe(v.string(), v.email('an e-mail address'))),
+    ),
+    '',
+  ),
+  alarmUrls: v.optional(
+    v.pipe(
+      v.string(),
+      v.transform((text) =>
+        text
+          .split(',')
+          .map((e) => e.trim())
+          .filter(Boolean),
+      ),
+      v.array(v.pipe(v.string(), v.url(), v.regex(/^https:/, 'an https URL'))),
+    ),
+    '',
+  ),
 });
 
 /** Every context value the app reads (`-c <name>=<value>`). */
@@ -78,7 +116,7 @@ export function readDeployContext(get: (name: string) => unknown): DeployContext
     const path = issue.path?.map((p) => p.key).join('.') ?? '';
     throw new InvalidContextError(`context ${path}: ${issue.message}`);
   }
-  const { nodeType, harvesterSource, harvesterSites, mattermostUrl, ...rest } = parsed.output;
+  const { nodeType, harvesterSource, harvesterSites, mattermostUrl, alarmEmails, alarmUrls, ...rest } = parsed.output;
   const prefix = rest.redis === 'memorydb' ? 'db.' : 'cache.';
   const resolvedNodeType = nodeType ?? `${prefix}r7g.large`;
   if (!resolvedNodeType.startsWith(prefix)) {
@@ -93,5 +131,13 @@ export function readDeployContext(get: (name: string) => unknown): DeployContext
       'context egress: the harvester and the Mattermost listener call outside AWS: add -c egress=nat',
     );
   }
-  return { ...rest, nodeType: resolvedNodeType, harvester, mattermostUrl };
+  const listed = (values: readonly string[]) => values.filter(Boolean);
+  return {
+    ...rest,
+    nodeType: resolvedNodeType,
+    harvester,
+    mattermostUrl,
+    alarmEmails: listed(alarmEmails),
+    alarmUrls: listed(alarmUrls),
+  };
 }

@@ -45,7 +45,9 @@ export type StoreMetric =
   | 'DatabaseMemoryUsagePercentage'
   | 'CurrConnections'
   | 'Evictions'
-  | 'ReplicationLag';
+  | 'ReplicationLag'
+  /** ElastiCache durable clusters only: writes throttled past ~100 MiB/s per primary. */
+  | 'TrafficManagementActive';
 
 /** The statistic each store metric is read with: a maximum for levels, a sum for counts. */
 export const STORE_METRIC_STATISTIC: Readonly<Record<StoreMetric, 'Maximum' | 'Sum'>> = {
@@ -54,4 +56,5 @@ export const STORE_METRIC_STATISTIC: Readonly<Record<StoreMetric, 'Maximum' | 'S
   CurrConnections: 'Maximum',
   Evictions: 'Sum',
   ReplicationLag: 'Maximum',
+  TrafficManagementActive: 'Maximum',
 };

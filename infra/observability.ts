@@ -1,11 +1,13 @@
 /**
  * The dashboard and the alarms of docs/runbook.md ("The alarms"), each alarm
- * named after its section there. Limiter metrics are the EMF metrics every
- * consumer emits (powertoolsObserver: namespace RateLimit, dimensions
- * service + policy), one series per policy of the catalogue; store metrics
- * come from ElastiCache or MemoryDB.
+ * named after its section there, and the SNS topic every alarm notifies (in
+ * alarm and back to OK). Limiter metrics are the EMF metrics the consumers
+ * emit (powertoolsObserver: namespace RateLimit, dimensions service + policy),
+ * one series per policy that a deployed consumer checks — an alarm on a
+ * policy nobody checks could never fire; store, function, API, WAF and queue
+ * metrics are AWS's own for the resources deployed.
  */
-import { Duration } from 'aws-cdk-lib';
+import { Duration, Stack } from 'aws-cdk-lib';
 import {
   Alarm,
   ComparisonOperator,
@@ -17,34 +19,78 @@ import {
   TextWidget,
   TreatMissingData,
 } from 'aws-cdk-lib/aws-cloudwatch';
+import { SnsAction } from 'aws-cdk-lib/aws-cloudwatch-actions';
+import { ServicePrincipal } from 'aws-cdk-lib/aws-iam';
+import { Key } from 'aws-cdk-lib/aws-kms';
+import type { IFunction } from 'aws-cdk-lib/aws-lambda';
+import { Topic } from 'aws-cdk-lib/aws-sns';
+import { EmailSubscription, UrlSubscription } from 'aws-cdk-lib/aws-sns-subscriptions';
+import type { IQueue } from 'aws-cdk-lib/aws-sqs';
 import { Construct } from 'constructs';
 import type { DurableStore, StoreMetric } from './durable-store.ts';
 
 /** Where the consumers' metrics land (functions/shared/platform.ts). */
 export const LIMITER_METRICS = { namespace: 'RateLimit', service: 'platform' } as const;
 
-/** The alarm thresholds of docs/runbook.md, in one place. */
+/**
+ * The alarm thresholds of docs/runbook.md, in one place. `minutes` of `outOf`
+ * minutes breaching raise the alarm (M of N): a single blip does not page.
+ */
 export const ALARMS = {
-  degradedClosed: { atLeast: 1, minutes: 1 },
-  redisMemoryPercent: { above: 80, minutes: 5 },
-  evictions: { above: 0, minutes: 1 },
-  checkLatencyP99Ms: { above: 20, minutes: 5 },
+  degradedClosed: { atLeast: 1, minutes: 3, outOf: 5 },
+  degradedOpen: { atLeast: 1, minutes: 3, outOf: 5 },
+  redisMemoryPercent: { above: 80, minutes: 5, outOf: 5 },
+  redisCpuPercent: { above: 80, minutes: 5, outOf: 5 },
+  redisConnections: { above: 5000, minutes: 5, outOf: 5 },
+  trafficManagement: { above: 0, minutes: 2, outOf: 3 },
+  evictions: { above: 0, minutes: 1, outOf: 1 },
+  checkLatencyP99Ms: { above: 20, minutes: 5, outOf: 5 },
+  functionErrors: { above: 0, minutes: 3, outOf: 5 },
+  functionThrottles: { above: 0, minutes: 3, outOf: 5 },
+  api5xx: { above: 0, minutes: 3, outOf: 5 },
+  apiLatencyP99Ms: { above: 2000, minutes: 5, outOf: 5 },
+  wafBlocked: { above: 1000, minutes: 5, outOf: 5 },
+  deadLetters: { above: 0, minutes: 1, outOf: 1 },
+  queueAgeSeconds: { above: 300, minutes: 5, outOf: 5 },
 } as const;
 
 type Threshold =
-  | { readonly atLeast: number; readonly minutes: number }
-  | { readonly above: number; readonly minutes: number };
+  | { readonly atLeast: number; readonly minutes: number; readonly outOf: number }
+  | { readonly above: number; readonly minutes: number; readonly outOf: number };
+
+/** A policy a deployed consumer checks. */
+export interface ObservedPolicy {
+  readonly name: string;
+  /**
+   * How its verdicts report a limiter that cannot decide, when they name it
+   * (it is the first policy of a check): DegradedOpen or DegradedClosed.
+   * Undefined: a degraded verdict never names it, so no such alarm.
+   */
+  readonly degradedAs: 'open' | 'closed' | undefined;
+}
 
 export interface ObservabilityProps {
   readonly name: string;
   readonly store: DurableStore;
-  /** Every policy name, and whether it fails closed (only those can be DegradedClosed). */
-  readonly policies: ReadonlyArray<{ readonly name: string; readonly failsClosed: boolean }>;
+  /** The policies the deployed consumers check (and publish metrics for). */
+  readonly policies: readonly ObservedPolicy[];
+  /** Every deployed function, by its id (errors and throttles). */
+  readonly functions: ReadonlyMap<string, IFunction>;
+  /** The REST API's name and stage (5XX, latency). */
+  readonly api: { readonly name: string; readonly stage: string };
+  /** The WAF web ACL's metric name (blocked requests). */
+  readonly webAclMetricName: string;
+  readonly events: IQueue;
+  readonly deadLetters: IQueue;
+  /** Who is told: e-mail addresses and HTTPS endpoints (a chat webhook) subscribed to the alarm topic. */
+  readonly notify: { readonly emails: readonly string[]; readonly urls: readonly string[] };
 }
 
 export class Observability extends Construct {
   readonly dashboard: Dashboard;
   readonly alarms: Alarm[] = [];
+  /** Every alarm's action: the topic operators subscribe to. */
+  readonly topic: Topic;
 
   constructor(scope: Construct, id: string, props: ObservabilityProps) {
     super(scope, id);
@@ -58,6 +104,21 @@ export class Observability extends Construct {
         period: minute,
         label: policy,
       });
+
+    // CloudWatch publishes to an encrypted topic only through a key whose policy lets it (not aws/sns).
+    const key = new Key(this, 'AlarmTopicKey', {
+      description: `${props.name}: the alarm topic`,
+      enableKeyRotation: true,
+    });
+    key.grant(new ServicePrincipal('cloudwatch.amazonaws.com'), 'kms:Decrypt', 'kms:GenerateDataKey*');
+    this.topic = new Topic(this, 'AlarmTopic', {
+      topicName: `${props.name}-alarms`,
+      masterKey: key,
+      enforceSSL: true,
+    });
+    for (const email of props.notify.emails) this.topic.addSubscription(new EmailSubscription(email));
+    for (const url of props.notify.urls) this.topic.addSubscription(new UrlSubscription(url));
+    const action = new SnsAction(this.topic);
 
     this.dashboard = new Dashboard(this, 'Dashboard', { dashboardName: props.name });
     this.dashboard.addWidgets(
@@ -107,23 +168,34 @@ export class Observability extends Construct {
         alarmDescription: `${description} See docs/runbook.md.`,
         metric,
         threshold: 'above' in when ? when.above : when.atLeast,
-        evaluationPeriods: when.minutes,
+        evaluationPeriods: when.outOf,
+        datapointsToAlarm: when.minutes,
         comparisonOperator:
           'above' in when
             ? ComparisonOperator.GREATER_THAN_THRESHOLD
             : ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
         treatMissingData: TreatMissingData.NOT_BREACHING,
       });
+      created.addAlarmAction(action);
+      created.addOkAction(action);
       this.alarms.push(created);
       return created;
     };
+
     for (const policy of props.policies) {
-      if (policy.failsClosed) {
+      if (policy.degradedAs === 'closed') {
         alarm(
           `DegradedClosed-${policy.name}`,
-          `"DegradedClosed ≥ 1 for a minute": ${policy.name} refused callers because the limiter could not decide.`,
+          `"DegradedClosed in 3 of 5 minutes": ${policy.name} refused callers because the limiter could not decide.`,
           limiterMetric('DegradedClosed', policy.name, 'Sum'),
           ALARMS.degradedClosed,
+        );
+      } else if (policy.degradedAs === 'open') {
+        alarm(
+          `DegradedOpen-${policy.name}`,
+          `"DegradedOpen in 3 of 5 minutes": ${policy.name} let callers through unchecked because the limiter could not decide.`,
+          limiterMetric('DegradedOpen', policy.name, 'Sum'),
+          ALARMS.degradedOpen,
         );
       }
       alarm(
@@ -133,6 +205,7 @@ export class Observability extends Construct {
         ALARMS.checkLatencyP99Ms,
       );
     }
+
     const worstOf = (metric: StoreMetric, statistic: 'MAX' | 'SUM') => {
       const metrics = props.store.metrics(metric, minute);
       const usingMetrics = Object.fromEntries(metrics.map((m, i) => [`m${i}`, m]));
@@ -154,6 +227,76 @@ export class Observability extends Construct {
       '"Evictions > 0": counters are being dropped, limits silently reset. Must stay 0.',
       worstOf('Evictions', 'SUM'),
       ALARMS.evictions,
+    );
+    alarm(
+      'RedisEngineCpu',
+      '"Redis engine CPU > 80 %": checks slow down, then time out past their budget.',
+      worstOf('EngineCPUUtilization', 'MAX'),
+      ALARMS.redisCpuPercent,
+    );
+    alarm(
+      'RedisConnections',
+      '"Redis connections > 5000": more containers than the route table plans for (reserved concurrency), or a leak.',
+      worstOf('CurrConnections', 'MAX'),
+      ALARMS.redisConnections,
+    );
+    if (props.store.kind === 'elasticache') {
+      alarm(
+        'RedisTrafficManagement',
+        '"TrafficManagementActive": a durable primary is throttling writes (past ~100 MiB/s); admits slow down.',
+        worstOf('TrafficManagementActive', 'MAX'),
+        ALARMS.trafficManagement,
+      );
+    }
+
+    for (const [functionId, fn] of props.functions) {
+      alarm(
+        `FunctionErrors-${functionId}`,
+        `"Function errors": ${functionId} failed invocations (an answer of 5xx, a crash, a timeout).`,
+        fn.metricErrors({ period: minute, statistic: 'Sum' }),
+        ALARMS.functionErrors,
+      );
+      alarm(
+        `FunctionThrottles-${functionId}`,
+        `"Function throttles": ${functionId} hit its reserved concurrency or the account's.`,
+        fn.metricThrottles({ period: minute, statistic: 'Sum' }),
+        ALARMS.functionThrottles,
+      );
+    }
+
+    const apiMetric = (metricName: string, statistic: string) =>
+      new Metric({
+        namespace: 'AWS/ApiGateway',
+        metricName,
+        dimensionsMap: { ApiName: props.api.name, Stage: props.api.stage },
+        statistic,
+        period: minute,
+      });
+    alarm('Api5xx', '"API 5XX": callers got server errors.', apiMetric('5XXError', 'Sum'), ALARMS.api5xx);
+    alarm('ApiLatencyP99', '"API latency p99 > 2 s".', apiMetric('Latency', 'p99'), ALARMS.apiLatencyP99Ms);
+    alarm(
+      'WafBlocked',
+      '"WAF blocks > 1000 a minute": a flood at the outer line (or a rule blocking real callers).',
+      new Metric({
+        namespace: 'AWS/WAFV2',
+        metricName: 'BlockedRequests',
+        dimensionsMap: { WebACL: props.webAclMetricName, Region: Stack.of(this).region, Rule: 'ALL' },
+        statistic: 'Sum',
+        period: minute,
+      }),
+      ALARMS.wafBlocked,
+    );
+    alarm(
+      'DeadLetters',
+      '"Dead letters > 0": accepted webhook events the processing gave up on.',
+      props.deadLetters.metricApproximateNumberOfMessagesVisible({ period: minute, statistic: 'Maximum' }),
+      ALARMS.deadLetters,
+    );
+    alarm(
+      'QueueAge',
+      '"Oldest accepted event > 5 min": accepted events wait unprocessed.',
+      props.events.metricApproximateAgeOfOldestMessage({ period: minute, statistic: 'Maximum' }),
+      ALARMS.queueAgeSeconds,
     );
   }
 }

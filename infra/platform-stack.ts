@@ -15,13 +15,16 @@ import { Architecture, Code, Function as LambdaFunction, LayerVersion, Runtime }
 import { Queue, QueueEncryption } from 'aws-cdk-lib/aws-sqs';
 import { StringParameter } from 'aws-cdk-lib/aws-ssm';
 import type { Construct } from 'constructs';
+import ROLE_POLICIES from '../config/api-roles.json' with { type: 'json' };
 import type { OuterLine } from '../config/outer-line.ts';
 import type { Route } from '../functions/routes.ts';
 import { scheduled, services } from '../functions/workers.ts';
+import { combinedFailureMode, type FailureMode } from '../layer/src/failure-mode.ts';
+import { compilePolicy } from '../layer/src/policy.ts';
 import { consumerFunctionBase } from './consumer-function.ts';
 import type { DeployContext } from './context.ts';
 import type { DurableStore } from './durable-store.ts';
-import { Observability } from './observability.ts';
+import { Observability, type ObservedPolicy } from './observability.ts';
 import { PublicApi } from './public-api.ts';
 import { StreamConsumers } from './stream-consumers.ts';
 
@@ -35,6 +38,47 @@ export interface PlatformStackProps extends StackProps {
   /** The platform's policy catalogue (config/catalogue.ts): one SSM default per entry. */
   readonly policies: Readonly<Record<string, unknown>>;
   readonly outerLine: OuterLine;
+}
+
+/**
+ * The policies the deployed consumers check, each once: a route's middleware
+ * limits (an API key's role: every role's policy, config/api-roles.json), the
+ * checks its handler makes itself, and the deployed workers'. Only these
+ * publish metrics, so only these get alarms. A verdict names its binding
+ * policy, or, when the limiter cannot decide, its check's first policy: only
+ * a check's first policy can ever report DegradedOpen/DegradedClosed, by the
+ * check's combined failure mode.
+ */
+export function observedPolicies(
+  routes: readonly Route[],
+  workers: readonly { readonly policies: readonly string[] }[],
+  catalogue: Readonly<Record<string, unknown>>,
+): ObservedPolicy[] {
+  const checks: (readonly string[])[] = [];
+  for (const route of routes) {
+    const middleware = route.limits.map((limit) => limit.policy);
+    const named = middleware.filter((policy): policy is string => typeof policy === 'string');
+    // a role's policy stands alone in its check: every role is a check of its own
+    if (named.length < middleware.length)
+      for (const policy of Object.values(ROLE_POLICIES)) checks.push([policy, ...named]);
+    else if (named.length > 0) checks.push(named);
+    checks.push(...route.inHandler);
+  }
+  for (const worker of workers) checks.push(worker.policies);
+  const observed = new Map<string, { degradedAs: FailureMode | undefined }>();
+  for (const check of checks) {
+    const modes = check.map((policy) => {
+      if (!Object.hasOwn(catalogue, policy))
+        throw new Error(`a deployed consumer checks "${policy}", which the catalogue lacks`);
+      return compilePolicy(policy, catalogue[policy]).failureMode;
+    });
+    check.forEach((policy, i) => {
+      const seen = observed.get(policy) ?? { degradedAs: undefined };
+      if (i === 0) seen.degradedAs = combinedFailureMode(modes);
+      observed.set(policy, seen);
+    });
+  }
+  return [...observed].map(([name, { degradedAs }]) => ({ name, degradedAs }));
 }
 
 /** The limiter's parameter path for a stage (RATE_LIMIT_PARAMETER_PATH). */
@@ -184,13 +228,23 @@ export class PlatformStack extends Stack {
       });
     }
 
+    const workers = [
+      ...(context.harvester ? scheduled.filter((w) => w.id === 'harvester') : []),
+      ...(context.mattermostUrl ? services.filter((w) => w.id === 'mattermost-listener') : []),
+    ];
     this.observability = new Observability(this, 'Observability', {
       name,
       store,
-      policies: Object.entries(props.policies).map(([policy, config]) => ({
-        name: policy,
-        failsClosed: (config as { failureMode?: string }).failureMode === 'closed',
-      })),
+      policies: observedPolicies(props.routes, workers, props.policies),
+      functions: new Map([
+        ...this.functions,
+        ...(this.streamConsumers?.harvester ? [['harvester', this.streamConsumers.harvester] as const] : []),
+      ]),
+      api: { name, stage: context.stage },
+      webAclMetricName: name,
+      events: this.events,
+      deadLetters,
+      notify: { emails: context.alarmEmails, urls: context.alarmUrls },
     });
 
     const partition = 'arn:<AWS::Partition>';

@@ -68,7 +68,15 @@ export class PublicApi extends Construct {
         {
           name: 'per-ip-rate',
           priority: 0,
-          action: { block: {} },
+          // a rate rule's refusal is a 429 with when to come back (the window), not WAF's default 403
+          action: {
+            block: {
+              customResponse: {
+                responseCode: 429,
+                responseHeaders: [{ name: 'Retry-After', value: String(ipRateRule.evaluationWindowSeconds) }],
+              },
+            },
+          },
           statement: {
             rateBasedStatement: {
               aggregateKeyType: 'IP',

@@ -125,6 +125,7 @@ const listener = new MattermostListener({
   once: parts.acceptedOnce,
   sink: parts.sink,
   logger: parts.logger,
+  observer: parts.observer,
 });
 await listener.start();
 let harvesting = Promise.resolve();
@@ -161,7 +162,7 @@ console.log(`\nlistening on ${base}\n\nroutes (functions/routes.ts):`);
 for (const route of routes) {
   const limits = route.limits.map((l) => (typeof l.policy === 'string' ? l.policy : 'the key role policy'));
   console.log(
-    `  ${route.methods.join('|').padEnd(8)} ${route.path.padEnd(26)} ${[...limits, ...route.inHandler].join(', ')}`,
+    `  ${route.methods.join('|').padEnd(8)} ${route.path.padEnd(26)} ${[...limits, ...route.inHandler.flat()].join(', ')}`,
   );
 }
 console.log(`

@@ -166,7 +166,8 @@ export async function startGateway(options: GatewayOptions = {}): Promise<Gatewa
       return { route, handler: module.handler, ...matcher(route) };
     }),
   );
-  const gate = new OuterLineGate(options.outerLine ?? readOuterLine());
+  const outerLine = options.outerLine ?? readOuterLine();
+  const gate = new OuterLineGate(outerLine);
   const log = options.onRequest ?? (() => {});
 
   const server = createServer((request, response) => {
@@ -208,7 +209,10 @@ export async function startGateway(options: GatewayOptions = {}): Promise<Gatewa
     const edge = gate.refusal(sourceIp(request));
     if (edge) {
       log({ route: `edge:${edge}`, status: 429 });
-      return answer(response, 429, { message: 'Too Many Requests' });
+      // as the WAF rule's custom response: a 429 with the rule's window as Retry-After (the stage throttle has none)
+      const retryAfter: Record<string, string> =
+        edge === 'ip-rate-rule' ? { 'Retry-After': String(outerLine.ipRateRule.evaluationWindowSeconds) } : {};
+      return answer(response, 429, { message: 'Too Many Requests' }, retryAfter);
     }
     for (const entry of mounted) {
       const match = entry.regex.exec(url.pathname);

@@ -17,6 +17,7 @@ export async function handler(_event: unknown, context: Pick<Context, 'getRemain
   const until = Date.now() + Math.max(0, context.getRemainingTimeInMillis() - STOP_BEFORE_TIMEOUT_MS);
   const reports = await Promise.all(sites.map(async (site) => [site, await runHarvest({ source, site, until })]));
   const bySite = Object.fromEntries(reports);
+  platform().observer.flush(); // the run's metrics, before the container may be frozen
   platform().logger.info('harvest run', { sites: bySite });
   return bySite;
 }

@@ -21,9 +21,14 @@ export async function runHarvest(options: {
   until: number;
   stop?: AbortSignal;
 }): Promise<HarvestReport & { stats: AdaptivePacer['stats'] }> {
-  const { limiter, acceptedOnce, redis, sink, ready } = platform();
+  const { limiter, acceptedOnce, redis, sink, ready, observer } = platform();
   await ready;
-  const pacer = new AdaptivePacer({ limiter, once: acceptedOnce, localRatePerSecond: LOCAL_RATE_PER_SECOND });
+  const pacer = new AdaptivePacer({
+    limiter,
+    once: acceptedOnce,
+    localRatePerSecond: LOCAL_RATE_PER_SECOND,
+    observer,
+  });
   const report = await harvest(
     {
       scope: options.site,

@@ -14,7 +14,7 @@
  * it never spins on Redis. When Redis cannot decide the policy fails open and
  * each worker goes on alone at `localRatePerSecond`, counted.
  */
-import type { Limiter } from '@platform/rate-limit';
+import { type Limiter, type RateLimitObserver, verdictFor } from '@platform/rate-limit';
 import type { AcceptedOnce } from '../shared/once.ts';
 import type { SourceAnswer } from './source.ts';
 
@@ -43,6 +43,8 @@ export interface PacerOptions {
   readonly defaultPauseMs?: number;
   readonly sleep?: (ms: number) => Promise<void>;
   readonly now?: () => number;
+  /** Sees every decision (the platform's metrics: Allowed, Limited, Degraded… per policy). */
+  readonly observer?: RateLimitObserver;
 }
 
 /**
@@ -66,8 +68,10 @@ export class AdaptivePacer {
   /** Per scope: the rate this worker last saw, whether it is in its slow start, and since when no decrease. */
   readonly #seen = new Map<string, { rate: number; slowStart: boolean; calmSince: number }>();
   readonly #now: () => number;
+  readonly #observer: RateLimitObserver | undefined;
 
   constructor(options: PacerOptions) {
+    this.#observer = options.observer;
     this.#limiter = options.limiter;
     this.#once = options.once;
     this.#policy = options.policy ?? HARVESTER_POLICY;
@@ -80,7 +84,9 @@ export class AdaptivePacer {
   /** Resolves when this worker may send one request for `scope`: 'shared' by the bucket, 'local' at the local pace. */
   async turn(scope: string): Promise<'shared' | 'local'> {
     for (;;) {
+      const started = performance.now();
       const decision = await this.#limiter.check({ policy: this.#policy, key: scope });
+      this.#observer?.observe(verdictFor(decision, this.#policy, performance.now() - started));
       if (decision.outcome === 'allowed') {
         this.stats.shared++;
         return 'shared';

@@ -30,7 +30,7 @@
  * - `stop()` (SIGTERM on Fargate): closes the socket, gives held posts one
  *   last try, logs the summary.
  */
-import type { Limiter } from '@platform/rate-limit';
+import { type Decision, type Limiter, type RateLimitObserver, verdictFor } from '@platform/rate-limit';
 import * as v from 'valibot';
 import { WebSocket } from 'ws';
 import type { AcceptedOnce } from '../shared/once.ts';
@@ -74,6 +74,8 @@ export interface ListenerOptions {
   readonly clockSkewMs?: number;
   /** Called when a catch-up after a reconnect has covered every channel (its lag is published as a metric). */
   readonly onCaughtUp?: (report: CatchUpReport) => void;
+  /** Sees every decision (the platform's metrics per policy); flushed with each summary and at stop. */
+  readonly observer?: RateLimitObserver & { flush?(): void };
 }
 
 /** One catch-up after a reconnect. */
@@ -201,11 +203,13 @@ export class MattermostListener {
     // One last try for what waits; what still cannot be decided is refused, logged.
     const held = this.#held.splice(0);
     for (const { post } of held) await this.#track(this.#settle(post, Date.now(), true));
+    this.#options.observer?.flush?.();
     this.#options.logger.info('mattermost listener stopped', { channels: Object.fromEntries(this.summary) });
   }
 
   /** The per-channel counts so far, logged when they changed since the last time. */
   #logSummary(): void {
+    this.#options.observer?.flush?.();
     const channels = JSON.stringify(Object.fromEntries(this.summary));
     if (channels === this.#summarized) return;
     this.#summarized = channels;
@@ -454,7 +458,9 @@ export class MattermostListener {
       return 'decided';
     }
     if (claim === 'claimed') {
+      const started = performance.now();
       const decision = await limiter.check({ policy: MATTERMOST_POLICY, key: post.channel_id });
+      this.#options.observer?.observe(verdictFor(decision, MATTERMOST_POLICY, performance.now() - started));
       if (decision.outcome === 'allowed') {
         try {
           await sink.put({ source: 'mattermost', id: post.id, scope: post.channel_id, payload: post });
@@ -476,6 +482,18 @@ export class MattermostListener {
       }
       // Undecided: give the claim back so the retry claims it again.
       await once.release('mattermost', post.channel_id, post.id, 1000);
+    } else {
+      // Redis could not even take the claim: counted as the check's degraded verdict (fail-closed),
+      // or an outage would never show in the listener's DegradedClosed
+      const degraded: Decision = {
+        outcome: 'degraded',
+        allowed: false,
+        degraded: true,
+        failureMode: 'closed',
+        reason: claim,
+        retryAfterMs: 1000,
+      };
+      this.#options.observer?.observe(verdictFor(degraded, MATTERMOST_POLICY, 0));
     }
     if (last || Date.now() >= until) {
       channel.expired++;

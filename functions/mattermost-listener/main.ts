@@ -14,7 +14,7 @@ if (!url || !/^https?:\/\/[^\s/]+/.test(url)) {
   console.error('MATTERMOST_URL must be the server, http(s)://host[:port]');
   process.exit(2);
 }
-const { limiter, acceptedOnce, sink, logger, policies, ready } = platform();
+const { limiter, acceptedOnce, sink, logger, policies, ready, observer } = platform();
 await Promise.all([ready, policies.ready()]);
 const token = policies.secret('mattermost-bot-token');
 if (!token) {
@@ -29,7 +29,16 @@ const onCaughtUp = (report: CatchUpReport) => {
   metrics.addMetric('MattermostCatchUpRetries', MetricUnit.Count, report.retries);
   metrics.publishStoredMetrics();
 };
-const listener = new MattermostListener({ url, token, limiter, once: acceptedOnce, sink, logger, onCaughtUp });
+const listener = new MattermostListener({
+  url,
+  token,
+  limiter,
+  once: acceptedOnce,
+  sink,
+  logger,
+  onCaughtUp,
+  observer,
+});
 const stop = async () => {
   await listener.stop();
   closeAllPlatforms();

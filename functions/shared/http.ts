@@ -104,6 +104,21 @@ export interface RouteOptions {
   readonly rolePolicy?: (event: HttpEvent) => string;
 }
 
+/**
+ * Every invocation publishes what it observed, however it ends: a handler that
+ * checks limits itself (the LLM budget, a webhook's workspace and channel)
+ * would otherwise leave its metrics to a later invocation, or lose them when
+ * the container is recycled. Flushing twice is harmless (nothing is left).
+ */
+const metricsFlush: MiddlewareObj<HttpEvent> = {
+  after: function metricsFlushAfter() {
+    platform().observer.flush();
+  },
+  onError: function metricsFlushOnError() {
+    platform().observer.flush();
+  },
+};
+
 /** Cold start: wait for the Redis credentials and (at most 2 s) for SSM's overrides before the first check. */
 const policiesReady: MiddlewareObj<HttpEvent> = {
   before: async function policiesReadyBefore() {
@@ -143,6 +158,7 @@ export function routeHandler(
         fallbackMessage: JSON.stringify({ error: 'internal', message: 'Something went wrong.' }),
       }),
     )
+    .use(metricsFlush)
     .use(policiesReady);
   for (const middleware of options.before ?? []) stack.use(middleware);
   if (limits.length > 0) stack.use(rateLimit({ limiter: p.limiter, limits, observer: p.observer }));

@@ -1,4 +1,4 @@
-import { DEFAULT_TIME_BUDGET, enforce, type Limiter, toMs } from '@platform/rate-limit';
+import { DEFAULT_TIME_BUDGET, type Decision, enforce, type Limiter, toMs, verdictFor } from '@platform/rate-limit';
 import { rateLimitHeaders, rateLimitRefusal } from '@platform/rate-limit/middleware';
 import { type HttpResponse, httpError, json } from './http.ts';
 import { platform } from './platform.ts';
@@ -38,10 +38,23 @@ export async function acceptOnce(
 ): Promise<HttpResponse> {
   const { limiter, observer, acceptedOnce, sink } = platform();
   const budgetMs = claimBudgetMs(limiter, event);
+  const started = performance.now();
   const claim = await acceptedOnce.claim(event.source, event.scope, event.id, budgetMs);
   if (claim === 'seen') return json(200, { ok: true, duplicate: true });
-  if (claim !== 'claimed')
+  if (claim !== 'claimed') {
+    // Redis could not tell: the event is refused as its check would be (fail-closed), and counted as
+    // its check's degraded verdict, or a Redis outage would never show in the webhooks' DegradedClosed
+    const degraded: Decision = {
+      outcome: 'degraded',
+      allowed: false,
+      degraded: true,
+      failureMode: 'closed',
+      reason: claim,
+      retryAfterMs: 1000,
+    };
+    observer.observe(verdictFor(degraded, event.limits[0]?.policy ?? '', performance.now() - started));
     throw httpError(503, 'rate_limiter_unavailable', 'Try again shortly.', { 'Retry-After': '1' });
+  }
   const verdict = await enforce(limiter, event.limits, { observer, scope: event.scope });
   if (!verdict.proceed) {
     await acceptedOnce.release(event.source, event.scope, event.id, budgetMs);

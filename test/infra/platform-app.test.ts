@@ -13,10 +13,21 @@ import { Match, Template } from 'aws-cdk-lib/assertions';
 import { Queue } from 'aws-cdk-lib/aws-sqs';
 import { PLATFORM_POLICIES } from '../../config/catalogue.ts';
 import { readOuterLine } from '../../config/outer-line.ts';
+import { runHarvest } from '../../functions/harvester/job.ts';
+import { MattermostListener } from '../../functions/mattermost-listener/listener.ts';
 import { routes } from '../../functions/routes.ts';
+import { platform as sharedPlatform } from '../../functions/shared/platform.ts';
+import { signSlackBody } from '../../functions/slack/signature.ts';
 import { createPlatformApp, type PlatformApp } from '../../infra/app.ts';
 import { InvalidContextError } from '../../infra/context.ts';
+import { compilePolicy } from '../../layer/src/index.ts';
+import { OBSERVER_METRICS } from '../../layer/src/middleware/index.ts';
 import { buildAll } from '../../scripts/build.ts';
+import { startHarvestSource } from '../../scripts/harvest-source.ts';
+import { startMattermostServer } from '../../scripts/mattermost-server.ts';
+import { startRedis } from '../../scripts/redis-process.ts';
+import { consumers } from '../support/consumers.ts';
+import { call, loopbackAddress } from '../support/http.ts';
 
 type Resources = Record<string, { Type: string; Properties?: Record<string, unknown>; DeletionPolicy?: string }>;
 
@@ -215,13 +226,16 @@ describe('The CDK app (ElastiCache for Valkey, the default)', () => {
     const alarms = Object.values(app.platform.toJSON().Resources as Resources)
       .filter((r) => r.Type === 'AWS::CloudWatch::Alarm')
       .map((r) => String(r.Properties?.AlarmName));
-    const closed = Object.entries(PLATFORM_POLICIES).filter(
-      ([, p]) => (p as { failureMode?: string }).failureMode === 'closed',
-    );
-    for (const [name] of closed) assert.ok(alarms.includes(`ratelimit-prod DegradedClosed-${name}`), name);
-    for (const name of Object.keys(PLATFORM_POLICIES)) {
+    // without the workers deployed, none of their alarms: only policies a deployed consumer checks
+    for (const name of ['login-ip', 'login-account', 'slack-channel', 'telegram-chat', 'llm-budget']) {
       assert.ok(alarms.includes(`ratelimit-prod CheckLatencyP99-${name}`), name);
     }
+    // a degraded verdict names its check's first policy: the workspace, never the channel
+    for (const name of ['login-ip', 'login-account', 'slack-workspace', 'telegram-bot', 'llm-budget']) {
+      assert.ok(alarms.includes(`ratelimit-prod DegradedClosed-${name}`), name);
+    }
+    assert.ok(!alarms.includes('ratelimit-prod DegradedClosed-slack-channel'), 'an alarm that could never fire');
+    assert.ok(!alarms.some((a) => /harvester-source|mattermost-channel/.test(a)), 'no alarm for a worker not deployed');
     assert.ok(alarms.includes('ratelimit-prod RedisMemory'));
     assert.ok(alarms.includes('ratelimit-prod RedisEvictions'));
     app.platform.hasResourceProperties('AWS::CloudWatch::Alarm', {
@@ -339,5 +353,274 @@ describe('cdk-nag', () => {
       paths.every((path) => path.startsWith('Careless/')),
       'the platform itself has no unacknowledged finding',
     );
+  });
+});
+
+/**
+ * What the consumers print as EMF, run for real: every route over HTTP, the
+ * harvester and the Mattermost listener, first with their Redis up, then with
+ * it stopped (the verdicts a degraded limiter gives). By `namespace|service|policy`, the metric names.
+ */
+async function limiterMetricsEmittedByEveryConsumer(): Promise<Map<string, Set<string>>> {
+  const lines: string[] = [];
+  const write = process.stdout.write.bind(process.stdout);
+  process.stdout.write = ((chunk: string | Uint8Array, ...rest: unknown[]) => {
+    const text = String(chunk);
+    if (text.includes('"_aws"')) {
+      lines.push(...text.split('\n').filter((l) => l.includes('"_aws"')));
+      return true;
+    }
+    return (write as (...args: unknown[]) => boolean)(chunk, ...rest);
+  }) as typeof process.stdout.write;
+  const redis = await startRedis();
+  // the IP windows fail open here, so that with Redis stopped each request reaches the checks its
+  // handler makes itself (as when only their shard cannot answer)
+  const openAtTheDoor = Object.fromEntries(
+    ['login-ip', 'slack-ip', 'telegram-ip'].map((policy) => [
+      `/ratelimit/local/overrides/${policy}`,
+      { failureMode: 'open' },
+    ]),
+  );
+  const platform = await consumers({ metrics: true, redisUrl: redis.url, parameters: openAtTheDoor });
+  const [mattermost, source] = await Promise.all([startMattermostServer(), startHarvestSource()]);
+  const everyConsumer = async (round: number) => {
+    const from = loopbackAddress();
+    const send = (path: string, init: { method?: string; body?: string; headers?: Record<string, string> } = {}) =>
+      call(platform.base, { path, from, ...init });
+    await send('/auth/login', {
+      method: 'POST',
+      body: JSON.stringify({ email: 'metrics@example.com', password: 'no' }),
+    });
+    for (const key of ['demo-standard-key', 'demo-partner-key', 'not-a-key']) {
+      await send('/v1/whoami', { headers: { 'x-api-key': key } });
+    }
+    await send('/v1/llm/complete', {
+      method: 'POST',
+      headers: { 'x-api-key': 'demo-partner-key' },
+      body: JSON.stringify({ model: 'fake-small', prompt: 'hello', max_tokens: 10 }),
+    });
+    const slack = JSON.stringify({
+      type: 'event_callback',
+      team_id: 'TMETRIC',
+      event_id: `Ev${round}`,
+      event: { channel: 'C1' },
+    });
+    await send('/webhooks/slack', {
+      method: 'POST',
+      body: slack,
+      headers: signSlackBody('local-only-slack-signing-secret', slack),
+    });
+    await send('/webhooks/telegram/demo', {
+      method: 'POST',
+      body: JSON.stringify({ update_id: round, message: { chat: { id: 7 } } }),
+      headers: { 'X-Telegram-Bot-Api-Secret-Token': 'local-only-telegram-secret-token' },
+    });
+    // the workers, as they run in AWS (the harvester's Lambda flushes at its end; the listener with its summaries)
+    await runHarvest({ source: source.url, site: 'metrics', until: Date.now() + 200 });
+    sharedPlatform().observer.flush();
+    const parts = sharedPlatform();
+    const listener = new MattermostListener({
+      url: mattermost.url,
+      token: mattermost.token,
+      limiter: parts.limiter,
+      once: parts.acceptedOnce,
+      sink: parts.sink,
+      logger: { info: () => {}, warn: () => {} },
+      observer: parts.observer,
+      holdMs: 300,
+    });
+    await listener.start();
+    mattermost.post('metrics', `round ${round}`);
+    const decided = () => {
+      const c = listener.summary.get('metrics');
+      return (c?.admitted ?? 0) + (c?.expired ?? 0) > 0;
+    };
+    for (let i = 0; i < 400 && !decided(); i++) await new Promise((resolve) => setTimeout(resolve, 10)); // polling
+    await listener.stop();
+  };
+  try {
+    await everyConsumer(1);
+    await redis.stop();
+    await everyConsumer(2);
+  } finally {
+    process.stdout.write = write;
+    await Promise.all([platform.close(), mattermost.close(), source.close(), redis.stop()]);
+  }
+  const emitted = new Map<string, Set<string>>();
+  for (const line of lines) {
+    const emf = JSON.parse(line) as Record<string, unknown> & {
+      _aws: { CloudWatchMetrics: { Namespace: string; Dimensions: string[][]; Metrics: { Name: string }[] }[] };
+    };
+    for (const directive of emf._aws.CloudWatchMetrics) {
+      const id = `${directive.Namespace}|${String(emf.service)}|${String(emf.policy)}`;
+      const names = emitted.get(id) ?? new Set<string>();
+      for (const metric of directive.Metrics) names.add(metric.Name);
+      emitted.set(id, names);
+    }
+  }
+  return emitted;
+}
+
+type Dimension = { Name: string; Value: unknown };
+
+/** The metrics an alarm watches: its own, or each of its metric math's (CDK renders a labelled metric as math). */
+function metricsOf(alarm: AlarmResource): { namespace: string; metric: string; d: Record<string, unknown> }[] {
+  const dims = (list: Dimension[] | undefined) => Object.fromEntries((list ?? []).map((x) => [x.Name, x.Value]));
+  const { Namespace, MetricName, Dimensions, Metrics } = alarm.Properties;
+  if (Namespace) return [{ namespace: Namespace, metric: String(MetricName), d: dims(Dimensions) }];
+  return (Metrics ?? []).flatMap((m) =>
+    m.MetricStat
+      ? [
+          {
+            namespace: m.MetricStat.Metric.Namespace,
+            metric: m.MetricStat.Metric.MetricName,
+            d: dims(m.MetricStat.Metric.Dimensions),
+          },
+        ]
+      : [],
+  );
+}
+
+type AlarmResource = {
+  Properties: {
+    AlarmName: string;
+    Namespace?: string;
+    MetricName?: string;
+    Dimensions?: Dimension[];
+    Metrics?: { MetricStat?: { Metric: { Namespace: string; MetricName: string; Dimensions?: Dimension[] } } }[];
+    AlarmActions?: unknown[];
+    OKActions?: unknown[];
+    EvaluationPeriods: number;
+    DatapointsToAlarm?: number;
+  };
+};
+
+describe('The alarms (all consumers deployed)', () => {
+  let template: Template;
+  let resources: Resources;
+  let alarms: AlarmResource[];
+  let emitted: Map<string, Set<string>>;
+  before(async () => {
+    emitted = await limiterMetricsEmittedByEveryConsumer();
+    const stacks = createPlatformApp({
+      context: {
+        dist: join(work, 'dist'),
+        egress: 'nat',
+        harvesterSource: 'https://source.example.com',
+        harvesterSites: 'site-a',
+        mattermostUrl: 'https://chat.example.com',
+        alarmEmails: 'oncall@example.com',
+        alarmUrls: 'https://hooks.example.com/alarms',
+      },
+      outdir: mkdtempSync(join(work, 'cdk-alarms-')),
+    });
+    stacks.app.synth();
+    template = Template.fromStack(stacks.platform);
+    resources = template.toJSON().Resources as Resources;
+    alarms = Object.values(resources).filter((r) => r.Type === 'AWS::CloudWatch::Alarm') as unknown as AlarmResource[];
+  });
+
+  it('each watch a metric the deployed code emits (run for real) or AWS reports for a deployed resource', () => {
+    const catalogue = new Map(Object.entries(PLATFORM_POLICIES).map(([name, raw]) => [name, compilePolicy(name, raw)]));
+    const ofType = (type: string) => Object.entries(resources).filter(([, r]) => r.Type === type);
+    const refs = (type: string) => new Set(ofType(type).map(([id]) => id));
+    const refOf = (value: unknown) => (value as { Ref?: string }).Ref ?? getAttOf(value);
+    const restApiName = props(ofType('AWS::ApiGateway::RestApi')[0]?.[1]).Name;
+    const webAclMetric = (props(ofType('AWS::WAFv2::WebACL')[0]?.[1]).VisibilityConfig as { MetricName: string })
+      .MetricName;
+    const unwatchable: string[] = [];
+    for (const alarm of alarms) {
+      const name = alarm.Properties.AlarmName;
+      for (const { namespace, metric, d } of metricsOf(alarm)) {
+        switch (namespace) {
+          case 'RateLimit': {
+            // the series a consumer was seen to emit (its service and policy), and a metric the observer
+            // publishes; a degraded one only if the running consumers were seen to report the policy
+            // degraded, under the name its configured failure mode gives (the run opened the IP windows)
+            const seen = emitted.get(`RateLimit|${String(d.service)}|${String(d.policy)}`);
+            const { 'degraded-open': open, 'degraded-closed': closed } = OBSERVER_METRICS.outcomes;
+            const observable = new Set<string>([...Object.values(OBSERVER_METRICS.outcomes), OBSERVER_METRICS.latency]);
+            const configured = catalogue.get(String(d.policy))?.failureMode === 'open' ? open : closed;
+            const ok =
+              seen !== undefined &&
+              observable.has(metric) &&
+              (metric !== open && metric !== closed
+                ? true
+                : metric === configured && (seen.has(open) || seen.has(closed)));
+            if (!ok) unwatchable.push(`${name} (${metric} of ${String(d.policy)})`);
+            break;
+          }
+          case 'AWS/Lambda':
+            if (!refs('AWS::Lambda::Function').has(refOf(d.FunctionName))) unwatchable.push(name);
+            break;
+          case 'AWS/ApiGateway':
+            if (d.ApiName !== restApiName || d.Stage !== 'prod') unwatchable.push(name);
+            break;
+          case 'AWS/WAFV2':
+            if (d.WebACL !== webAclMetric) unwatchable.push(name);
+            break;
+          case 'AWS/SQS':
+            if (!refs('AWS::SQS::Queue').has(refOf(d.QueueName))) unwatchable.push(name);
+            break;
+          case 'AWS/ElastiCache':
+            // per node of the replication group: <group>-<shard>-<node>
+            if (!/^ratelimit-prod-\d{4}-\d{3}$/.test(String(d.CacheClusterId))) unwatchable.push(name);
+            break;
+          default:
+            unwatchable.push(`${name} (${namespace})`);
+        }
+      }
+    }
+    assert.deepEqual(unwatchable, [], 'alarms on a metric nobody emits');
+    // and every limiter series the consumers emitted has its alarms
+    for (const id of emitted.keys()) {
+      const policy = id.split('|')[2] as string;
+      assert.ok(
+        alarms.some((a) => a.Properties.AlarmName === `ratelimit-prod CheckLatencyP99-${policy}`),
+        `no alarm for ${policy}`,
+      );
+    }
+    assert.ok(
+      emitted.has('RateLimit|platform|harvester-source') && emitted.has('RateLimit|platform|mattermost-channel'),
+    );
+  });
+
+  it('each notify the alarm topic, in alarm and back to OK; subscriptions from the context', () => {
+    const topics = Object.entries(resources).filter(([, r]) => r.Type === 'AWS::SNS::Topic');
+    assert.equal(topics.length, 1);
+    const [topicId] = topics[0] as [string, unknown];
+    for (const alarm of alarms) {
+      assert.deepEqual(alarm.Properties.AlarmActions, [{ Ref: topicId }], alarm.Properties.AlarmName);
+      assert.deepEqual(alarm.Properties.OKActions, [{ Ref: topicId }], alarm.Properties.AlarmName);
+    }
+    template.hasResourceProperties('AWS::SNS::Subscription', { Protocol: 'email', Endpoint: 'oncall@example.com' });
+    template.hasResourceProperties('AWS::SNS::Subscription', {
+      Protocol: 'https',
+      Endpoint: 'https://hooks.example.com/alarms',
+    });
+    template.hasResourceProperties('AWS::SNS::Topic', { KmsMasterKeyId: Match.anyValue() });
+  });
+
+  it('pages on a degraded limiter in 3 of 5 minutes, not on one blip; fail-open policies too', () => {
+    const byName = new Map(alarms.map((a) => [a.Properties.AlarmName, a.Properties]));
+    const closed = byName.get('ratelimit-prod DegradedClosed-login-ip');
+    assert.equal(closed?.EvaluationPeriods, 5);
+    assert.equal(closed?.DatapointsToAlarm, 3);
+    assert.ok(byName.has('ratelimit-prod DegradedOpen-api-key'), 'the API key limits failing open are watched');
+    for (const name of [
+      'FunctionErrors-login',
+      'FunctionThrottles-slack',
+      'FunctionErrors-harvester',
+      'Api5xx',
+      'ApiLatencyP99',
+      'WafBlocked',
+      'DeadLetters',
+      'QueueAge',
+      'RedisEngineCpu',
+      'RedisConnections',
+      'RedisTrafficManagement',
+    ]) {
+      assert.ok(byName.has(`ratelimit-prod ${name}`), name);
+    }
   });
 });

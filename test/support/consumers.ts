@@ -35,7 +35,13 @@ function generousBudgets(): Record<string, unknown> {
 }
 
 export async function consumers(
-  options: { redisUrl?: string; parameters?: Record<string, unknown>; gateway?: GatewayOptions } = {},
+  options: {
+    redisUrl?: string;
+    parameters?: Record<string, unknown>;
+    gateway?: GatewayOptions;
+    /** Let the consumers print their EMF metrics (off by default: they would fill the test output). */
+    metrics?: boolean;
+  } = {},
 ): Promise<TestPlatform> {
   const dir = mkdtempSync(join(tmpdir(), 'rl-consumers-'));
   const parametersFile = join(dir, 'parameters.json');
@@ -54,7 +60,7 @@ export async function consumers(
     EVENT_SINK_FILE: sinkFile,
     LOGIN_USERS_FILE: new URL('../../config/local-users.json', import.meta.url).pathname,
     API_KEYS_FILE: new URL('../../config/local-api-keys.json', import.meta.url).pathname,
-    POWERTOOLS_METRICS_DISABLED: 'true',
+    POWERTOOLS_METRICS_DISABLED: options.metrics ? 'false' : 'true',
   });
   const gateway = await startGateway(options.gateway);
   return {

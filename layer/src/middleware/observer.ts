@@ -5,13 +5,21 @@ import type { RateLimitObserver, Verdict } from '../enforce.ts';
 /** Remaining below this share of the quota counts as "near limit". */
 const NEAR_LIMIT = 0.2;
 
-const METRIC: Record<Verdict['outcome'], string> = {
+const METRIC = {
   allowed: 'Allowed',
   limited: 'Limited',
   'shadow-limited': 'ShadowLimited',
   'degraded-open': 'DegradedOpen',
   'degraded-closed': 'DegradedClosed',
-};
+} as const satisfies Record<Verdict['outcome'], string>;
+
+/**
+ * Every metric the observer can publish, by the outcome it counts (one per
+ * verdict) and the two it adds: what an alarm on the limiter may watch
+ * (test/infra checks each alarm against it and against what the consumers
+ * were seen to emit).
+ */
+export const OBSERVER_METRICS = { outcomes: METRIC, latency: 'CheckLatency', nearLimit: 'NearLimit' } as const;
 
 /**
  * EMF metrics per policy through Powertools: one of Allowed, Limited,

@@ -1,0 +1,59 @@
+/**
+ * `npm run lint:cfn`: the synthesized templates checked against
+ * CloudFormation's own resource schemas with cfn-lint (preinstalled on the
+ * development and CI machines), for every shape the app can take: ElastiCache
+ * (the default), MemoryDB, and with egress for the harvester and the
+ * Mattermost listener. Errors fail it; warnings are printed. Run after
+ * `npm run build` (npm run synth builds).
+ *
+ * The one acknowledged finding is in infra/valkey-cluster.ts: E3002 on the
+ * replication group's Durability, which cfn-lint 1.51's schema predates.
+ */
+import { execFile } from 'node:child_process';
+import { readdirSync } from 'node:fs';
+import { join } from 'node:path';
+import { promisify } from 'node:util';
+
+const run = promisify(execFile);
+const ROOT = new URL('..', import.meta.url).pathname;
+
+const VARIANTS: Record<string, string[]> = {
+  elasticache: [],
+  memorydb: ['-c', 'redis=memorydb'],
+  egress: [
+    '-c',
+    'egress=nat',
+    '-c',
+    'harvesterSource=https://source.example',
+    '-c',
+    'harvesterSites=a,b',
+    '-c',
+    'mattermostUrl=https://chat.example',
+  ],
+};
+
+let failed = false;
+for (const [variant, context] of Object.entries(VARIANTS)) {
+  const out = join(ROOT, 'cdk.out', `lint-${variant}`);
+  await run('npx', ['--no-install', 'cdk', 'synth', '--no-lookups', '--quiet', '-o', out, ...context], {
+    cwd: join(ROOT, 'infra'),
+  });
+  const templates = readdirSync(out)
+    .filter((f) => f.endsWith('.template.json'))
+    .map((f) => join(out, f));
+  try {
+    const { stdout } = await run('cfn-lint', ['--non-zero-exit-code', 'error', ...templates]);
+    console.log(
+      `${variant}: ${templates.length} templates, no error${stdout.trim() ? ` (warnings below)\n${stdout}` : ''}`,
+    );
+  } catch (error) {
+    const { code, stdout } = error as { code?: number | string; stdout?: string };
+    if (code === 'ENOENT') {
+      console.error('cfn-lint is not installed (pip install cfn-lint)');
+      process.exit(2);
+    }
+    failed = true;
+    console.error(`${variant}: cfn-lint found errors\n${stdout ?? ''}`);
+  }
+}
+process.exit(failed ? 1 : 0);
