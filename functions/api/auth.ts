@@ -1,11 +1,12 @@
 /**
  * The API key check every /v1 route shares: the key is looked up by its hash
  * in the key registry; an unknown key is 401, counted per client IP so key
- * guessing is itself limited (`api-unknown-key-ip`, 429 once over). A known
- * key's owner, role and role policy are put on the event for what follows.
+ * guessing is itself limited (`api-unknown-key-ip`, 429 once over), and an IP
+ * over that window is refused before a key it sends costs a registry read. A
+ * known key's owner, role and role policy are put on the event for what follows.
  */
 import type { MiddlewareObj } from '@middy/core';
-import { enforce } from '@platform/rate-limit';
+import { enforce, verdictFor } from '@platform/rate-limit';
 import {
   clientIp,
   type HttpEvent,
@@ -22,6 +23,8 @@ import { FileKeyRegistry, type KeyOwner, type KeyRegistry, SsmKeyRegistry } from
 
 const ROLE_POLICIES: Readonly<Record<string, string>> = roles;
 export const DEFAULT_POLICY = 'api-key';
+/** The per-IP window on unknown keys (key guessing). */
+const UNKNOWN_KEY_POLICY = 'api-unknown-key-ip';
 
 let registry: KeyRegistry | undefined;
 
@@ -45,21 +48,32 @@ export const apiKeyAuth: MiddlewareObj<HttpEvent> = {
   before: async function apiKeyAuthBefore(request) {
     const apiKey = header(request.event, 'x-api-key')?.trim();
     if (!apiKey) throw httpError(401, 'missing_api_key', 'Send your API key in the x-api-key header.');
+    const keyHash = hashApiKey(apiKey);
+    const keys = keyRegistry();
+    const { limiter, observer } = platform();
+    const ip = (() => {
+      try {
+        return clientIp(request.event);
+      } catch {
+        return undefined;
+      }
+    })();
+    // A key this container has not looked up costs a registry read (SSM): an IP already over its
+    // guessing window is refused before it, so a flood of random keys cannot exhaust Parameter
+    // Store's throughput (real lookups and policy refreshes share it).
+    if (!keys.remembers(keyHash) && ip !== undefined) {
+      const guessing = await limiter.peek([{ policy: UNKNOWN_KEY_POLICY, key: ip }]);
+      if (guessing.outcome === 'limited') throw rateLimitRefusal(verdictFor(guessing, UNKNOWN_KEY_POLICY));
+    }
     let found: KeyOwner | undefined;
     try {
-      found = await keyRegistry().lookup(hashApiKey(apiKey));
+      found = await keys.lookup(keyHash);
     } catch {
       throw httpError(503, 'key_registry_unavailable', 'Try again shortly.', { 'Retry-After': '1' });
     }
     if (!found) {
-      const { limiter, observer } = platform();
-      let ip: string;
-      try {
-        ip = clientIp(request.event);
-      } catch {
-        throw httpError(401, 'unknown_api_key', 'This API key is not known.');
-      }
-      const verdict = await enforce(limiter, [{ policy: 'api-unknown-key-ip', key: ip }], { observer });
+      if (ip === undefined) throw httpError(401, 'unknown_api_key', 'This API key is not known.');
+      const verdict = await enforce(limiter, [{ policy: UNKNOWN_KEY_POLICY, key: ip }], { observer });
       if (verdict.outcome === 'limited') throw rateLimitRefusal(verdict);
       throw httpError(401, 'unknown_api_key', 'This API key is not known.', rateLimitHeaders(verdict.limits));
     }

@@ -14,6 +14,8 @@ export interface KeyOwner {
  */
 export interface KeyRegistry {
   lookup(keyHash: string): Promise<KeyOwner | undefined>;
+  /** Whether `lookup` would answer from memory (no call to the registry's store). */
+  remembers(keyHash: string): boolean;
 }
 
 function owner(value: unknown): KeyOwner | undefined {
@@ -28,6 +30,10 @@ export class FileKeyRegistry implements KeyRegistry {
 
   constructor(file: string) {
     this.#file = file;
+  }
+
+  remembers(): boolean {
+    return true; // a local file: no store to spare
   }
 
   async lookup(keyHash: string): Promise<KeyOwner | undefined> {
@@ -58,6 +64,11 @@ export class SsmKeyRegistry implements KeyRegistry {
     this.#path = path.replace(/\/+$/, '');
     this.#ttlMs = options.ttlMs ?? 60_000;
     this.#now = options.now ?? Date.now;
+  }
+
+  remembers(keyHash: string): boolean {
+    const cached = this.#cache.get(keyHash);
+    return cached !== undefined && cached.until > this.#now();
   }
 
   async lookup(keyHash: string): Promise<KeyOwner | undefined> {

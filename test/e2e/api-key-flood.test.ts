@@ -1,0 +1,57 @@
+/**
+ * A flood of random API keys from one IP against the SSM key registry
+ * (aws-sdk-client-mock counts the GetParameter calls): the IP's guessing
+ * window (`api-unknown-key-ip`) refuses it before its keys cost a read, so
+ * Parameter Store's throughput stays with real lookups and policy refreshes.
+ */
+import assert from 'node:assert/strict';
+import { randomBytes } from 'node:crypto';
+import { after, before, describe, it } from 'node:test';
+import { GetParameterCommand, ParameterNotFound, SSMClient } from '@aws-sdk/client-ssm';
+import { mockClient } from 'aws-sdk-client-mock';
+import { PLATFORM_POLICIES } from '../../config/catalogue.ts';
+import { useRegistry } from '../../functions/api/auth.ts';
+import { SsmKeyRegistry } from '../../functions/api/registry.ts';
+import { consumers, type TestPlatform } from '../support/consumers.ts';
+import { restEvent } from '../support/events.ts';
+
+let platform: TestPlatform;
+before(async () => {
+  platform = await consumers();
+});
+after(() => platform.close());
+
+const KEYS = 10_000;
+
+describe('The API under a flood of random keys from one IP', () => {
+  it('reads the registry only for the keys its guessing window lets through', async (t) => {
+    const ssm = mockClient(SSMClient);
+    ssm.on(GetParameterCommand).rejects(new ParameterNotFound({ message: 'not found', $metadata: {} }));
+    useRegistry(new SsmKeyRegistry('/platform/test/api-keys', { client: new SSMClient({}) }));
+    const { handler } = await import('../../functions/api/handler.ts');
+    const ip = `198.51.100.${1 + (process.pid % 250)}`;
+    const statuses = new Map<number, number>();
+    try {
+      for (let i = 0; i < KEYS; i++) {
+        const event = {
+          ...restEvent({ ip, headers: { 'x-api-key': randomBytes(16).toString('hex') } }),
+          httpMethod: 'GET',
+          path: '/v1/whoami',
+          pathParameters: { proxy: 'whoami' },
+        };
+        const answer = (await handler(event, {} as never)) as { statusCode: number };
+        statuses.set(answer.statusCode, (statuses.get(answer.statusCode) ?? 0) + 1);
+      }
+    } finally {
+      ssm.restore();
+    }
+    const reads = ssm.commandCalls(GetParameterCommand).length;
+    const window = (PLATFORM_POLICIES['api-unknown-key-ip'] as { limit: number }).limit;
+    t.diagnostic(
+      `${KEYS} random keys from one IP: ${reads} SSM GetParameter calls (the window admits ${window}); answers ${JSON.stringify(Object.fromEntries(statuses))}`,
+    );
+    assert.equal(reads, window, 'one read per key the window let through, none after');
+    assert.equal(statuses.get(401), window);
+    assert.equal(statuses.get(429), KEYS - window);
+  });
+});
