@@ -31,6 +31,7 @@ import {
   type Decision,
   InvalidCheckError,
   InvalidPolicyError,
+  ioredisConnection,
   type Limiter,
   MisconfiguredCheckError,
   parseDuration,
@@ -196,6 +197,15 @@ async function run(argv: string[]): Promise<number> {
     // A deployed Redis requires credentials: read them (Secrets Manager) before the first connection.
     context.redis = createRedisClient(settings.redis);
     await authenticateFromSecret(context.redis, settings.redisAuthSecretId, secretReader(settings));
+  }
+  if (command === 'inspect' || command === 'reset' || command === 'rate') {
+    // An operator waits for the connection (TLS, a cluster's every master) rather than have the
+    // first command degrade within a policy's 100 ms budget; bounded, then commands answer as they can.
+    context.redis ??= createRedisClient(settings.redis);
+    const connected = ioredisConnection(context.redis)
+      .whenReady()
+      .catch(() => {});
+    await Promise.race([connected, new Promise((resolve) => setTimeout(resolve, 5000).unref())]);
   }
   try {
     switch (command) {

@@ -62,6 +62,13 @@ export interface Route {
   readonly inHandler: readonly (readonly string[])[];
   /** What a refusal does to this caller (docs/consumers.md has the long form). */
   readonly onRefusal: string;
+  /**
+   * The function's reserved concurrency: its share of the account's, so one
+   * route's flood cannot starve the others, and the ceiling on its Redis
+   * connections (each container holds one per cluster node it talks to: at
+   * most this × the nodes; the sum over the routes is the platform's).
+   */
+  readonly reservedConcurrency: number;
 }
 
 export const routes: readonly Route[] = [
@@ -75,6 +82,7 @@ export const routes: readonly Route[] = [
     uses: [],
     inHandler: [['login-account']],
     onRefusal: 'browser: 429 with Retry-After; the login form waits',
+    reservedConcurrency: 50,
   },
   {
     id: 'llm',
@@ -86,6 +94,7 @@ export const routes: readonly Route[] = [
     uses: ['apiKeyRegistry'],
     inHandler: [['llm-budget'], ['api-unknown-key-ip']],
     onRefusal: 'API client: 429 with Retry-After and the budget RateLimit headers',
+    reservedConcurrency: 20,
   },
   {
     id: 'api',
@@ -97,6 +106,7 @@ export const routes: readonly Route[] = [
     uses: ['apiKeyRegistry'],
     inHandler: [['api-unknown-key-ip']],
     onRefusal: 'API client: 429 with Retry-After and RateLimit headers',
+    reservedConcurrency: 100,
   },
   {
     id: 'slack',
@@ -108,6 +118,7 @@ export const routes: readonly Route[] = [
     uses: ['eventQueue'],
     inHandler: [['slack-workspace', 'slack-channel']],
     onRefusal: 'Slack: 429 with X-Slack-No-Retry: 1 (dropped, counted); see docs/consumers.md',
+    reservedConcurrency: 40,
   },
   {
     id: 'telegram',
@@ -119,5 +130,6 @@ export const routes: readonly Route[] = [
     uses: ['eventQueue'],
     inHandler: [['telegram-bot', 'telegram-chat']],
     onRefusal: 'Telegram: 429; it redelivers the update later (back-pressure without loss)',
+    reservedConcurrency: 40,
   },
 ];

@@ -13,6 +13,8 @@ export interface ScheduledWorker {
   readonly everyMinutes: number;
   /** The policies it checks (and publishes metrics for: the deployed alarms watch them). */
   readonly policies: readonly string[];
+  /** Runs at once at most (reserved concurrency; see Route.reservedConcurrency). */
+  readonly reservedConcurrency: number;
 }
 
 /** A long-running process (ECS Fargate in AWS: a WebSocket does not fit Lambda). */
@@ -25,7 +27,13 @@ export interface LongRunningService {
 }
 
 export const scheduled: readonly ScheduledWorker[] = [
-  { id: 'harvester', handler: 'harvester/handler.ts', everyMinutes: 5, policies: ['harvester-source'] },
+  {
+    id: 'harvester',
+    handler: 'harvester/handler.ts',
+    everyMinutes: 5,
+    policies: ['harvester-source'],
+    reservedConcurrency: 5,
+  },
 ];
 
 export const services: readonly LongRunningService[] = [

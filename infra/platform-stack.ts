@@ -170,6 +170,7 @@ export class PlatformStack extends Stack {
         functionName: `${name}-${route.id}`,
         description: `${route.methods.join(',')} ${route.path}`,
         timeout: Duration.seconds(10),
+        reservedConcurrentExecutions: route.reservedConcurrency,
         vpc: props.vpc,
         vpcSubnets: { subnetType: SubnetType.PRIVATE_ISOLATED },
         securityGroups: [props.functionsSecurityGroup],

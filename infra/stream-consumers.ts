@@ -67,6 +67,7 @@ export class StreamConsumers extends Construct {
         functionName: `${props.name}-${worker.id}`,
         description: `${worker.id}: every ${worker.everyMinutes} min, paced per site through the limiter`,
         timeout: Duration.minutes(Math.min(15, worker.everyMinutes * 3)),
+        reservedConcurrentExecutions: worker.reservedConcurrency,
         vpc: props.vpc,
         vpcSubnets: subnets,
         securityGroups,

@@ -1,5 +1,6 @@
 import { readFile } from 'node:fs/promises';
 import type { SSMClient } from '@aws-sdk/client-ssm';
+import { AWS_CLIENT_OPTIONS } from '@platform/rate-limit';
 
 /** Who an API key belongs to, and the role its quota comes from. */
 export interface KeyOwner {
@@ -60,7 +61,9 @@ export class SsmKeyRegistry implements KeyRegistry {
   constructor(path: string, options: { client?: SSMClient; ttlMs?: number; now?: () => number } = {}) {
     this.#sdk = import('@aws-sdk/client-ssm');
     const given = options.client;
-    this.#client = given ? Promise.resolve(given) : this.#sdk.then(({ SSMClient }) => new SSMClient({}));
+    this.#client = given
+      ? Promise.resolve(given)
+      : this.#sdk.then(({ SSMClient }) => new SSMClient(AWS_CLIENT_OPTIONS));
     this.#path = path.replace(/\/+$/, '');
     this.#ttlMs = options.ttlMs ?? 60_000;
     this.#now = options.now ?? Date.now;

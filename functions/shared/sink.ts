@@ -1,6 +1,7 @@
 import { appendFile, mkdir } from 'node:fs/promises';
 import { dirname } from 'node:path';
 import type { SQSClient } from '@aws-sdk/client-sqs';
+import { AWS_CLIENT_OPTIONS } from '@platform/rate-limit';
 
 /** An event a webhook accepted, on its way to the platform's processing. */
 export interface AcceptedEvent {
@@ -51,7 +52,9 @@ export class SqsEventSink implements EventSink {
 
   constructor(queueUrl: string, client?: SQSClient) {
     this.#sdk = import('@aws-sdk/client-sqs');
-    this.#client = client ? Promise.resolve(client) : this.#sdk.then(({ SQSClient }) => new SQSClient({}));
+    this.#client = client
+      ? Promise.resolve(client)
+      : this.#sdk.then(({ SQSClient }) => new SQSClient(AWS_CLIENT_OPTIONS));
     this.#queueUrl = queueUrl;
   }
 

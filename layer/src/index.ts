@@ -6,6 +6,7 @@ import { Limiter, type LimiterOptions } from './limiter.ts';
 import type { CompiledPolicy } from './policy.ts';
 import { productionScripts } from './scripts.ts';
 
+export { AWS_CLIENT_OPTIONS } from './aws-clients.ts';
 export { classify, DeadlineGuard, type Guarded, type GuardedConnection } from './deadline.ts';
 export type { Allowed, Decision, Degraded, DegradedReason, Limited, LimitStatus } from './decision.ts';
 export { type Duration, parseDuration, parseDurationUs, toMs, toUs } from './duration.ts';

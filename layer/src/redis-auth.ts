@@ -7,6 +7,7 @@
 import { readFile } from 'node:fs/promises';
 import { Cluster } from 'ioredis';
 import * as v from 'valibot';
+import { AWS_CLIENT_OPTIONS } from './aws-clients.ts';
 import { InvalidSettingError } from './errors.ts';
 import type { RedisClient } from './run-script.ts';
 
@@ -44,7 +45,9 @@ export function parseRedisCredentials(text: string): RedisCredentials {
 
 export const readSecretFromSecretsManager: SecretReader = async (secretId) => {
   const { GetSecretValueCommand, SecretsManagerClient } = await import('@aws-sdk/client-secrets-manager');
-  const { SecretString } = await new SecretsManagerClient({}).send(new GetSecretValueCommand({ SecretId: secretId }));
+  const { SecretString } = await new SecretsManagerClient(AWS_CLIENT_OPTIONS).send(
+    new GetSecretValueCommand({ SecretId: secretId }),
+  );
   if (SecretString === undefined)
     throw new InvalidSettingError('REDIS_AUTH_SECRET_ARN', 'the secret has no string value');
   return SecretString;

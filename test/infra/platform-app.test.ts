@@ -219,6 +219,27 @@ describe('The CDK app (ElastiCache for Valkey, the default)', () => {
     }
   });
 
+  it('reshards online (no replacement), and answers the WAF rate rule with 429 and Retry-After', () => {
+    app.data.hasResource('AWS::ElastiCache::ReplicationGroup', { UpdatePolicy: { UseOnlineResharding: true } });
+    app.platform.hasResourceProperties('AWS::WAFv2::WebACL', {
+      Rules: [
+        Match.objectLike({
+          Name: 'per-ip-rate',
+          Action: {
+            Block: {
+              CustomResponse: {
+                ResponseCode: 429,
+                ResponseHeaders: [
+                  { Name: 'Retry-After', Value: String(readOuterLine().ipRateRule.evaluationWindowSeconds) },
+                ],
+              },
+            },
+          },
+        }),
+      ],
+    });
+  });
+
   it('has the queue with its dead-letter queue, and the alarms of the runbook', () => {
     app.platform.hasResourceProperties('AWS::SQS::Queue', {
       RedrivePolicy: Match.objectLike({ maxReceiveCount: 5 }),
@@ -583,6 +604,19 @@ describe('The alarms (all consumers deployed)', () => {
     assert.ok(
       emitted.has('RateLimit|platform|harvester-source') && emitted.has('RateLimit|platform|mattermost-channel'),
     );
+  });
+
+  it('gives each function the reserved concurrency of its route (its share, and its Redis connection ceiling)', () => {
+    for (const route of routes) {
+      template.hasResourceProperties('AWS::Lambda::Function', {
+        FunctionName: `ratelimit-prod-${route.id}`,
+        ReservedConcurrentExecutions: route.reservedConcurrency,
+      });
+    }
+    template.hasResourceProperties('AWS::Lambda::Function', {
+      FunctionName: 'ratelimit-prod-harvester',
+      ReservedConcurrentExecutions: 5,
+    });
   });
 
   it('each notify the alarm topic, in alarm and back to OK; subscriptions from the context', () => {

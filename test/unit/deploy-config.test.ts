@@ -57,6 +57,32 @@ describe('Function: parseOuterLine', () => {
 });
 
 describe('Function: readDeployContext', () => {
+  it('refuses what cannot be deployed: node types without durability, http URLs, bad alarm endpoints', () => {
+    for (const context of [
+      { nodeType: 'cache.r6gd.xlarge' }, // data tiering
+      { nodeType: 'cache.r5.large' }, // not Graviton
+      { nodeType: 'cache.t4g.medium' },
+      { egress: 'nat', mattermostUrl: 'http://chat.example.com' }, // 443 only
+      { egress: 'nat', harvesterSource: 'http://source.example.com', harvesterSites: 'a' },
+      { alarmEmails: 'oncall' },
+      { alarmUrls: 'http://hooks.example.com/x' },
+    ] as Record<string, string>[]) {
+      assert.throws(() => readDeployContext((name) => context[name]), InvalidContextError, JSON.stringify(context));
+    }
+    const ok = readDeployContext(
+      (name) =>
+        ({
+          nodeType: 'cache.c7gn.large',
+          alarmEmails: 'a@example.com, b@example.com',
+          alarmUrls: 'https://h.example/x',
+        })[name],
+    );
+    assert.deepEqual(
+      [ok.nodeType, ok.alarmEmails, ok.alarmUrls],
+      ['cache.c7gn.large', ['a@example.com', 'b@example.com'], ['https://h.example/x']],
+    );
+  });
+
   it('resolves the defaults, and the node type per store', () => {
     assert.deepEqual(
       readDeployContext(() => undefined),
@@ -70,6 +96,8 @@ describe('Function: readDeployContext', () => {
         egress: 'none',
         harvester: undefined,
         mattermostUrl: undefined,
+        alarmEmails: [],
+        alarmUrls: [],
       },
     );
     const memorydb = readDeployContext((name) => ({ redis: 'memorydb', shards: '2' })[name]);

@@ -1,5 +1,6 @@
 import { SSMProvider } from '@aws-lambda-powertools/parameters/ssm';
 import { PutParameterCommand, SSMClient } from '@aws-sdk/client-ssm';
+import { AWS_CLIENT_OPTIONS } from '../aws-clients.ts';
 import type { ParameterSource, ParameterWriter } from './parameter-source.ts';
 
 /**
@@ -13,7 +14,7 @@ export class SsmParameterSource implements ParameterSource, ParameterWriter {
   readonly #provider: SSMProvider;
   readonly #client: SSMClient;
 
-  constructor(client: SSMClient = new SSMClient({})) {
+  constructor(client: SSMClient = new SSMClient(AWS_CLIENT_OPTIONS)) {
     this.#client = client;
     this.#provider = new SSMProvider({ awsSdkV3Client: client });
   }
