@@ -8,9 +8,19 @@
 import { readFileSync } from 'node:fs';
 import * as v from 'valibot';
 
+export interface Throttle {
+  readonly rateLimit: number;
+  readonly burstLimit: number;
+}
+
 export interface OuterLine {
-  /** API Gateway stage throttling: a token bucket for the whole stage (best effort). */
-  readonly stageThrottle: { readonly rateLimit: number; readonly burstLimit: number };
+  /** API Gateway stage throttling: a token bucket for the stage's routes that have none of their own (best effort). */
+  readonly stageThrottle: Throttle;
+  /**
+   * A token bucket per route (by its id in functions/routes.ts, for all its
+   * methods), instead of the stage's: API Gateway method throttling.
+   */
+  readonly routeThrottles?: Readonly<Record<string, Throttle>>;
   /** The AWS WAF rate-based rule: requests per client IP in a sliding evaluation window. */
   readonly ipRateRule: { readonly limit: number; readonly evaluationWindowSeconds: number };
 }
@@ -20,11 +30,14 @@ export const OUTER_LINE_FILE = new URL('./outer-line.json', import.meta.url);
 /** WAF rate-based rules take a limit from 10 and these evaluation windows only. */
 export const WAF_EVALUATION_WINDOWS = [60, 120, 300, 600] as const;
 
+const ThrottleSchema = v.strictObject({
+  rateLimit: v.pipe(v.number(), v.minValue(1), v.maxValue(1_000_000)),
+  burstLimit: v.pipe(v.number(), v.integer(), v.minValue(1), v.maxValue(1_000_000)),
+});
+
 const Schema = v.object({
-  stageThrottle: v.strictObject({
-    rateLimit: v.pipe(v.number(), v.minValue(1), v.maxValue(1_000_000)),
-    burstLimit: v.pipe(v.number(), v.integer(), v.minValue(1), v.maxValue(1_000_000)),
-  }),
+  stageThrottle: ThrottleSchema,
+  routeThrottles: v.optional(v.record(v.pipe(v.string(), v.regex(/^[a-z][a-z0-9-]{0,63}$/)), ThrottleSchema), {}),
   ipRateRule: v.strictObject({
     limit: v.pipe(v.number(), v.integer(), v.minValue(10), v.maxValue(2_000_000_000)),
     evaluationWindowSeconds: v.picklist(WAF_EVALUATION_WINDOWS),

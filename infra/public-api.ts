@@ -5,7 +5,7 @@
  * method per route and method of functions/routes.ts, each proxied to its
  * function; this file never lists a route itself.
  */
-import { Validations } from 'aws-cdk-lib';
+import { ArnFormat, Stack, Validations } from 'aws-cdk-lib';
 import {
   AccessLogFormat,
   EndpointType,
@@ -16,10 +16,17 @@ import {
 } from 'aws-cdk-lib/aws-apigateway';
 import type { IFunction } from 'aws-cdk-lib/aws-lambda';
 import { LogGroup, RetentionDays } from 'aws-cdk-lib/aws-logs';
-import { CfnWebACL, CfnWebACLAssociation } from 'aws-cdk-lib/aws-wafv2';
+import { CfnLoggingConfiguration, CfnWebACL, CfnWebACLAssociation } from 'aws-cdk-lib/aws-wafv2';
 import { Construct } from 'constructs';
 import type { OuterLine } from '../config/outer-line.ts';
 import type { Route } from '../functions/routes.ts';
+
+/** AWS managed rule groups on the web ACL, in count mode. */
+export const MANAGED_RULE_GROUPS = [
+  'AWSManagedRulesCommonRuleSet',
+  'AWSManagedRulesKnownBadInputsRuleSet',
+  'AWSManagedRulesAmazonIpReputationList',
+] as const;
 
 export interface PublicApiProps {
   readonly name: string;
@@ -35,7 +42,18 @@ export class PublicApi extends Construct {
 
   constructor(scope: Construct, id: string, props: PublicApiProps) {
     super(scope, id);
-    const { stageThrottle, ipRateRule } = props.outerLine;
+    const { stageThrottle, ipRateRule, routeThrottles = {} } = props.outerLine;
+    // a route's own throttle, on each of its methods (API Gateway method throttling replaces the stage's there)
+    const methodOptions = Object.fromEntries(
+      props.routes.flatMap((route) => {
+        const throttle = routeThrottles[route.id];
+        if (!throttle) return [];
+        return route.methods.map((method) => [
+          `${route.path}/${method}`,
+          { throttlingRateLimit: throttle.rateLimit, throttlingBurstLimit: throttle.burstLimit },
+        ]);
+      }),
+    );
     const accessLogs = new LogGroup(this, 'AccessLogs', { retention: RetentionDays.THREE_MONTHS });
     this.api = new RestApi(this, 'Api', {
       restApiName: props.name,
@@ -46,6 +64,7 @@ export class PublicApi extends Construct {
         stageName: props.stage,
         throttlingRateLimit: stageThrottle.rateLimit,
         throttlingBurstLimit: stageThrottle.burstLimit,
+        methodOptions,
         accessLogDestination: new LogGroupLogDestination(accessLogs),
         accessLogFormat: AccessLogFormat.jsonWithStandardFields(),
         loggingLevel: MethodLoggingLevel.ERROR,
@@ -90,6 +109,36 @@ export class PublicApi extends Construct {
             sampledRequestsEnabled: true,
           },
         },
+        // AWS's managed rule groups, counting only (their matches are in the WAF log and metrics): turn
+        // one to blocking once its counts show it refuses no real caller (docs/deploy.md, "The outer line")
+        ...MANAGED_RULE_GROUPS.map((group, i) => ({
+          name: group,
+          priority: 1 + i,
+          overrideAction: { count: {} },
+          statement: { managedRuleGroupStatement: { vendorName: 'AWS', name: group } },
+          visibilityConfig: {
+            cloudWatchMetricsEnabled: true,
+            metricName: `${props.name}-${group}`,
+            sampledRequestsEnabled: true,
+          },
+        })),
+      ],
+    });
+    // WAF's log group name must start with aws-waf-logs-
+    const wafLogs = new LogGroup(this, 'WafLogs', {
+      logGroupName: `aws-waf-logs-${props.name}`,
+      retention: RetentionDays.THREE_MONTHS,
+    });
+    new CfnLoggingConfiguration(this, 'WafLogging', {
+      resourceArn: this.webAcl.attrArn,
+      // the log group's ARN without CloudWatch Logs' trailing ':*', which WAF refuses
+      logDestinationConfigs: [
+        Stack.of(this).formatArn({
+          service: 'logs',
+          resource: 'log-group',
+          resourceName: wafLogs.logGroupName,
+          arnFormat: ArnFormat.COLON_RESOURCE_NAME,
+        }),
       ],
     });
     new CfnWebACLAssociation(this, 'WebAclStage', {

@@ -12,7 +12,7 @@ import { randomUUID } from 'node:crypto';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import { type AddressInfo, isIP } from 'node:net';
 import type { APIGatewayProxyEvent, APIGatewayProxyResult, Context } from 'aws-lambda';
-import { type OuterLine, readOuterLine } from '../config/outer-line.ts';
+import { type OuterLine, readOuterLine, type Throttle } from '../config/outer-line.ts';
 import { type HttpMethod, type Route, routes } from '../functions/routes.ts';
 
 type Handler = (event: APIGatewayProxyEvent, context: Context) => Promise<APIGatewayProxyResult>;
@@ -29,32 +29,54 @@ function matcher(route: Route): { regex: RegExp; names: string[] } {
   return { regex: new RegExp(`^${pattern}$`), names };
 }
 
+/** A token bucket, as API Gateway throttles a stage or a method. */
+class ThrottleBucket {
+  readonly #throttle: Throttle;
+  #tokens: number;
+  #refilledAt = performance.now();
+
+  constructor(throttle: Throttle) {
+    this.#throttle = throttle;
+    this.#tokens = throttle.burstLimit;
+  }
+
+  take(now: number): boolean {
+    const { rateLimit, burstLimit } = this.#throttle;
+    this.#tokens = Math.min(burstLimit, this.#tokens + ((now - this.#refilledAt) / 1000) * rateLimit);
+    this.#refilledAt = now;
+    if (this.#tokens < 1) return false;
+    this.#tokens -= 1;
+    return true;
+  }
+}
+
 /** The outer line, in memory: what API Gateway and WAF do before a function runs. */
 class OuterLineGate {
   readonly #line: OuterLine;
-  #tokens: number;
-  #refilledAt = performance.now();
+  readonly #stage: ThrottleBucket;
+  /** A route with a throttle of its own draws from it, not from the stage's (method throttling). */
+  readonly #routes = new Map<string, ThrottleBucket>();
   readonly #perIp = new Map<string, number[]>();
 
   constructor(line: OuterLine) {
     this.#line = line;
-    this.#tokens = line.stageThrottle.burstLimit;
+    this.#stage = new ThrottleBucket(line.stageThrottle);
+    for (const [route, throttle] of Object.entries(line.routeThrottles ?? {})) {
+      this.#routes.set(route, new ThrottleBucket(throttle));
+    }
   }
 
-  /** Why this request is refused at the edge, or undefined when it passes. */
-  refusal(ip: string): string | undefined {
+  /** Why this request (to `route`, when it matched one) is refused at the edge, or undefined when it passes. */
+  refusal(ip: string, route: string | undefined): string | undefined {
     const now = performance.now();
-    const { rateLimit, burstLimit } = this.#line.stageThrottle;
-    this.#tokens = Math.min(burstLimit, this.#tokens + ((now - this.#refilledAt) / 1000) * rateLimit);
-    this.#refilledAt = now;
     const windowMs = this.#line.ipRateRule.evaluationWindowSeconds * 1000;
     const seen = (this.#perIp.get(ip) ?? []).filter((t) => now - t < windowMs);
     if (seen.length >= this.#line.ipRateRule.limit) {
       this.#perIp.set(ip, seen);
       return 'ip-rate-rule';
     }
-    if (this.#tokens < 1) return 'stage-throttle';
-    this.#tokens -= 1;
+    const own = route === undefined ? undefined : this.#routes.get(route);
+    if (!(own ?? this.#stage).take(now)) return own ? 'route-throttle' : 'stage-throttle';
     seen.push(now);
     this.#perIp.set(ip, seen);
     return undefined;
@@ -206,10 +228,10 @@ export async function startGateway(options: GatewayOptions = {}): Promise<Gatewa
       log({ route: 'edge:too-large', status: 413 });
       return answer(response, 413, { message: 'Request Entity Too Large' });
     }
-    const edge = gate.refusal(sourceIp(request));
+    const edge = gate.refusal(sourceIp(request), mounted.find((entry) => entry.regex.test(url.pathname))?.route.id);
     if (edge) {
       log({ route: `edge:${edge}`, status: 429 });
-      // as the WAF rule's custom response: a 429 with the rule's window as Retry-After (the stage throttle has none)
+      // as the WAF rule's custom response: a 429 with the rule's window as Retry-After (API Gateway's throttles send none)
       const retryAfter: Record<string, string> =
         edge === 'ip-rate-rule' ? { 'Retry-After': String(outerLine.ipRateRule.evaluationWindowSeconds) } : {};
       return answer(response, 429, { message: 'Too Many Requests' }, retryAfter);

@@ -86,6 +86,41 @@ describe('Local gateway', () => {
     }
   });
 
+  it('gives a route with a throttle of its own its own bucket: a flood on the API leaves the webhooks theirs', async () => {
+    const seen: string[] = [];
+    const gateway = await startGateway({
+      outerLine: {
+        stageThrottle: { rateLimit: 1000, burstLimit: 1000 },
+        routeThrottles: { api: { rateLimit: 1, burstLimit: 5 }, slack: { rateLimit: 1, burstLimit: 5 } },
+        ipRateRule: { limit: 1000, evaluationWindowSeconds: 60 },
+      },
+      onRequest: (entry) => seen.push(entry.route),
+    });
+    try {
+      const flood = await Promise.all(
+        Array.from({ length: 20 }, () => call(gateway.url, { path: '/v1/whoami', from: loopbackAddress() })),
+      );
+      assert.equal(flood.filter((a) => a.status === 429).length, 15, 'the API route: its burst of 5 only');
+      assert.equal(seen.filter((r) => r === 'edge:route-throttle').length, 15);
+      const slack = await call(gateway.url, {
+        method: 'POST',
+        path: '/webhooks/slack',
+        from: loopbackAddress(),
+        body: '{}',
+      });
+      assert.equal(slack.status, 401, 'Slack reaches its handler (unsigned: 401), not the API flood');
+      const login = await call(gateway.url, {
+        method: 'POST',
+        path: '/auth/login',
+        from: loopbackAddress(),
+        body: '{}',
+      });
+      assert.notEqual(login.status, 429, 'a route without its own throttle draws from the stage');
+    } finally {
+      await gateway.close();
+    }
+  });
+
   it('takes the client IP from the socket, not from an X-Real-IP or X-Forwarded-For the client sent', async () => {
     const [from, claimed] = [loopbackAddress(), loopbackAddress()];
     const login = (headers: Record<string, string>) =>

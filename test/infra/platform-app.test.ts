@@ -20,6 +20,7 @@ import { platform as sharedPlatform } from '../../functions/shared/platform.ts';
 import { signSlackBody } from '../../functions/slack/signature.ts';
 import { createPlatformApp, type PlatformApp } from '../../infra/app.ts';
 import { InvalidContextError } from '../../infra/context.ts';
+import { MANAGED_RULE_GROUPS } from '../../infra/public-api.ts';
 import { compilePolicy } from '../../layer/src/index.ts';
 import { OBSERVER_METRICS } from '../../layer/src/middleware/index.ts';
 import { buildAll } from '../../scripts/build.ts';
@@ -171,9 +172,9 @@ describe('The CDK app (ElastiCache for Valkey, the default)', () => {
     });
     app.platform.hasResourceProperties('AWS::WAFv2::WebACL', {
       Scope: 'REGIONAL',
-      Rules: [
+      Rules: Match.arrayWith([
         Match.objectLike({
-          Action: { Block: {} },
+          Action: { Block: Match.anyValue() },
           Statement: {
             RateBasedStatement: {
               AggregateKeyType: 'IP',
@@ -182,7 +183,7 @@ describe('The CDK app (ElastiCache for Valkey, the default)', () => {
             },
           },
         }),
-      ],
+      ]),
     });
     const resources = app.platform.toJSON().Resources as Resources;
     const stage = Object.keys(resources).find((id) => resources[id]?.Type === 'AWS::ApiGateway::Stage') as string;
@@ -219,10 +220,46 @@ describe('The CDK app (ElastiCache for Valkey, the default)', () => {
     }
   });
 
+  it('throttles each route with its own budget from config/outer-line.json, behind AWS managed rules that count', () => {
+    const line = readOuterLine();
+    const stage = Object.values(app.platform.toJSON().Resources as Resources).find(
+      (r) => r.Type === 'AWS::ApiGateway::Stage',
+    );
+    const settings = props(stage).MethodSettings as {
+      ResourcePath: string;
+      HttpMethod: string;
+      ThrottlingRateLimit?: number;
+      ThrottlingBurstLimit?: number;
+    }[];
+    for (const route of routes) {
+      const throttle = line.routeThrottles?.[route.id];
+      assert.ok(throttle, `${route.id} has a throttle of its own`);
+      for (const method of route.methods) {
+        const setting = settings.find(
+          (s) => s.HttpMethod === method && s.ResourcePath === `/${route.path.replaceAll('/', '~1')}`,
+        );
+        assert.deepEqual(
+          [setting?.ThrottlingRateLimit, setting?.ThrottlingBurstLimit],
+          [throttle.rateLimit, throttle.burstLimit],
+          `${method} ${route.path}`,
+        );
+      }
+    }
+    const acl = props(
+      Object.values(app.platform.toJSON().Resources as Resources).find((r) => r.Type === 'AWS::WAFv2::WebACL'),
+    );
+    const managed = (acl.Rules as { Name: string; OverrideAction?: unknown }[]).filter((r) => r.Name !== 'per-ip-rate');
+    assert.deepEqual(
+      managed.map((r) => [r.Name, r.OverrideAction]),
+      MANAGED_RULE_GROUPS.map((name) => [name, { Count: {} }]),
+    );
+    app.platform.hasResourceProperties('AWS::WAFv2::LoggingConfiguration', { ResourceArn: Match.anyValue() });
+  });
+
   it('reshards online (no replacement), and answers the WAF rate rule with 429 and Retry-After', () => {
     app.data.hasResource('AWS::ElastiCache::ReplicationGroup', { UpdatePolicy: { UseOnlineResharding: true } });
     app.platform.hasResourceProperties('AWS::WAFv2::WebACL', {
-      Rules: [
+      Rules: Match.arrayWith([
         Match.objectLike({
           Name: 'per-ip-rate',
           Action: {
@@ -236,7 +273,7 @@ describe('The CDK app (ElastiCache for Valkey, the default)', () => {
             },
           },
         }),
-      ],
+      ]),
     });
   });
 

@@ -26,12 +26,14 @@ describe('Function: parseOuterLine', () => {
       stageThrottle: { rateLimit: 10, burstLimit: 20 },
       ipRateRule: { limit: 100, evaluationWindowSeconds: 60 },
     };
-    assert.deepEqual(parseOuterLine(valid), valid);
+    assert.deepEqual(parseOuterLine(valid), { ...valid, routeThrottles: {} });
     const cases: [unknown, RegExp][] = [
       [{ ...valid, ipRateRule: { limit: 9, evaluationWindowSeconds: 60 } }, /ipRateRule\.limit/],
       [{ ...valid, ipRateRule: { limit: 100, evaluationWindowSeconds: 90 } }, /ipRateRule\.evaluationWindowSeconds/],
       [{ ...valid, stageThrottle: { rateLimit: 0, burstLimit: 20 } }, /stageThrottle\.rateLimit/],
       [{ ...valid, stageThrottle: { rateLimit: 10, burstLimit: 1.5 } }, /stageThrottle\.burstLimit/],
+      [{ ...valid, routeThrottles: { api: { rateLimit: 0, burstLimit: 1 } } }, /routeThrottles\.api\.rateLimit/],
+      [{ ...valid, routeThrottles: { 'Not A Route': { rateLimit: 1, burstLimit: 1 } } }, /routeThrottles/],
       [null, /outer line/],
     ];
     for (const [input, message] of cases) {
