@@ -4,7 +4,16 @@
  * month. The callers add what differs (name, timeout, network, environment).
  */
 import { join } from 'node:path';
-import { Architecture, Code, type FunctionProps, type ILayerVersion, Runtime, Tracing } from 'aws-cdk-lib/aws-lambda';
+import { Validations } from 'aws-cdk-lib';
+import {
+  Architecture,
+  Code,
+  type FunctionProps,
+  type IFunction,
+  type ILayerVersion,
+  Runtime,
+  Tracing,
+} from 'aws-cdk-lib/aws-lambda';
 import { LogGroup, RetentionDays } from 'aws-cdk-lib/aws-logs';
 import type { Construct } from 'constructs';
 
@@ -26,4 +35,18 @@ export function consumerFunctionBase(
     tracing: Tracing.ACTIVE,
     logGroup: new LogGroup(scope, `Logs-${id}`, { retention: RetentionDays.ONE_MONTH }),
   };
+}
+
+/**
+ * cdk-nag's IAM5 on a function's own role for active tracing, acknowledged
+ * there and nowhere else: X-Ray's PutTraceSegments/PutTelemetryRecords take
+ * no resource-level permission (every other statement of the role names its
+ * resources, and a wildcard added to one later is still found).
+ */
+export function acknowledgeTracing(fn: IFunction): void {
+  if (!fn.role) return;
+  Validations.of(fn.role).acknowledge({
+    id: 'AwsSolutions::AwsSolutions-IAM5[Resource::*]',
+    reason: 'X-Ray PutTraceSegments/PutTelemetryRecords (active tracing) have no resource-level permissions.',
+  });
 }

@@ -134,13 +134,7 @@ export class DataStack extends Stack {
     if (context.redis === 'memorydb') {
       this.store = new MemoryDbCluster(this, 'MemoryDb', storeProps);
     } else {
-      const valkey = new ValkeyCluster(this, 'Valkey', storeProps);
-      Validations.of(valkey).acknowledge({
-        id: 'AwsSolutions-AEC5',
-        reason:
-          'The default port 6379 is kept on purpose: only the functions security group reaches it, and a non-default port adds no protection a security group does not already give.',
-      });
-      this.store = valkey;
+      this.store = new ValkeyCluster(this, 'Valkey', storeProps);
     }
   }
 }

@@ -21,7 +21,7 @@ import type { Route } from '../functions/routes.ts';
 import { scheduled, services } from '../functions/workers.ts';
 import { combinedFailureMode, type FailureMode } from '../layer/src/failure-mode.ts';
 import { compilePolicy } from '../layer/src/policy.ts';
-import { consumerFunctionBase } from './consumer-function.ts';
+import { acknowledgeTracing, consumerFunctionBase } from './consumer-function.ts';
 import type { DeployContext } from './context.ts';
 import type { DurableStore } from './durable-store.ts';
 import { Observability, type ObservedPolicy } from './observability.ts';
@@ -184,6 +184,7 @@ export class PlatformStack extends Stack {
         },
       });
       for (const statement of limiterStatements) fn.addToRolePolicy(statement);
+      acknowledgeTracing(fn);
       if (route.uses.includes('eventQueue')) this.events.grantSendMessages(fn);
       if (route.uses.includes('apiKeyRegistry')) {
         fn.addToRolePolicy(
@@ -265,10 +266,6 @@ export class PlatformStack extends Stack {
       {
         id: `AwsSolutions::AwsSolutions-IAM5[Resource::${partition}:ssm:<AWS::Region>:<AWS::AccountId>:parameter${apiKeysPath}/*]`,
         reason: 'The API key registry: one parameter per key hash, looked up by name, so any name under the path.',
-      },
-      {
-        id: 'AwsSolutions::AwsSolutions-IAM5[Resource::*]',
-        reason: 'X-Ray PutTraceSegments/PutTelemetryRecords (active tracing) have no resource-level permissions.',
       },
     );
   }

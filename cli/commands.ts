@@ -1,0 +1,349 @@
+/**
+ * `npx ratelimit <command>`: what an operator needs at 3 a.m. without a deploy.
+ *
+ *   policies [<key>]                         every policy in force, and where each value came from
+ *   inspect <policy> <key>                   the live state of a key, debiting nothing
+ *   reset <policy> <key>                     forget a key's counter (unlock an account, clear a window)
+ *   rate <policy> <key> --set N | --increase | --decrease [--pause 30s]
+ *   override <policy> [<key>] '<json>'       write an override, validated as the store validates it
+ *
+ * A key may be given raw and is then hashed as the consumers hash it, never
+ * printed back: --email <address> (peppered), --api-key <key>. --scope <id>
+ * for grouped policies; --json for scripts.
+ * Where: Redis from REDIS_CLUSTER_NODES / REDIS_URL / REDIS_TLS (as the layer);
+ * parameters from RATE_LIMIT_PARAMETERS_FILE (default config/local-parameters.json),
+ * or SSM under RATE_LIMIT_PARAMETER_PATH with --ssm (your AWS profile).
+ * Exit codes: 0 done, 1 Redis or the parameter store unavailable, 2 bad
+ * arguments, 3 refused (an invalid override or key: nothing written).
+ * Every write is logged to stderr as one JSON line: who, what, before, after.
+ */
+import { userInfo } from 'node:os';
+import { parseArgs } from 'node:util';
+import {
+  assertKeyPart,
+  authenticateFromSecret,
+  budgetKeys,
+  compilePolicy,
+  counterKey,
+  createLimiter,
+  createRedisClient,
+  type Decision,
+  InvalidCheckError,
+  InvalidPolicyError,
+  ioredisConnection,
+  type Limiter,
+  MisconfiguredCheckError,
+  parseDuration,
+  type RateChange,
+  RateLimitError,
+  type RedisClient,
+  rateKey,
+  readSettings,
+  secretReader,
+} from '@platform/rate-limit';
+import {
+  createPolicyStore,
+  FileParameterSource,
+  mergeOverride,
+  type ParameterSource,
+  type ParameterWriter,
+  type PolicyStore,
+} from '@platform/rate-limit/config';
+import { hashApiKey, hashEmail } from '@platform/rate-limit/middleware';
+import { SsmParameterSource } from '@platform/rate-limit/ssm';
+import { PLATFORM_POLICIES } from '../config/catalogue.ts';
+
+const EXIT = { ok: 0, unavailable: 1, usage: 2, refused: 3 } as const;
+
+class CliError extends Error {
+  readonly code: number;
+  constructor(code: number, message: string) {
+    super(message);
+    this.code = code;
+  }
+}
+
+const USAGE = `usage: ratelimit <command> [options]
+
+  policies [<key>]                        every policy in force, and where each value came from
+  inspect <policy> <key>                  a key's live state, debiting nothing
+  reset <policy> <key>                    forget a key's counter (unlock an account, clear a window)
+  rate <policy> <key> --set N | --increase | --decrease [--pause 30s]
+                                          change an adaptive bucket's rate for every worker
+  override <policy> [<key>] '<json>'      write a policy (or per-key) override, validated first
+
+options:
+  --email <address>   the key is this email, hashed with the pepper as login does
+  --api-key <key>     the key is this API key, hashed as the API does
+  --scope <id>        the hash tag of a grouped policy (a workspace, a bot)
+  --ssm               parameters from SSM (RATE_LIMIT_PARAMETER_PATH), not the local file
+  --json              machine-readable output
+  -h, --help          this help
+
+exit codes: 0 done, 1 Redis or parameters unavailable, 2 bad arguments, 3 refused (nothing written)`;
+
+/** Where a run writes: the terminal for `npx ratelimit`, the answer for the admin function. */
+export interface CliOutput {
+  stdout(text: string): void;
+  stderr(text: string): void;
+  /** Who runs it, for the audit lines. @default the OS user */
+  readonly who?: string;
+}
+
+interface Context {
+  readonly io: CliOutput;
+  readonly json: boolean;
+  readonly store: PolicyStore;
+  readonly source: ParameterSource & ParameterWriter;
+  readonly prefix: string;
+  redis?: RedisClient;
+  limiter?: Limiter;
+}
+
+function out(context: Context, human: string, data: unknown): void {
+  context.io.stdout(`${context.json ? JSON.stringify(data) : human}\n`);
+}
+
+/** One JSON line per write: who, what, before, after (never a raw key). */
+function audit(context: Context, what: string, detail: Record<string, unknown>): void {
+  const who = context.io.who ?? userInfo().username;
+  context.io.stderr(`${JSON.stringify({ audit: 'ratelimit', who, what, at: new Date().toISOString(), ...detail })}\n`);
+}
+
+function limiterOf(context: Context): Limiter {
+  if (!context.limiter) {
+    context.redis ??= createRedisClient(readSettings().redis);
+    context.limiter = createLimiter({ redis: context.redis, policies: context.store, onDegraded: () => {} });
+  }
+  return context.limiter;
+}
+
+/** The key to use: a raw email or API key hashed as the consumers hash it, else the one given. */
+function keyOf(context: Context, given: string | undefined, values: { email?: string; 'api-key'?: string }): string {
+  if (values.email !== undefined) {
+    const pepper = context.store.secret('email-pepper');
+    if (!pepper) throw new CliError(EXIT.unavailable, 'no email pepper in the parameters (secrets/email-pepper)');
+    return hashEmail(values.email, pepper);
+  }
+  if (values['api-key'] !== undefined) return hashApiKey(values['api-key']);
+  if (given === undefined) throw new CliError(EXIT.usage, 'a key is needed (or --email / --api-key)');
+  return given;
+}
+
+function describe(decision: Decision): Record<string, unknown> {
+  if (decision.outcome === 'degraded')
+    throw new CliError(EXIT.unavailable, `Redis could not answer (${decision.reason})`);
+  const { remaining, retryAfterMs, resetAfterMs, limit } = decision.binding;
+  return { outcome: decision.outcome, limit, remaining, retryAfterMs, resetAfterMs };
+}
+
+async function inspect(context: Context, policyName: string, key: string, scope: string | undefined) {
+  const limiter = limiterOf(context);
+  const policy = limiter.policyFor(policyName, key);
+  const options = scope === undefined ? {} : { scope };
+  const state: Record<string, unknown> = {
+    policy: policyName,
+    key,
+    strategy: policy.strategy,
+    ...describe(await limiter.peek([{ policy: policyName, key }], options)),
+  };
+  const counter = counterKey(policy, key, scope);
+  const redis = context.redis as RedisClient;
+  state.ttlMs = await redis.pttl(counter);
+  if (policy.strategy === 'tokenBucket' && policy.adaptive) {
+    state.ratePerSecond = await limiter.currentRate(policyName, key, options);
+    state.rateTtlMs = await redis.pttl(rateKey(counter));
+  }
+  if (policy.strategy === 'failureBackoff') {
+    const [failures, last] = await redis.hmget(counter, 'n', 't');
+    state.failures = Number(failures ?? 0);
+    state.lastFailure = last ? new Date(Number(last) / 1000).toISOString() : null;
+  }
+  return state;
+}
+
+function table(state: Record<string, unknown>): string {
+  return Object.entries(state)
+    .map(([name, value]) => `${name.padEnd(14)} ${typeof value === 'object' ? JSON.stringify(value) : String(value)}`)
+    .join('\n');
+}
+
+async function run(argv: string[], io: CliOutput): Promise<number> {
+  const { values, positionals } = parseArgs({
+    args: argv,
+    allowPositionals: true,
+    strict: true,
+    options: {
+      email: { type: 'string' },
+      'api-key': { type: 'string' },
+      scope: { type: 'string' },
+      set: { type: 'string' },
+      increase: { type: 'boolean' },
+      decrease: { type: 'boolean' },
+      pause: { type: 'string' },
+      ssm: { type: 'boolean' },
+      json: { type: 'boolean' },
+      help: { type: 'boolean', short: 'h' },
+    },
+  });
+  const [command, ...rest] = positionals;
+  if (values.help || command === undefined || command === 'help') {
+    io.stdout(`${USAGE}\n`);
+    return command === undefined && !values.help ? EXIT.usage : EXIT.ok;
+  }
+  const settings = readSettings();
+  const source = values.ssm
+    ? new SsmParameterSource()
+    : new FileParameterSource(
+        settings.parametersFile ?? new URL('../config/local-parameters.json', import.meta.url).pathname,
+      );
+  const store = createPolicyStore({ defaults: PLATFORM_POLICIES, source, prefix: settings.parameterPath });
+  await store.refresh();
+  const context: Context = { io, json: values.json === true, store, source, prefix: settings.parameterPath };
+  if (settings.redisAuthSecretId) {
+    // A deployed Redis requires credentials: read them (Secrets Manager) before the first connection.
+    context.redis = createRedisClient(settings.redis);
+    await authenticateFromSecret(context.redis, settings.redisAuthSecretId, secretReader(settings));
+  }
+  if (command === 'inspect' || command === 'reset' || command === 'rate') {
+    // An operator waits for the connection (TLS, a cluster's every master) rather than have the
+    // first command degrade within a policy's 100 ms budget; bounded, then commands answer as they can.
+    context.redis ??= createRedisClient(settings.redis);
+    const connected = ioredisConnection(context.redis)
+      .whenReady()
+      .catch(() => {});
+    await Promise.race([connected, new Promise((resolve) => setTimeout(resolve, 5000).unref())]);
+  }
+  try {
+    switch (command) {
+      case 'policies': {
+        const key =
+          rest[0] === undefined && !values.email && !values['api-key'] ? undefined : keyOf(context, rest[0], values);
+        const names = store.policyNames();
+        const all = Object.fromEntries(names.map((name) => [name, store.explain(name, key)]));
+        const human = names
+          .map((name) => {
+            const sources = all[name]?.sources ?? {};
+            const lines = Object.entries(sources).map(
+              ([field, from]) =>
+                `  ${field.padEnd(22)} ${JSON.stringify(valueAt(all[name]?.config, field)).padEnd(24)} ${from}`,
+            );
+            return [`${name}${key ? ` (key ${key})` : ''}`, ...lines].join('\n');
+          })
+          .join('\n\n');
+        out(context, human, all);
+        return EXIT.ok;
+      }
+      case 'inspect': {
+        const [policy, given] = rest;
+        if (!policy) throw new CliError(EXIT.usage, 'inspect <policy> <key>');
+        const state = await inspect(context, policy, keyOf(context, given, values), values.scope);
+        out(context, table(state), state);
+        return EXIT.ok;
+      }
+      case 'reset': {
+        const [policy, given] = rest;
+        if (!policy) throw new CliError(EXIT.usage, 'reset <policy> <key>');
+        const key = keyOf(context, given, values);
+        const before = await inspect(context, policy, key, values.scope);
+        const counter = counterKey(limiterOf(context).policyFor(policy, key), key, values.scope);
+        // every key the policy may hold for it: counter (or budget and its holds) and runtime rate
+        await (context.redis as RedisClient).del(...budgetKeys(counter), rateKey(counter));
+        const after = await inspect(context, policy, key, values.scope);
+        audit(context, 'reset', { policy, key, before, after });
+        out(context, `reset ${policy} ${key}\n${table(after)}`, { before, after });
+        return EXIT.ok;
+      }
+      case 'rate': {
+        const [policy, given] = rest;
+        if (!policy)
+          throw new CliError(EXIT.usage, 'rate <policy> <key> --set N | --increase | --decrease [--pause 30s]');
+        const key = keyOf(context, given, values);
+        const chosen = [values.set !== undefined, values.increase === true, values.decrease === true].filter(
+          Boolean,
+        ).length;
+        if (chosen !== 1) throw new CliError(EXIT.usage, 'exactly one of --set N, --increase, --decrease');
+        const pauseMs =
+          values.pause === undefined
+            ? undefined
+            : parseDuration(values.pause.replace(/^(\d+(?:\.\d+)?)(ms|s|m|h)$/, '$1 $2'));
+        if (values.pause !== undefined && pauseMs === undefined)
+          throw new CliError(EXIT.usage, '--pause takes a duration such as 30s or 2m');
+        const change: RateChange =
+          values.set !== undefined
+            ? { set: Number(values.set) }
+            : values.increase
+              ? { increase: true }
+              : { decrease: true, ...(pauseMs === undefined ? {} : { pauseMs }) };
+        const options = values.scope === undefined ? {} : { scope: values.scope };
+        const limiter = limiterOf(context);
+        const before = await limiter.currentRate(policy, key, options);
+        const outcome = await limiter.changeRate(policy, key, change, options);
+        if (!outcome.changed) throw new CliError(EXIT.unavailable, `Redis could not answer (${outcome.reason})`);
+        audit(context, 'rate', { policy, key, change, before, after: outcome.ratePerSecond });
+        out(context, `${policy} ${key}: ${before}/s -> ${outcome.ratePerSecond}/s`, {
+          before,
+          after: outcome.ratePerSecond,
+        });
+        return EXIT.ok;
+      }
+      case 'override': {
+        const [policy, ...tail] = rest;
+        const [key, text] = tail.length >= 2 ? [tail[0], tail[1]] : [undefined, tail[0]];
+        if (!policy || text === undefined) throw new CliError(EXIT.usage, "override <policy> [<key>] '<json>'");
+        let patch: unknown;
+        try {
+          patch = JSON.parse(text);
+        } catch (error) {
+          throw new CliError(EXIT.refused, `not JSON: ${(error as Error).message}`);
+        }
+        const base = store.explain(policy)?.config;
+        if (base === undefined) throw new CliError(EXIT.refused, `no policy "${policy}" to override`);
+        compilePolicy(policy, mergeOverride(base, patch)); // throws InvalidPolicyError with the reason
+        if (key !== undefined) assertKeyPart(key); // an InvalidCheckError: refused, exit 3
+        const name = `${context.prefix}/overrides/${policy}${key === undefined ? '' : `/${key}`}`;
+        const before = (await source.fetchAll(context.prefix))[name];
+        await source.put(name, JSON.stringify(patch));
+        audit(context, 'override', { parameter: name, before: before ?? null, after: patch });
+        out(context, `wrote ${name}: ${JSON.stringify(patch)} (was ${before ?? 'unset'})`, {
+          parameter: name,
+          before: before ?? null,
+          after: patch,
+        });
+        return EXIT.ok;
+      }
+      default:
+        throw new CliError(EXIT.usage, `unknown command "${command}"\n\n${USAGE}`);
+    }
+  } finally {
+    context.redis?.disconnect();
+  }
+}
+
+function valueAt(config: unknown, path: string): unknown {
+  return path
+    .split('.')
+    .reduce<unknown>((value, part) => (value as Record<string, unknown> | undefined)?.[part], config);
+}
+
+/** Runs one command line; never throws: a failure is its exit code and a line on stderr. */
+export async function runCli(argv: string[], io: CliOutput): Promise<number> {
+  try {
+    return await run(argv, io);
+  } catch (error) {
+    io.stderr(`ratelimit: ${error instanceof Error ? error.message : String(error)}\n`);
+    return exitCodeOf(error);
+  }
+}
+
+function exitCodeOf(error: unknown): number {
+  if (error instanceof CliError) return error.code;
+  if (error instanceof MisconfiguredCheckError) return EXIT.usage;
+  // before RateLimitError, which they extend
+  if (error instanceof InvalidPolicyError || error instanceof InvalidCheckError) return EXIT.refused;
+  if (error instanceof TypeError && (error as NodeJS.ErrnoException).code?.startsWith('ERR_PARSE_ARGS')) {
+    return EXIT.usage;
+  }
+  if (error instanceof RateLimitError) return EXIT.usage;
+  return EXIT.unavailable;
+}
