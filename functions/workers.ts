@@ -39,3 +39,16 @@ export const scheduled: readonly ScheduledWorker[] = [
 export const services: readonly LongRunningService[] = [
   { id: 'mattermost-listener', entry: 'mattermost-listener/main.ts', policies: ['mattermost-channel'] },
 ];
+
+/** A function operators invoke through IAM (no route): the admin CLI against a deployed stage. */
+export interface OperatorFunction {
+  readonly id: string;
+  /** The handler module, relative to functions/; it exports `handler`. */
+  readonly handler: string;
+  /** Runs at once at most. */
+  readonly reservedConcurrency: number;
+}
+
+export const operated: readonly OperatorFunction[] = [
+  { id: 'admin', handler: 'admin/handler.ts', reservedConcurrency: 2 },
+];

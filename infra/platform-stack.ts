@@ -18,7 +18,7 @@ import type { Construct } from 'constructs';
 import ROLE_POLICIES from '../config/api-roles.json' with { type: 'json' };
 import type { OuterLine } from '../config/outer-line.ts';
 import type { Route } from '../functions/routes.ts';
-import { scheduled, services } from '../functions/workers.ts';
+import { operated, scheduled, services } from '../functions/workers.ts';
 import { combinedFailureMode, type FailureMode } from '../layer/src/failure-mode.ts';
 import { compilePolicy } from '../layer/src/policy.ts';
 import { acknowledgeTracing, consumerFunctionBase } from './consumer-function.ts';
@@ -203,6 +203,33 @@ export class PlatformStack extends Stack {
       this.functions.set(route.id, fn);
     }
 
+    // The operator's path to Redis (docs/runbook.md, "Reaching a deployed stage"): invoked through IAM only.
+    for (const admin of operated) {
+      const fn = new LambdaFunction(this, `Fn-${admin.id}`, {
+        ...consumerFunctionBase(this, admin.id, { dist: context.dist, layer: this.layer }),
+        functionName: `${name}-${admin.id}`,
+        description: 'npx ratelimit against this stage: invoke with {"argv": [...]} (IAM only, no route)',
+        timeout: Duration.seconds(30),
+        reservedConcurrentExecutions: admin.reservedConcurrency,
+        vpc: props.vpc,
+        vpcSubnets: { subnetType: SubnetType.PRIVATE_ISOLATED },
+        securityGroups: [props.functionsSecurityGroup],
+        environment: { ...limiterEnvironment, POWERTOOLS_SERVICE_NAME: 'admin' },
+      });
+      for (const statement of limiterStatements) fn.addToRolePolicy(statement);
+      // `override` writes where the store reads overrides, and nowhere else
+      fn.addToRolePolicy(
+        new PolicyStatement({
+          actions: ['ssm:GetParameter', 'ssm:PutParameter'],
+          resources: [
+            this.formatArn({ service: 'ssm', resource: 'parameter', resourceName: `${prefix.slice(1)}/overrides/*` }),
+          ],
+        }),
+      );
+      acknowledgeTracing(fn);
+      this.functions.set(admin.id, fn);
+    }
+
     this.api = new PublicApi(this, 'Public', {
       name,
       stage: context.stage,
@@ -262,6 +289,10 @@ export class PlatformStack extends Stack {
         id: `AwsSolutions::AwsSolutions-IAM5[Resource::${partition}:ssm:<AWS::Region>:<AWS::AccountId>:parameter${prefix}/*]`,
         reason:
           "The limiter's own parameter path, read by path (every policy default, override and secret under it; the store decides which it uses).",
+      },
+      {
+        id: `AwsSolutions::AwsSolutions-IAM5[Resource::${partition}:ssm:<AWS::Region>:<AWS::AccountId>:parameter${prefix}/overrides/*]`,
+        reason: "The admin function's `override`: any override under the stage's overrides path, and nothing else.",
       },
       {
         id: `AwsSolutions::AwsSolutions-IAM5[Resource::${partition}:ssm:<AWS::Region>:<AWS::AccountId>:parameter${apiKeysPath}/*]`,

@@ -105,9 +105,9 @@ export const FUNCTION_EXTERNALS = [LAYER_PACKAGE, `${LAYER_PACKAGE}/*`, '@aws-sd
  */
 export async function bundleFunctions(outdir: string): Promise<Record<string, string>> {
   const { routes } = await import('../functions/routes.ts');
-  const { scheduled } = await import('../functions/workers.ts');
+  const { scheduled, operated } = await import('../functions/workers.ts');
   const built: Record<string, string> = {};
-  for (const { id, handler } of [...routes, ...scheduled]) {
+  for (const { id, handler } of [...routes, ...scheduled, ...operated]) {
     const outfile = join(outdir, 'functions', id, 'handler.mjs');
     await build({
       ...common,

@@ -18,6 +18,7 @@ import { MattermostListener } from '../../functions/mattermost-listener/listener
 import { routes } from '../../functions/routes.ts';
 import { platform as sharedPlatform } from '../../functions/shared/platform.ts';
 import { signSlackBody } from '../../functions/slack/signature.ts';
+import { operated } from '../../functions/workers.ts';
 import { createPlatformApp, type PlatformApp } from '../../infra/app.ts';
 import { InvalidContextError } from '../../infra/context.ts';
 import { MANAGED_RULE_GROUPS } from '../../infra/public-api.ts';
@@ -212,7 +213,7 @@ describe('The CDK app (ElastiCache for Valkey, the default)', () => {
       (p) => (props(p).PolicyDocument as { Statement: Record<string, unknown>[] }).Statement,
     );
     const byPath = statements.filter((s) => s.Action === 'ssm:GetParametersByPath');
-    assert.equal(byPath.length, routes.length);
+    assert.equal(byPath.length, routes.length + operated.length);
     for (const statement of byPath) assert.match(JSON.stringify(statement.Resource), /parameter\/ratelimit\/prod/);
     assert.ok(!statements.some((s) => JSON.stringify(s.Action).includes('ssm:*')));
     for (const decrypt of statements.filter((s) => s.Action === 'kms:Decrypt')) {
@@ -254,6 +255,31 @@ describe('The CDK app (ElastiCache for Valkey, the default)', () => {
       MANAGED_RULE_GROUPS.map((name) => [name, { Count: {} }]),
     );
     app.platform.hasResourceProperties('AWS::WAFv2::LoggingConfiguration', { ResourceArn: Match.anyValue() });
+  });
+
+  it('gives the operator an admin function reachable through IAM only, writing overrides and nothing else', () => {
+    const resources = app.platform.toJSON().Resources as Resources;
+    const [adminId] =
+      Object.entries(resources).find(
+        ([, r]) => r.Type === 'AWS::Lambda::Function' && props(r).FunctionName === 'ratelimit-prod-admin',
+      ) ?? assert.fail('no admin function');
+    const invokable = Object.values(resources).filter(
+      (r) =>
+        (r.Type === 'AWS::Lambda::Permission' || r.Type === 'AWS::Lambda::Url') && JSON.stringify(r).includes(adminId),
+    );
+    assert.deepEqual(
+      invokable,
+      [],
+      'no resource policy: only IAM principals allowed lambda:InvokeFunction may call it',
+    );
+    const policy = Object.values(resources).find(
+      (r) => r.Type === 'AWS::IAM::Policy' && JSON.stringify(props(r).Roles).includes('FnadminServiceRole'),
+    );
+    const writes = (
+      props(policy).PolicyDocument as { Statement: { Action: unknown; Resource: unknown }[] }
+    ).Statement.filter((st) => JSON.stringify(st.Action).includes('ssm:PutParameter'));
+    assert.equal(writes.length, 1);
+    assert.match(JSON.stringify(writes[0]?.Resource), /parameter\/ratelimit\/prod\/overrides\/\*/);
   });
 
   it('reshards online (no replacement), and answers the WAF rate rule with 429 and Retry-After', () => {
@@ -328,7 +354,7 @@ describe('The CDK app with -c redis=memorydb', () => {
     });
     app.data.hasResourceProperties('AWS::MemoryDB::User', { UserName: 'ratelimit' });
     app.data.hasResource('AWS::MemoryDB::Cluster', { DeletionPolicy: 'Retain' });
-    app.platform.resourceCountIs('AWS::Lambda::Function', routes.length);
+    app.platform.resourceCountIs('AWS::Lambda::Function', routes.length + operated.length);
   });
 
   it('refuses context it cannot deploy, naming the value', () => {
