@@ -4,12 +4,14 @@
  * checks on both: a finding that is not acknowledged with a reason fails the
  * synth.
  */
+import { existsSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { App, Validations } from 'aws-cdk-lib';
 import { AwsSolutionsChecks } from 'cdk-nag';
 import { PLATFORM_POLICIES } from '../config/catalogue.ts';
 import { type OuterLine, readOuterLine } from '../config/outer-line.ts';
 import { type Route, routes } from '../functions/routes.ts';
-import { type DeployContext, readDeployContext } from './context.ts';
+import { type DeployContext, InvalidContextError, readDeployContext } from './context.ts';
 import { DataStack } from './data-stack.ts';
 import { PlatformStack } from './platform-stack.ts';
 
@@ -23,10 +25,22 @@ export interface PlatformApp {
 export interface PlatformAppOptions {
   /** CDK context values (as `-c name=value` gives them). */
   readonly context?: Record<string, unknown>;
+  /** Where the stages' files are (`<stage>.json`). @default infra/stages */
+  readonly stagesDir?: string;
   readonly outdir?: string;
   readonly routes?: readonly Route[];
   readonly policies?: Readonly<Record<string, unknown>>;
   readonly outerLine?: OuterLine;
+}
+
+export const STAGES_DIR = new URL('./stages/', import.meta.url).pathname;
+
+/** A stage's remembered context (`infra/stages/<stage>.json`), or nothing for a stage without one. */
+function readStageFile(dir: string, stage: string): Record<string, unknown> {
+  const file = join(dir, `${stage}.json`);
+  if (!existsSync(file)) return {};
+  const { $comment: _, ...values } = JSON.parse(readFileSync(file, 'utf8')) as Record<string, unknown>;
+  return values;
 }
 
 export function createPlatformApp(options: PlatformAppOptions = {}): PlatformApp {
@@ -36,7 +50,20 @@ export function createPlatformApp(options: PlatformAppOptions = {}): PlatformApp
     context: { '@aws-cdk/core:defaultCrossStackReferences': 'strong', ...options.context },
   });
   Validations.of(app).addPlugins(new AwsSolutionsChecks(app));
-  const context = readDeployContext((name) => app.node.tryGetContext(name));
+  const stage = String(app.node.tryGetContext('stage') ?? 'prod');
+  const remembered = readStageFile(options.stagesDir ?? STAGES_DIR, stage);
+  const context = readDeployContext((name) => {
+    const given = app.node.tryGetContext(name);
+    const kept = remembered[name];
+    if (kept === undefined) return given;
+    // -c values arrive as strings: the same value either way is agreement
+    if (given !== undefined && String(given) !== String(kept)) {
+      throw new InvalidContextError(
+        `context ${name}: stage ${stage} is deployed with ${name}=${String(kept)} (infra/stages/${stage}.json); change it there, on purpose, to change the stage`,
+      );
+    }
+    return kept;
+  });
   const data = new DataStack(app, `RateLimitData-${context.stage}`, {
     context,
     description: 'Rate limiter: network, durable Redis, its secret and data key (stateful)',

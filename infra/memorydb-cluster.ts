@@ -87,8 +87,10 @@ export class MemoryDbCluster extends Construct implements DurableStore {
     this.cluster.addResourceDependency(acl);
     this.cluster.addResourceDependency(parameters);
     this.cluster.addResourceDependency(subnets);
-    // CloudFormation has no Snapshot policy for MemoryDB: keep the cluster; deleting it by hand takes the final snapshot.
-    this.cluster.applyRemovalPolicy(RemovalPolicy.RETAIN);
+    // CloudFormation has no Snapshot policy for MemoryDB, but the cluster's FinalSnapshotName is one: deleting
+    // the (termination-protected) stack deletes the cluster after MemoryDB took its final snapshot. A retained
+    // cluster would make the delete fail instead: its subnets, ACL and VPC could not go while it lives in them.
+    this.cluster.applyRemovalPolicy(RemovalPolicy.DESTROY);
     this.endpointAddress = this.cluster.attrClusterEndpointAddress;
     // The port set above: the endpoint attribute is an integer, which a cross-stack export would have to stringify.
     this.endpointPort = String(REDIS_PORT);

@@ -10,7 +10,7 @@
  * replication group's Durability, which cfn-lint 1.51's schema predates.
  */
 import { execFile } from 'node:child_process';
-import { readdirSync } from 'node:fs';
+import { readdirSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 
@@ -19,7 +19,8 @@ const ROOT = new URL('..', import.meta.url).pathname;
 
 const VARIANTS: Record<string, string[]> = {
   elasticache: [],
-  memorydb: ['-c', 'redis=memorydb'],
+  // a stage of its own: infra/stages/prod.json keeps prod on ElastiCache
+  memorydb: ['-c', 'redis=memorydb', '-c', 'stage=lintmemorydb'],
   egress: [
     '-c',
     'egress=nat',
@@ -35,6 +36,7 @@ const VARIANTS: Record<string, string[]> = {
 let failed = false;
 for (const [variant, context] of Object.entries(VARIANTS)) {
   const out = join(ROOT, 'cdk.out', `lint-${variant}`);
+  rmSync(out, { recursive: true, force: true }); // only this run's templates
   await run('npx', ['--no-install', 'cdk', 'synth', '--no-lookups', '--quiet', '-o', out, ...context], {
     cwd: join(ROOT, 'infra'),
   });

@@ -44,6 +44,7 @@ function synth(redis: 'elasticache' | 'memorydb'): { stacks: PlatformApp; data: 
   const stacks = createPlatformApp({
     context: { redis, dist: join(work, 'dist') },
     outdir: mkdtempSync(join(work, `cdk-${redis}-`)),
+    stagesDir: work, // no stage file: each store on the same stage name
   });
   // Runs every validation plugin (cdk-nag): an unacknowledged finding throws here.
   stacks.app.synth();
@@ -353,20 +354,43 @@ describe('The CDK app with -c redis=memorydb', () => {
       Parameters: { 'maxmemory-policy': 'noeviction' },
     });
     app.data.hasResourceProperties('AWS::MemoryDB::User', { UserName: 'ratelimit' });
-    app.data.hasResource('AWS::MemoryDB::Cluster', { DeletionPolicy: 'Retain' });
+    // deleting the stack deletes the cluster after its final snapshot (a retained one would block the VPC's delete)
+    app.data.hasResource('AWS::MemoryDB::Cluster', {
+      DeletionPolicy: 'Delete',
+      Properties: Match.objectLike({ FinalSnapshotName: 'ratelimit-prod-final' }),
+    });
+    assert.equal(app.stacks.data.terminationProtection, true);
     app.platform.resourceCountIs('AWS::Lambda::Function', routes.length + operated.length);
+  });
+
+  it('keeps a stage as its file says: a deploy that omits -c redis cannot swap the store', () => {
+    // infra/stages/prod.json says elasticache: asking for MemoryDB on prod is refused, omitting it keeps ElastiCache
+    assert.throws(
+      () => createPlatformApp({ context: { redis: 'memorydb', dist: join(work, 'dist') } }),
+      (e: unknown) => e instanceof InvalidContextError && /stages\/prod\.json/.test((e as Error).message),
+    );
+    const kept = createPlatformApp({
+      context: { dist: join(work, 'dist') },
+      outdir: mkdtempSync(join(work, 'cdk-kept-')),
+    });
+    assert.equal(kept.context.redis, 'elasticache');
+    assert.equal(
+      createPlatformApp({ context: { shards: '1', dist: join(work, 'dist') } }).context.shards,
+      1,
+      'agreement',
+    );
   });
 
   it('refuses context it cannot deploy, naming the value', () => {
     assert.throws(
-      () => createPlatformApp({ context: { redis: 'serverless' } }),
+      () => createPlatformApp({ context: { redis: 'serverless' }, stagesDir: work }),
       (e: unknown) => e instanceof InvalidContextError && /redis/.test((e as Error).message),
     );
     assert.throws(
-      () => createPlatformApp({ context: { redis: 'memorydb', nodeType: 'cache.r7g.large' } }),
+      () => createPlatformApp({ context: { redis: 'memorydb', nodeType: 'cache.r7g.large' }, stagesDir: work }),
       InvalidContextError,
     );
-    assert.throws(() => createPlatformApp({ context: { replicasPerShard: 0 } }), InvalidContextError);
+    assert.throws(() => createPlatformApp({ context: { replicasPerShard: 0 }, stagesDir: work }), InvalidContextError);
   });
 });
 
