@@ -12,6 +12,8 @@
  * `inHandler`: not the middleware's, but the deployment alarms on them.
  */
 
+import type { SecretName } from '../config/secrets.ts';
+
 /** Where a limit's key comes from. Secrets and personal data are hashed before they become a key. */
 export type KeySource =
   /** The client IP API Gateway saw (IPv6 by its /64), never X-Forwarded-For. */
@@ -54,6 +56,8 @@ export interface Route {
   readonly limits: readonly RouteLimitSpec[];
   /** What the handler uses beyond the limiter. */
   readonly uses: readonly PlatformResource[];
+  /** The secrets it reads (config/secrets.ts): its function is granted their folder and no other. */
+  readonly secrets: readonly SecretName[];
   /**
    * The checks the handler makes itself after parsing, each the policies it
    * decides together (see the handler). The first policy of a check names
@@ -80,6 +84,7 @@ export const routes: readonly Route[] = [
     rawBody: false,
     limits: [{ policy: 'login-ip', key: { from: 'clientIp' } }],
     uses: [],
+    secrets: ['email-pepper'],
     inHandler: [['login-account']],
     onRefusal: 'browser: 429 with Retry-After; the login form waits',
     reservedConcurrency: 50,
@@ -92,6 +97,7 @@ export const routes: readonly Route[] = [
     rawBody: false,
     limits: [],
     uses: ['apiKeyRegistry'],
+    secrets: [],
     inHandler: [['llm-budget'], ['api-unknown-key-ip']],
     onRefusal: 'API client: 429 with Retry-After and the budget RateLimit headers',
     reservedConcurrency: 20,
@@ -104,6 +110,7 @@ export const routes: readonly Route[] = [
     rawBody: false,
     limits: [{ policy: { byRole: true }, key: { from: 'apiKey', header: 'x-api-key' } }],
     uses: ['apiKeyRegistry'],
+    secrets: [],
     inHandler: [['api-unknown-key-ip']],
     onRefusal: 'API client: 429 with Retry-After and RateLimit headers',
     reservedConcurrency: 100,
@@ -116,6 +123,7 @@ export const routes: readonly Route[] = [
     rawBody: true,
     limits: [{ policy: 'slack-ip', key: { from: 'clientIp' } }],
     uses: ['eventQueue'],
+    secrets: ['slack-signing-secret'],
     inHandler: [['slack-workspace', 'slack-channel']],
     onRefusal: 'Slack: 429 with X-Slack-No-Retry: 1 (dropped, counted); see docs/consumers.md',
     reservedConcurrency: 40,
@@ -128,6 +136,7 @@ export const routes: readonly Route[] = [
     rawBody: true,
     limits: [{ policy: 'telegram-ip', key: { from: 'clientIp' } }],
     uses: ['eventQueue'],
+    secrets: ['telegram-bot-*'],
     inHandler: [['telegram-bot', 'telegram-chat']],
     onRefusal: 'Telegram: 429; it redelivers the update later (back-pressure without loss)',
     reservedConcurrency: 40,

@@ -4,6 +4,8 @@
  * data, like the route table.
  */
 
+import type { SecretName } from '../config/secrets.ts';
+
 /** A function invoked on a schedule (EventBridge in AWS). */
 export interface ScheduledWorker {
   readonly id: string;
@@ -15,6 +17,8 @@ export interface ScheduledWorker {
   readonly policies: readonly string[];
   /** Runs at once at most (reserved concurrency; see Route.reservedConcurrency). */
   readonly reservedConcurrency: number;
+  /** The secrets it reads (config/secrets.ts): it is granted their folder and no other. */
+  readonly secrets: readonly SecretName[];
 }
 
 /** A long-running process (ECS Fargate in AWS: a WebSocket does not fit Lambda). */
@@ -24,6 +28,8 @@ export interface LongRunningService {
   readonly entry: string;
   /** The policies it checks (and publishes metrics for: the deployed alarms watch them). */
   readonly policies: readonly string[];
+  /** The secrets it reads (config/secrets.ts): it is granted their folder and no other. */
+  readonly secrets: readonly SecretName[];
 }
 
 export const scheduled: readonly ScheduledWorker[] = [
@@ -33,11 +39,17 @@ export const scheduled: readonly ScheduledWorker[] = [
     everyMinutes: 5,
     policies: ['harvester-source'],
     reservedConcurrency: 5,
+    secrets: [],
   },
 ];
 
 export const services: readonly LongRunningService[] = [
-  { id: 'mattermost-listener', entry: 'mattermost-listener/main.ts', policies: ['mattermost-channel'] },
+  {
+    id: 'mattermost-listener',
+    entry: 'mattermost-listener/main.ts',
+    policies: ['mattermost-channel'],
+    secrets: ['mattermost-bot-token'],
+  },
 ];
 
 /** A function operators invoke through IAM (no route): the admin CLI against a deployed stage. */
@@ -47,8 +59,11 @@ export interface OperatorFunction {
   readonly handler: string;
   /** Runs at once at most. */
   readonly reservedConcurrency: number;
+  /** The secrets it reads (config/secrets.ts): it is granted their folder and no other. */
+  readonly secrets: readonly SecretName[];
 }
 
 export const operated: readonly OperatorFunction[] = [
-  { id: 'admin', handler: 'admin/handler.ts', reservedConcurrency: 2 },
+  // the CLI hashes --email as login does
+  { id: 'admin', handler: 'admin/handler.ts', reservedConcurrency: 2, secrets: ['email-pepper'] },
 ];

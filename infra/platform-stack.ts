@@ -17,6 +17,7 @@ import { StringParameter } from 'aws-cdk-lib/aws-ssm';
 import type { Construct } from 'constructs';
 import ROLE_POLICIES from '../config/api-roles.json' with { type: 'json' };
 import type { OuterLine } from '../config/outer-line.ts';
+import { readPaths, type SecretName } from '../config/secrets.ts';
 import type { Route } from '../functions/routes.ts';
 import { operated, scheduled, services } from '../functions/workers.ts';
 import { combinedFailureMode, type FailureMode } from '../layer/src/failure-mode.ts';
@@ -127,22 +128,6 @@ export class PlatformStack extends Stack {
       });
     }
 
-    const readParameters = new PolicyStatement({
-      effect: Effect.ALLOW,
-      actions: ['ssm:GetParametersByPath'],
-      resources: [
-        this.formatArn({ service: 'ssm', resource: 'parameter', resourceName: prefix.slice(1) }),
-        this.formatArn({ service: 'ssm', resource: 'parameter', resourceName: `${prefix.slice(1)}/*` }),
-      ],
-    });
-    // SecureStrings under <prefix>/secrets are encrypted with the data key: decrypt through SSM only.
-    const decryptSecureStrings = new PolicyStatement({
-      effect: Effect.ALLOW,
-      actions: ['kms:Decrypt'],
-      resources: [props.dataKey.keyArn],
-      conditions: { StringEquals: { 'kms:ViaService': `ssm.${this.region}.amazonaws.com` } },
-    });
-
     // Granted on the functions' side only: a grant through the key or secret policy would tie the data stack to this one.
     const readRedisAuth = new PolicyStatement({
       actions: ['secretsmanager:GetSecretValue'],
@@ -162,7 +147,39 @@ export class PlatformStack extends Stack {
       POWERTOOLS_SERVICE_NAME: 'platform',
       POWERTOOLS_METRICS_NAMESPACE: 'RateLimit',
     };
-    const limiterStatements = [readParameters, decryptSecureStrings, readRedisAuth, decryptRedisAuth];
+    const parameterArn = (path: string) =>
+      this.formatArn({ service: 'ssm', resource: 'parameter', resourceName: `${prefix.slice(1)}/${path}` });
+    const readPathsInUse = new Set<string>();
+    /**
+     * What a consumer reading these secrets is told and allowed: the policies
+     * (defaults/, overrides/) and its secrets' own folders under the parameter
+     * path (config/secrets.ts), nothing else; the Redis credentials; decrypting
+     * SecureStrings (the data key, through SSM only) when it has secrets.
+     */
+    const limiterAccess = (secrets: readonly SecretName[]) => {
+      const paths = readPaths(secrets);
+      for (const path of paths) readPathsInUse.add(path);
+      const statements = [
+        new PolicyStatement({
+          effect: Effect.ALLOW,
+          actions: ['ssm:GetParametersByPath'],
+          resources: paths.flatMap((path) => [parameterArn(path), parameterArn(`${path}/*`)]),
+        }),
+        ...(secrets.length > 0
+          ? [
+              new PolicyStatement({
+                effect: Effect.ALLOW,
+                actions: ['kms:Decrypt'],
+                resources: [props.dataKey.keyArn],
+                conditions: { StringEquals: { 'kms:ViaService': `ssm.${this.region}.amazonaws.com` } },
+              }),
+            ]
+          : []),
+        readRedisAuth,
+        decryptRedisAuth,
+      ];
+      return { statements, environment: { ...limiterEnvironment, RATE_LIMIT_READ_PATHS: paths.join(',') } };
+    };
     const apiKeysPath = `/platform/${context.stage}/api-keys`;
     for (const route of props.routes) {
       const fn = new LambdaFunction(this, `Fn-${route.id}`, {
@@ -175,7 +192,7 @@ export class PlatformStack extends Stack {
         vpcSubnets: { subnetType: SubnetType.PRIVATE_ISOLATED },
         securityGroups: [props.functionsSecurityGroup],
         environment: {
-          ...limiterEnvironment,
+          ...limiterAccess(route.secrets).environment,
           ...(route.uses.includes('eventQueue') ? { EVENT_QUEUE_URL: this.events.queueUrl } : {}),
           ...(route.uses.includes('apiKeyRegistry') ? { API_KEYS_PARAMETER_PATH: apiKeysPath } : {}),
           // Declared empty so `sam local start-api --env-vars` may set them (it overrides declared variables only).
@@ -183,7 +200,7 @@ export class PlatformStack extends Stack {
           RATE_LIMIT_PARAMETERS_FILE: '',
         },
       });
-      for (const statement of limiterStatements) fn.addToRolePolicy(statement);
+      for (const statement of limiterAccess(route.secrets).statements) fn.addToRolePolicy(statement);
       acknowledgeTracing(fn);
       if (route.uses.includes('eventQueue')) this.events.grantSendMessages(fn);
       if (route.uses.includes('apiKeyRegistry')) {
@@ -214,9 +231,9 @@ export class PlatformStack extends Stack {
         vpc: props.vpc,
         vpcSubnets: { subnetType: SubnetType.PRIVATE_ISOLATED },
         securityGroups: [props.functionsSecurityGroup],
-        environment: { ...limiterEnvironment, POWERTOOLS_SERVICE_NAME: 'admin' },
+        environment: { ...limiterAccess(admin.secrets).environment, POWERTOOLS_SERVICE_NAME: 'admin' },
       });
-      for (const statement of limiterStatements) fn.addToRolePolicy(statement);
+      for (const statement of limiterAccess(admin.secrets).statements) fn.addToRolePolicy(statement);
       // `override` writes where the store reads overrides, and nowhere else
       fn.addToRolePolicy(
         new PolicyStatement({
@@ -248,8 +265,7 @@ export class PlatformStack extends Stack {
         functionsSecurityGroup: props.functionsSecurityGroup,
         layer: this.layer,
         events: this.events,
-        environment: limiterEnvironment,
-        statements: limiterStatements,
+        access: limiterAccess,
         ...(context.harvester && harvester ? { harvester: { worker: harvester, ...context.harvester } } : {}),
         ...(context.mattermostUrl && listener
           ? { listener: { service: listener, mattermostUrl: context.mattermostUrl } }
@@ -285,15 +301,16 @@ export class PlatformStack extends Stack {
             "AWS's own narrowest managed policy for the need: the functions' logs, their VPC network interfaces, the API's execution logs.",
         }),
       ),
-      {
-        id: `AwsSolutions::AwsSolutions-IAM5[Resource::${partition}:ssm:<AWS::Region>:<AWS::AccountId>:parameter${prefix}/*]`,
+      // each path a consumer reads by path (the policies, a consumer's secrets folder): every parameter under it
+      ...[...readPathsInUse].map((path) => ({
+        id: `AwsSolutions::AwsSolutions-IAM5[Resource::${partition}:ssm:<AWS::Region>:<AWS::AccountId>:parameter${prefix}/${path}/*]`,
         reason:
-          "The limiter's own parameter path, read by path (every policy default, override and secret under it; the store decides which it uses).",
-      },
-      {
-        id: `AwsSolutions::AwsSolutions-IAM5[Resource::${partition}:ssm:<AWS::Region>:<AWS::AccountId>:parameter${prefix}/overrides/*]`,
-        reason: "The admin function's `override`: any override under the stage's overrides path, and nothing else.",
-      },
+          path === 'overrides'
+            ? 'The policy overrides, read by path (any policy, any key); the admin function also writes them, nothing else.'
+            : path === 'defaults'
+              ? 'The policy defaults, read by path (one parameter per policy of the catalogue).'
+              : `A consumer's own secrets folder (config/secrets.ts), read by path: its secrets and no other consumer's.`,
+      })),
       {
         id: `AwsSolutions::AwsSolutions-IAM5[Resource::${partition}:ssm:<AWS::Region>:<AWS::AccountId>:parameter${apiKeysPath}/*]`,
         reason: 'The API key registry: one parameter per key hash, looked up by name, so any name under the path.',

@@ -27,6 +27,7 @@ import { type ILayerVersion, Function as LambdaFunction } from 'aws-cdk-lib/aws-
 import { LogGroup, RetentionDays } from 'aws-cdk-lib/aws-logs';
 import type { IQueue } from 'aws-cdk-lib/aws-sqs';
 import { Construct } from 'constructs';
+import type { SecretName } from '../config/secrets.ts';
 import type { LongRunningService, ScheduledWorker } from '../functions/workers.ts';
 import { acknowledgeTracing, consumerFunctionBase } from './consumer-function.ts';
 
@@ -38,9 +39,13 @@ export interface StreamConsumersProps {
   readonly layer: ILayerVersion;
   readonly events: IQueue;
   /** The limiter's settings every consumer gets (Redis, parameters). */
-  readonly environment: Readonly<Record<string, string>>;
+  /** What a consumer reading these secrets is told and allowed (the platform stack's limiterAccess). */
+  readonly access: (secrets: readonly SecretName[]) => {
+    readonly statements: readonly PolicyStatement[];
+    readonly environment: Readonly<Record<string, string>>;
+  };
   /** What every consumer may do (read its parameters and the Redis credentials). */
-  readonly statements: readonly PolicyStatement[];
+
   readonly harvester?: { readonly worker: ScheduledWorker; readonly source: string; readonly sites: string };
   readonly listener?: { readonly service: LongRunningService; readonly mattermostUrl: string };
 }
@@ -72,13 +77,13 @@ export class StreamConsumers extends Construct {
         vpcSubnets: subnets,
         securityGroups,
         environment: {
-          ...props.environment,
+          ...props.access(worker.secrets).environment,
           EVENT_QUEUE_URL: props.events.queueUrl,
           HARVESTER_SOURCE_URL: source,
           HARVESTER_SITES: sites,
         },
       });
-      for (const statement of props.statements) fn.addToRolePolicy(statement);
+      for (const statement of props.access(worker.secrets).statements) fn.addToRolePolicy(statement);
       acknowledgeTracing(fn);
       props.events.grantSendMessages(fn);
       new Rule(this, 'HarvesterSchedule', {
@@ -110,11 +115,15 @@ export class StreamConsumers extends Construct {
           streamPrefix: service.id,
           logGroup: new LogGroup(this, 'ListenerLogs', { retention: RetentionDays.ONE_MONTH }),
         }),
-        environment: { ...props.environment, EVENT_QUEUE_URL: props.events.queueUrl, MATTERMOST_URL: mattermostUrl },
+        environment: {
+          ...props.access(service.secrets).environment,
+          EVENT_QUEUE_URL: props.events.queueUrl,
+          MATTERMOST_URL: mattermostUrl,
+        },
         // Fargate stops a task with SIGTERM, then SIGKILL after this: the listener closes and logs its summary.
         stopTimeout: Duration.seconds(30),
       });
-      for (const statement of props.statements) task.addToTaskRolePolicy(statement);
+      for (const statement of props.access(service.secrets).statements) task.addToTaskRolePolicy(statement);
       props.events.grantSendMessages(task.taskRole);
       this.listener = new FargateService(this, 'Listener', {
         serviceName: `${props.name}-${service.id}`,

@@ -1,6 +1,6 @@
 /**
  * `npm run secrets:put -- <stage> <file.json>`: puts the platform's secrets as
- * SSM SecureStrings under /ratelimit/<stage>/secrets/, encrypted with the
+ * SSM SecureStrings under /ratelimit/<stage>/secrets/<consumer>/ (config/secrets.ts), encrypted with the
  * data stack's key (alias/ratelimit-<stage>). CloudFormation cannot create
  * SecureStrings, so the stacks never hold these values: the functions read
  * them by path at runtime.
@@ -11,10 +11,10 @@
  */
 import { readFileSync } from 'node:fs';
 import { PutParameterCommand, SSMClient } from '@aws-sdk/client-ssm';
+import { secretFolder } from '../config/secrets.ts';
 
-/** The secrets the consumers read (functions/*): their names, as the policy store's `secret(name)` asks for them. */
-export const SECRET_NAME =
-  /^(email-pepper|slack-signing-secret|mattermost-bot-token|telegram-bot-[A-Za-z0-9_-]{1,64})$/;
+/** A secret's name: letters, digits, dashes; which ones the platform reads, and where, is config/secrets.ts. */
+const SECRET_NAME = /^[a-z][a-z0-9_-]{0,80}$/i;
 
 export class InvalidSecretsError extends Error {
   override readonly name = 'InvalidSecretsError';
@@ -26,7 +26,9 @@ export function parseSecrets(json: unknown): Record<string, string> {
   }
   const secrets: Record<string, string> = {};
   for (const [name, value] of Object.entries(json)) {
-    if (!SECRET_NAME.test(name)) throw new InvalidSecretsError(`"${name}" is not a secret the platform reads`);
+    if (!SECRET_NAME.test(name) || secretFolder(name) === undefined) {
+      throw new InvalidSecretsError(`"${name}" is not a secret the platform reads`);
+    }
     if (typeof value !== 'string' || value.length < 16) {
       throw new InvalidSecretsError(`${name}: the value must be a string of at least 16 characters`);
     }
@@ -40,7 +42,8 @@ export function parseSecrets(json: unknown): Record<string, string> {
 export async function putSecrets(client: SSMClient, stage: string, secrets: Record<string, string>): Promise<string[]> {
   const written: string[] = [];
   for (const [name, value] of Object.entries(secrets)) {
-    const parameter = `/ratelimit/${stage}/secrets/${name}`;
+    // in the folder of the consumer that reads it: each function's role is granted its own folder only
+    const parameter = `/ratelimit/${stage}/secrets/${secretFolder(name)}/${name}`;
     await client.send(
       new PutParameterCommand({
         Name: parameter,

@@ -17,6 +17,7 @@ import type { RedisSettings } from './redis-connection.ts';
  * | `RATE_LIMIT_PARAMETER_PATH`     | SSM path of the policies (`/ratelimit/prod`)           | `/ratelimit/local`         |
  * | `RATE_LIMIT_PARAMETERS_FILE`    | a JSON file of parameters instead of SSM (local runs)  | none: SSM                  |
  * | `RATE_LIMIT_CONFIG_TTL_SECONDS` | how long fetched parameters serve before a refresh     | `60` (1..3600)             |
+ * | `RATE_LIMIT_READ_PATHS`         | the paths under it this function reads (`defaults,overrides,secrets/login`) | everything |
  */
 export interface LayerSettings {
   readonly redis: RedisSettings;
@@ -30,6 +31,8 @@ export interface LayerSettings {
   readonly parameterPath: string;
   readonly parametersFile: string | undefined;
   readonly configTtlMs: number;
+  /** The paths under the parameter path this function reads (its IAM grants those alone); undefined: all of it. */
+  readonly readPaths: readonly string[] | undefined;
 }
 
 export const DEFAULT_REDIS_URL = 'redis://127.0.0.1:6379';
@@ -78,6 +81,21 @@ function flag(name: string, text: string | undefined): boolean {
   throw new InvalidSettingError(name, 'must be "true" or "false"');
 }
 
+// segments start with a letter or digit: no `..`, no empty or absolute path
+const READ_PATH = /^[A-Za-z0-9][A-Za-z0-9_.-]*(\/[A-Za-z0-9][A-Za-z0-9_.-]*)*$/;
+
+function readPaths(text: string | undefined): readonly string[] | undefined {
+  if (text === undefined || text === '') return undefined;
+  const paths = text.split(',').map((p) => p.trim());
+  if (!paths.every((p) => READ_PATH.test(p))) {
+    throw new InvalidSettingError(
+      'RATE_LIMIT_READ_PATHS',
+      'must be paths under the parameter path: defaults,overrides,secrets/<consumer>',
+    );
+  }
+  return paths;
+}
+
 function ttlSeconds(text: string | undefined): number {
   if (text === undefined || text === '') return DEFAULT_CONFIG_TTL_SECONDS;
   const seconds = Number(text);
@@ -113,5 +131,6 @@ export function readSettings(env: Env = process.env): LayerSettings {
     parameterPath,
     parametersFile: env.RATE_LIMIT_PARAMETERS_FILE || undefined,
     configTtlMs: ttlSeconds(env.RATE_LIMIT_CONFIG_TTL_SECONDS) * 1000,
+    readPaths: readPaths(env.RATE_LIMIT_READ_PATHS),
   };
 }

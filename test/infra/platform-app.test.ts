@@ -215,7 +215,17 @@ describe('The CDK app (ElastiCache for Valkey, the default)', () => {
     );
     const byPath = statements.filter((s) => s.Action === 'ssm:GetParametersByPath');
     assert.equal(byPath.length, routes.length + operated.length);
-    for (const statement of byPath) assert.match(JSON.stringify(statement.Resource), /parameter\/ratelimit\/prod/);
+    for (const statement of byPath) {
+      assert.match(
+        JSON.stringify(statement.Resource),
+        /parameter\/ratelimit\/prod\/(defaults|overrides|secrets\/[a-z-]+)/,
+      );
+      assert.doesNotMatch(
+        JSON.stringify(statement.Resource),
+        /parameter\/ratelimit\/prod(\/\*)?"/,
+        'not the whole path',
+      );
+    }
     assert.ok(!statements.some((s) => JSON.stringify(s.Action).includes('ssm:*')));
     for (const decrypt of statements.filter((s) => s.Action === 'kms:Decrypt')) {
       assert.ok(JSON.stringify(decrypt.Condition).includes('kms:ViaService'));
@@ -691,6 +701,54 @@ describe('The alarms (all consumers deployed)', () => {
     assert.ok(
       emitted.has('RateLimit|platform|harvester-source') && emitted.has('RateLimit|platform|mattermost-channel'),
     );
+  });
+
+  it("lets each function read the policies and its own secrets' folder, and no other consumer's secret", () => {
+    const all = Object.entries(resources);
+    /** The parameter paths a function's (or the listener task's) role may read by path, and whether it may decrypt. */
+    const grants = (roleMatch: RegExp) => {
+      const policies = all.filter(
+        ([, r]) => r.Type === 'AWS::IAM::Policy' && roleMatch.test(JSON.stringify(props(r).Roles)),
+      );
+      const statements = policies.flatMap(
+        ([, p]) =>
+          (props(p).PolicyDocument as { Statement: { Action: unknown; Resource: unknown; Condition?: unknown }[] })
+            .Statement,
+      );
+      const paths = statements
+        .filter((st) => st.Action === 'ssm:GetParametersByPath')
+        .flatMap((st) => JSON.stringify(st.Resource).match(/parameter\/ratelimit\/prod\/[a-z-/]+[a-z]/g) ?? []);
+      const decrypts = statements.some(
+        (st) => st.Action === 'kms:Decrypt' && JSON.stringify(st.Condition).includes('ssm.'),
+      );
+      return { secrets: [...new Set(paths.filter((p) => p.includes('/secrets/')))].sort(), decrypts, paths };
+    };
+    const expected: [RegExp, string[]][] = [
+      [/FnloginServiceRole/, ['parameter/ratelimit/prod/secrets/login']],
+      [/FnslackServiceRole/, ['parameter/ratelimit/prod/secrets/slack']],
+      [/FntelegramServiceRole/, ['parameter/ratelimit/prod/secrets/telegram']],
+      [/FnapiServiceRole/, []],
+      [/FnllmServiceRole/, []],
+      [/FnadminServiceRole/, ['parameter/ratelimit/prod/secrets/login']],
+      [/HarvesterServiceRole/, []],
+      [/ListenerTaskTaskRole/, ['parameter/ratelimit/prod/secrets/mattermost-listener']],
+    ];
+    for (const [role, secrets] of expected) {
+      const granted = grants(role);
+      assert.deepEqual(granted.secrets, secrets, String(role));
+      assert.equal(granted.decrypts, secrets.length > 0, `${String(role)} decrypts only with secrets`);
+      for (const policyPath of ['defaults', 'overrides']) {
+        assert.ok(
+          granted.paths.includes(`parameter/ratelimit/prod/${policyPath}`),
+          `${String(role)} reads ${policyPath}`,
+        );
+      }
+    }
+    // and each is told what to read, which the layer's store fetches (RATE_LIMIT_READ_PATHS)
+    template.hasResourceProperties('AWS::Lambda::Function', {
+      FunctionName: 'ratelimit-prod-login',
+      Environment: { Variables: Match.objectLike({ RATE_LIMIT_READ_PATHS: 'defaults,overrides,secrets/login' }) },
+    });
   });
 
   it('gives each function the reserved concurrency of its route (its share, and its Redis connection ceiling)', () => {

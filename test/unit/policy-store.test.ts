@@ -139,6 +139,36 @@ describe('Class: PolicyStore', () => {
     assert.equal(store.resolve('login-ip', 'not a key')?.limit, 20);
   });
 
+  it('reads only the paths it is given: the policies and its own secrets folder', async () => {
+    const source = new MemorySource();
+    source.values = {
+      [param('defaults/login-ip')]: JSON.stringify({ strategy: 'slidingWindow', limit: 7, window: '15 m' }),
+      [param('overrides/api-key')]: JSON.stringify({ capacity: 300 }),
+      [param('secrets/login/email-pepper')]: 'the-pepper',
+      [param('secrets/slack/slack-signing-secret')]: 'not-for-login',
+      [param('stray')]: 'never asked for',
+    };
+    const fetched: string[] = [];
+    const counting: ParameterSource = {
+      fetchAll: (path) => {
+        fetched.push(path);
+        return source.fetchAll(path);
+      },
+    };
+    const store = new PolicyStore({
+      prefix: PREFIX,
+      source: counting,
+      defaults,
+      readPaths: ['defaults', 'overrides', 'secrets/login'],
+    });
+    await store.refresh();
+    assert.deepEqual(fetched.sort(), [param('defaults'), param('overrides'), param('secrets/login')]);
+    assert.equal(store.resolve('login-ip', 'k')?.limit, 7);
+    assert.equal(store.resolve('api-key', 'k')?.limit, 300);
+    assert.equal(store.secret('email-pepper'), 'the-pepper', 'asked for by its name, whatever its folder');
+    assert.equal(store.secret('slack-signing-secret'), undefined, "another consumer's secret is not read");
+  });
+
   it('keeps secrets apart from policies, and never logs them', async () => {
     const { source, store, warnings } = harness();
     source.values = { [param('secrets/email-pepper')]: 's3cr3t-pepper' };

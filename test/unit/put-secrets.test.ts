@@ -16,10 +16,13 @@ describe('npm run secrets:put', () => {
       'prod',
       parseSecrets({ 'email-pepper': 'p'.repeat(32), 'telegram-bot-demo': 't'.repeat(40) }),
     );
-    assert.deepEqual(written, ['/ratelimit/prod/secrets/email-pepper', '/ratelimit/prod/secrets/telegram-bot-demo']);
+    assert.deepEqual(written, [
+      '/ratelimit/prod/secrets/login/email-pepper',
+      '/ratelimit/prod/secrets/telegram/telegram-bot-demo',
+    ]);
     const calls = ssm.commandCalls(PutParameterCommand).map((c) => c.args[0].input);
     assert.deepEqual(calls[0], {
-      Name: '/ratelimit/prod/secrets/email-pepper',
+      Name: '/ratelimit/prod/secrets/login/email-pepper',
       Value: 'p'.repeat(32),
       Type: 'SecureString',
       KeyId: 'alias/ratelimit-prod',

@@ -12,6 +12,7 @@ describe('Function: readSettings', () => {
       parameterPath: '/ratelimit/local',
       parametersFile: undefined,
       configTtlMs: 60_000,
+      readPaths: undefined,
     });
   });
 
@@ -31,7 +32,19 @@ describe('Function: readSettings', () => {
       parameterPath: '/ratelimit/prod',
       parametersFile: 'config/local-parameters.json',
       configTtlMs: 30_000,
+      readPaths: undefined,
     });
+  });
+
+  it('reads the paths a function may read (RATE_LIMIT_READ_PATHS), refusing what is no path', () => {
+    assert.deepEqual(readSettings({ RATE_LIMIT_READ_PATHS: 'defaults,overrides,secrets/login' }).readPaths, [
+      'defaults',
+      'overrides',
+      'secrets/login',
+    ]);
+    for (const bad of ['../secrets', 'defaults,,overrides', '/abs', 'a b']) {
+      assert.throws(() => readSettings({ RATE_LIMIT_READ_PATHS: bad }), InvalidSettingError, bad);
+    }
   });
 
   it('reads a private CA and a local secret file (the production shape, locally)', () => {

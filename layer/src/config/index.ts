@@ -63,5 +63,6 @@ export function createPolicyStore(
     defaults: settings.defaults,
     ttlMs: settings.ttlMs ?? fromEnv.configTtlMs,
     ...(settings.logger ? { logger: settings.logger } : {}),
+    ...(fromEnv.readPaths ? { readPaths: fromEnv.readPaths } : {}),
   });
 }

@@ -38,6 +38,12 @@ export interface PolicyStoreOptions {
   readonly now?: () => number;
   /** @default one JSON line on stderr per event */
   readonly logger?: ConfigLogger;
+  /**
+   * The paths under `prefix` this store reads (each recursively): a function
+   * in AWS reads `defaults`, `overrides` and its own secrets' folder, and is
+   * granted those alone. @default [''] (everything under `prefix`: local runs, the CLI)
+   */
+  readonly readPaths?: readonly string[];
 }
 
 const consoleLogger: ConfigLogger = {
@@ -74,7 +80,8 @@ export function mergeOverride(base: unknown, patch: unknown): unknown {
  *   4. the platform default     `<prefix>/defaults/<policy>`         (deployed from
  *      config/policies.json), or the copy shipped with the caller's code
  *
- * Secrets (SecureStrings) sit under `<prefix>/secrets/<name>`.
+ * Secrets (SecureStrings) sit under `<prefix>/secrets/<consumer>/<name>` and
+ * are asked for by `<name>`.
  *
  * Parameters are fetched once per `ttlMs` per container, never per request:
  * `resolve` answers from memory and, when the values are stale, starts one
@@ -84,6 +91,7 @@ export function mergeOverride(base: unknown, patch: unknown): unknown {
  */
 export class PolicyStore implements PolicyResolver {
   readonly #prefix: string;
+  readonly #readPaths: readonly string[];
   readonly #source: ParameterSource;
   readonly #defaults: Readonly<Record<string, unknown>>;
   readonly #ttlMs: number;
@@ -103,6 +111,7 @@ export class PolicyStore implements PolicyResolver {
 
   constructor(options: PolicyStoreOptions) {
     this.#prefix = options.prefix.replace(/\/+$/, '');
+    this.#readPaths = options.readPaths ?? [''];
     this.#source = options.source;
     this.#defaults = options.defaults;
     this.#ttlMs = options.ttlMs ?? 60_000;
@@ -185,7 +194,8 @@ export class PolicyStore implements PolicyResolver {
   async #fetchAndApply(): Promise<void> {
     let parameters: Record<string, string>;
     try {
-      parameters = await this.#source.fetchAll(this.#prefix);
+      const paths = this.#readPaths.map((path) => (path === '' ? this.#prefix : `${this.#prefix}/${path}`));
+      parameters = Object.assign({}, ...(await Promise.all(paths.map((path) => this.#source.fetchAll(path)))));
     } catch (error) {
       this.#fetchedAt = this.#now(); // retry after a TTL, not on every request
       this.#logger.warn('rate-limit parameters could not be read; the last good values stay in force', {
@@ -217,7 +227,8 @@ export class PolicyStore implements PolicyResolver {
     const nextSecrets = new Map<string, string>();
 
     for (const [name, raw] of Object.entries(parameters)) {
-      if (name.startsWith(secrets)) nextSecrets.set(name.slice(secrets.length), raw);
+      // secrets/<consumer>/<name> (config/secrets.ts), or secrets/<name> as first deployed: known by <name>
+      if (name.startsWith(secrets)) nextSecrets.set(name.slice(secrets.length).split('/').at(-1) as string, raw);
       else if (name.startsWith(defaults)) {
         const policy = name.slice(defaults.length);
         const config = this.#accept(name, raw, (value) => compilePolicy(policy, value));
