@@ -18,7 +18,7 @@ const parameters = [
   })),
   { Name: `${PREFIX}/overrides/api-key`, Value: '{"capacity": 200}' },
   { Name: `${PREFIX}/overrides/api-key/partner-hash`, Value: '{"capacity": 2000}' },
-  { Name: `${PREFIX}/secrets/email-pepper`, Value: 'pepper', Type: 'SecureString' as const },
+  { Name: `${PREFIX}/secrets/login/email-pepper`, Value: 'pepper', Type: 'SecureString' as const },
 ];
 const PAGE = 10; // GetParametersByPath returns at most 10 parameters per call
 const ssm = mockClient(SSMClient);

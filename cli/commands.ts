@@ -122,7 +122,7 @@ function limiterOf(context: Context): Limiter {
 function keyOf(context: Context, given: string | undefined, values: { email?: string; 'api-key'?: string }): string {
   if (values.email !== undefined) {
     const pepper = context.store.secret('email-pepper');
-    if (!pepper) throw new CliError(EXIT.unavailable, 'no email pepper in the parameters (secrets/email-pepper)');
+    if (!pepper) throw new CliError(EXIT.unavailable, 'no email pepper in the parameters (secrets/login/email-pepper)');
     return hashEmail(values.email, pepper);
   }
   if (values['api-key'] !== undefined) return hashApiKey(values['api-key']);

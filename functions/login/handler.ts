@@ -51,9 +51,14 @@ export const handler = routeHandler('login', async (event) => {
   const request = { policy: 'login-account', key: pepper ? hashEmail(email, pepper) : '-' };
   const verdict = pepper
     ? await enforce(limiter, [request], { observer })
-    : misconfiguredVerdict(limiter, [request], new MisconfiguredCheckError('no email pepper (secrets/email-pepper)'), {
-        observer,
-      });
+    : misconfiguredVerdict(
+        limiter,
+        [request],
+        new MisconfiguredCheckError('no email pepper (secrets/login/email-pepper)'),
+        {
+          observer,
+        },
+      );
   if (!verdict.proceed) throw rateLimitRefusal(verdict);
   credentials ??= new FileCredentialStore(readConsumerSettings().usersFile);
   if (!(await credentials.verify(email, password))) {

@@ -2,7 +2,7 @@
  * The listener as a long-running process (ECS Fargate in AWS, `npm start`
  * locally):
  *   MATTERMOST_URL=http://127.0.0.1:8065 node functions/mattermost-listener/main.ts
- * The bot token is the SecureString `<parameter path>/secrets/mattermost-bot-token`.
+ * The bot token is the SecureString `<parameter path>/secrets/mattermost-listener/mattermost-bot-token`.
  * SIGTERM (how Fargate stops a task) and SIGINT stop it cleanly: exit 0.
  */
 import { Metrics, MetricUnit } from '@aws-lambda-powertools/metrics';
@@ -18,7 +18,7 @@ const { limiter, acceptedOnce, sink, logger, policies, ready, observer } = platf
 await Promise.all([ready, policies.ready()]);
 const token = policies.secret('mattermost-bot-token');
 if (!token) {
-  logger.error('no Mattermost bot token (secrets/mattermost-bot-token)');
+  logger.error('no Mattermost bot token (secrets/mattermost-listener/mattermost-bot-token)');
   process.exit(2);
 }
 // A catch-up's lag (reconnect to every channel caught up) as an EMF metric.

@@ -4,7 +4,7 @@
  * 1. Before verification: the per-IP window `slack-ip` (the route's
  *    middleware), a cheap first line against floods of unsigned junk.
  * 2. The v0 signature over the raw body with the signing secret
- *    (`secrets/slack-signing-secret`), timestamp within 5 min: else 401.
+ *    (`secrets/slack/slack-signing-secret`), timestamp within 5 min: else 401.
  * 3. `url_verification`: the challenge, echoed.
  * 4. An event: per-workspace (`team_id`) and per-channel windows,
  *    all-or-nothing, scoped by the workspace. A retried `event_id` already

@@ -4,7 +4,7 @@
  * 1. Before verification: the per-IP window `telegram-ip` (the route's middleware).
  * 2. `X-Telegram-Bot-Api-Secret-Token` (set with setWebhook(secret_token))
  *    compared in constant time with the bot's secret
- *    (`secrets/telegram-bot-<bot>`): wrong, missing, or an unknown bot: 401.
+ *    (`secrets/telegram/telegram-bot-<bot>`): wrong, missing, or an unknown bot: 401.
  * 3. Per-bot and per-chat windows, all-or-nothing, scoped by the bot. An
  *    `update_id` already accepted answers 200 and is not counted again.
  *

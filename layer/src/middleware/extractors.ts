@@ -97,7 +97,7 @@ export function emailHash(options: { field?: string; pepper: () => string | unde
     const email = bodyValue(event, field);
     if (typeof email !== 'string' || !email.includes('@')) throw new MissingKeyError(`the body has no ${field}`);
     const pepper = options.pepper();
-    if (!pepper) throw new MisconfiguredCheckError('no email pepper is configured (secrets/email-pepper)');
+    if (!pepper) throw new MisconfiguredCheckError('no email pepper is configured (secrets/login/email-pepper)');
     return hashEmail(email, pepper);
   };
 }
