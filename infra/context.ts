@@ -47,6 +47,22 @@ const positiveInt = (min: number, max: number) =>
     v.maxValue(max),
   );
 
+/** A comma-separated list of items (spaces and empty items ignored); absent: none. */
+const commaList = <T extends v.GenericSchema<string>>(item: T) =>
+  v.optional(
+    v.pipe(
+      v.string(),
+      v.transform((text) =>
+        text
+          .split(',')
+          .map((e) => e.trim())
+          .filter(Boolean),
+      ),
+      v.array(item),
+    ),
+    '',
+  );
+
 const Schema = v.object({
   stage: v.optional(v.pipe(v.string(), v.regex(/^[a-z][a-z0-9-]{0,19}$/, 'lowercase letters, digits, dashes')), 'prod'),
   redis: v.optional(v.picklist(['elasticache', 'memorydb']), 'elasticache'),
@@ -70,32 +86,8 @@ const Schema = v.object({
     v.pipe(v.string(), v.regex(/^[A-Za-z0-9._-]{1,64}(,[A-Za-z0-9._-]{1,64})*$/, 'sites, comma-separated')),
   ),
   mattermostUrl: v.optional(v.pipe(v.string(), v.url(), v.regex(/^https:/, 'an https URL'))),
-  alarmEmails: v.optional(
-    v.pipe(
-      v.string(),
-      v.transform((text) =>
-        text
-          .split(',')
-          .map((e) => e.trim())
-          .filter(Boolean),
-      ),
-      v.array(v.pipe(v.string(), v.email('an e-mail address'))),
-    ),
-    '',
-  ),
-  alarmUrls: v.optional(
-    v.pipe(
-      v.string(),
-      v.transform((text) =>
-        text
-          .split(',')
-          .map((e) => e.trim())
-          .filter(Boolean),
-      ),
-      v.array(v.pipe(v.string(), v.url(), v.regex(/^https:/, 'an https URL'))),
-    ),
-    '',
-  ),
+  alarmEmails: commaList(v.pipe(v.string(), v.email('an e-mail address'))),
+  alarmUrls: commaList(v.pipe(v.string(), v.url(), v.regex(/^https:/, 'an https URL'))),
 });
 
 /** Every context value the app reads (`-c <name>=<value>`). */

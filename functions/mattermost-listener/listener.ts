@@ -30,7 +30,7 @@
  * - `stop()` (SIGTERM on Fargate): closes the socket, gives held posts one
  *   last try, logs the summary.
  */
-import { type Decision, type Limiter, type RateLimitObserver, verdictFor } from '@platform/rate-limit';
+import { degradedBy, type Limiter, type RateLimitObserver, verdictFor } from '@platform/rate-limit';
 import * as v from 'valibot';
 import { WebSocket } from 'ws';
 import type { AcceptedOnce } from '../shared/once.ts';
@@ -485,14 +485,7 @@ export class MattermostListener {
     } else {
       // Redis could not even take the claim: counted as the check's degraded verdict (fail-closed),
       // or an outage would never show in the listener's DegradedClosed
-      const degraded: Decision = {
-        outcome: 'degraded',
-        allowed: false,
-        degraded: true,
-        failureMode: 'closed',
-        reason: claim,
-        retryAfterMs: 1000,
-      };
+      const degraded = degradedBy('closed', claim, 1000);
       this.#options.observer?.observe(verdictFor(degraded, MATTERMOST_POLICY, 0));
     }
     if (last || Date.now() >= until) {

@@ -1,4 +1,4 @@
-import { DEFAULT_TIME_BUDGET, type Decision, enforce, type Limiter, toMs, verdictFor } from '@platform/rate-limit';
+import { DEFAULT_TIME_BUDGET, degradedBy, enforce, type Limiter, toMs, verdictFor } from '@platform/rate-limit';
 import { rateLimitHeaders, rateLimitRefusal } from '@platform/rate-limit/middleware';
 import { type HttpResponse, httpError, json } from './http.ts';
 import { platform } from './platform.ts';
@@ -44,14 +44,7 @@ export async function acceptOnce(
   if (claim !== 'claimed') {
     // Redis could not tell: the event is refused as its check would be (fail-closed), and counted as
     // its check's degraded verdict, or a Redis outage would never show in the webhooks' DegradedClosed
-    const degraded: Decision = {
-      outcome: 'degraded',
-      allowed: false,
-      degraded: true,
-      failureMode: 'closed',
-      reason: claim,
-      retryAfterMs: 1000,
-    };
+    const degraded = degradedBy('closed', claim, 1000);
     observer.observe(verdictFor(degraded, event.limits[0]?.policy ?? '', performance.now() - started));
     throw httpError(503, 'rate_limiter_unavailable', 'Try again shortly.', { 'Retry-After': '1' });
   }

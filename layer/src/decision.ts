@@ -60,3 +60,16 @@ export interface Degraded {
 }
 
 export type Decision = Allowed | Limited | Degraded;
+
+/** The decision of a failure mode when Redis could not decide; a fail-closed one suggests `retryAfterMs`. */
+export function degradedBy(failureMode: FailureMode, reason: DegradedReason, retryAfterMs: number): Degraded {
+  const allowed = failureMode === 'open';
+  return {
+    outcome: 'degraded',
+    allowed,
+    degraded: true,
+    failureMode,
+    reason,
+    retryAfterMs: allowed ? 0 : retryAfterMs,
+  };
+}

@@ -8,7 +8,15 @@ import { productionScripts } from './scripts.ts';
 
 export { AWS_CLIENT_OPTIONS } from './aws-clients.ts';
 export { classify, DeadlineGuard, type Guarded, type GuardedConnection } from './deadline.ts';
-export type { Allowed, Decision, Degraded, DegradedReason, Limited, LimitStatus } from './decision.ts';
+export {
+  type Allowed,
+  type Decision,
+  type Degraded,
+  type DegradedReason,
+  degradedBy,
+  type Limited,
+  type LimitStatus,
+} from './decision.ts';
 export { type Duration, parseDuration, parseDurationUs, toMs, toUs } from './duration.ts';
 export {
   type EnforceOptions,

@@ -1,7 +1,7 @@
 import * as v from 'valibot';
 import { BlockCache } from './block-cache.ts';
 import { type DeadlineGuard, DeadlineGuard as Guard, type Guarded } from './deadline.ts';
-import type { Decision, Degraded, DegradedReason, LimitStatus } from './decision.ts';
+import { type Decision, type Degraded, type DegradedReason, degradedBy, type LimitStatus } from './decision.ts';
 import { InvalidCheckError, MisconfiguredCheckError } from './errors.ts';
 import { combinedFailureMode, DEFAULT_FAILURE_MODE, type FailureMode } from './failure-mode.ts';
 import { assertKeyPart, counterKey } from './keys.ts';
@@ -374,15 +374,7 @@ export class Limiter {
     const failureMode = policies.length
       ? combinedFailureMode(policies.map((p) => p.failureMode))
       : DEFAULT_FAILURE_MODE;
-    const allowed = failureMode === 'open';
-    return {
-      outcome: 'degraded',
-      allowed,
-      degraded: true,
-      failureMode,
-      reason,
-      retryAfterMs: allowed ? 0 : this.#degradedRetryAfterMs,
-    };
+    return degradedBy(failureMode, reason, this.#degradedRetryAfterMs);
   }
 
   #run<T>(
