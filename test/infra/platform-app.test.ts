@@ -21,7 +21,7 @@ import { signSlackBody } from '../../functions/slack/signature.ts';
 import { operated } from '../../functions/workers.ts';
 import { createPlatformApp, type PlatformApp } from '../../infra/app.ts';
 import { InvalidContextError } from '../../infra/context.ts';
-import { MANAGED_RULE_GROUPS } from '../../infra/public-api.ts';
+import { API_SECURITY_POLICY, MANAGED_RULE_GROUPS } from '../../infra/public-api.ts';
 import { compilePolicy } from '../../layer/src/index.ts';
 import { OBSERVER_METRICS } from '../../layer/src/middleware/index.ts';
 import { buildAll } from '../../scripts/build.ts';
@@ -291,6 +291,14 @@ describe('The CDK app (ElastiCache for Valkey, the default)', () => {
     ).Statement.filter((st) => JSON.stringify(st.Action).includes('ssm:PutParameter'));
     assert.equal(writes.length, 1);
     assert.match(JSON.stringify(writes[0]?.Resource), /parameter\/ratelimit\/prod\/overrides\/\*/);
+  });
+
+  it('serves the API with an enhanced TLS security policy in strict access mode, not the legacy default', () => {
+    app.platform.hasResourceProperties('AWS::ApiGateway::RestApi', {
+      SecurityPolicy: API_SECURITY_POLICY,
+      EndpointAccessMode: 'STRICT',
+    });
+    assert.match(API_SECURITY_POLICY, /^SecurityPolicy_TLS13_1_2_/, 'TLS 1.3, and 1.2 for the webhook senders');
   });
 
   it('reshards online (no replacement), and answers the WAF rate rule with 429 and Retry-After', () => {
