@@ -1,0 +1,104 @@
+/**
+ * `npm run docs:catalogue`: the policy catalogue table of docs/configuration.md,
+ * rendered from config/policies.json (the numbers) and the route table and
+ * workers (which consumer checks each policy), between its markers. A test
+ * compares the table in the docs with this rendering cell by cell, so the docs
+ * cannot drift from the catalogue again.
+ */
+import { readFileSync, writeFileSync } from 'node:fs';
+import ROLE_POLICIES from '../config/api-roles.json' with { type: 'json' };
+import catalogue from '../config/policies.json' with { type: 'json' };
+import { routes } from '../functions/routes.ts';
+import { scheduled, services } from '../functions/workers.ts';
+
+export const CONFIGURATION_DOC = new URL('../docs/configuration.md', import.meta.url);
+const BEGIN = '<!-- catalogue:begin (npm run docs:catalogue) -->';
+const END = '<!-- catalogue:end -->';
+
+type Policy = Record<string, unknown> & { strategy: string };
+
+/** The consumers (route and worker ids) that check a policy, as the deployment derives them. */
+function checkedBy(policy: string): string[] {
+  const ids = new Set<string>();
+  for (const route of routes) {
+    const middleware = route.limits.flatMap((limit) =>
+      typeof limit.policy === 'string' ? [limit.policy] : Object.values(ROLE_POLICIES),
+    );
+    if ([...middleware, ...route.inHandler.flat()].includes(policy)) ids.add(route.id);
+  }
+  for (const worker of [...scheduled, ...services]) if (worker.policies.includes(policy)) ids.add(worker.id);
+  return [...ids];
+}
+
+function quota(p: Policy): string {
+  switch (p.strategy) {
+    case 'tokenBucket': {
+      const refill = p.refill as { tokens: number; every: string };
+      const adaptive = p.adaptive as { min: number; max: number } | undefined;
+      const reservation = p.reservation as { hold: string } | undefined;
+      return [
+        `burst ${p.capacity}, ${refill.tokens} per ${refill.every}`,
+        ...(adaptive ? [`${adaptive.min}–${adaptive.max}/s at runtime`] : []),
+        ...(reservation ? [`reserved, held ${reservation.hold}`] : []),
+      ].join('; ');
+    }
+    case 'slidingWindow':
+      return `${p.limit} per ${p.window}`;
+    case 'failureBackoff':
+      return `${p.freeFailures} free failures, then ${p.base} doubling to ${p.max}; forgotten after ${p.memory}`;
+    default:
+      return p.strategy;
+  }
+}
+
+const STRATEGY: Record<string, string> = {
+  tokenBucket: 'token bucket',
+  slidingWindow: 'sliding window',
+  failureBackoff: 'failure backoff',
+};
+
+/** One row per policy: its cells. */
+export function catalogueRows(): string[][] {
+  return Object.entries(catalogue as Record<string, Policy>).map(([name, p]) => [
+    `\`${name}\``,
+    checkedBy(name).join(', ') || '–',
+    `${STRATEGY[p.strategy] ?? p.strategy}${p.adaptive ? ', adaptive' : ''}`,
+    quota(p),
+    String(p.failureMode ?? 'closed'),
+    p.group === undefined ? '–' : `\`${String(p.group)}\``,
+  ]);
+}
+
+export const CATALOGUE_HEADER = ['policy', 'checked by', 'strategy', 'quota', 'failure mode', 'group'];
+
+function renderTable(): string {
+  const line = (cells: string[]) => `| ${cells.join(' | ')} |`;
+  return [line(CATALOGUE_HEADER), line(CATALOGUE_HEADER.map(() => '---')), ...catalogueRows().map(line)].join('\n');
+}
+
+/** The cells of the table between the markers of a document. */
+export function tableInDoc(text: string): string[][] {
+  const start = text.indexOf(BEGIN);
+  const end = text.indexOf(END);
+  if (start < 0 || end < start) throw new Error('docs/configuration.md has no catalogue markers');
+  return text
+    .slice(start + BEGIN.length, end)
+    .split('\n')
+    .filter((l) => l.trim().startsWith('|'))
+    .map((l) =>
+      l
+        .trim()
+        .slice(1, -1)
+        .split('|')
+        .map((c) => c.trim()),
+    );
+}
+
+if (import.meta.url === `file://${process.argv[1]}`) {
+  const text = readFileSync(CONFIGURATION_DOC, 'utf8');
+  const start = text.indexOf(BEGIN);
+  const end = text.indexOf(END);
+  if (start < 0 || end < start) throw new Error('docs/configuration.md has no catalogue markers');
+  writeFileSync(CONFIGURATION_DOC, `${text.slice(0, start + BEGIN.length)}\n\n${renderTable()}\n\n${text.slice(end)}`);
+  console.log(`wrote the catalogue table of ${CONFIGURATION_DOC.pathname}`);
+}
