@@ -90,14 +90,40 @@ export interface TestClock {
 
 const pinnedScripts = assembleScripts(readFileSync(new URL('./pinned_clock.lua', import.meta.url), 'utf8'));
 
-/** A limiter whose scripts take their time from `clock` (tests only). */
+/**
+ * The time budget a test's policy gets when it names none. Production's 100 ms
+ * is a deadline for a warm Lambda; on a loaded 2-core CI machine a fresh
+ * client's first command can take longer, and a test of the arithmetic would
+ * then see a degraded answer. The deadline itself is tested where a test
+ * names its budget (failure-modes.test.ts, production-shape.test.ts).
+ */
+const TEST_TIME_BUDGET_MS = 5000;
+
+/**
+ * A limiter whose scripts take their time from `clock` (tests only); its
+ * policies get TEST_TIME_BUDGET_MS at least (they test arithmetic, not deadlines).
+ */
 export function pinnedLimiter(options: LimiterOptions, clock: TestClock): Limiter {
-  return new Limiter(options, { scripts: pinnedScripts, timeArgs: () => [String(clock.nowUs)] });
+  const policies = {
+    resolve: (name: string, key: string) => {
+      const policy = options.policies.resolve(name, key);
+      return policy && { ...policy, timeBudgetMs: Math.max(policy.timeBudgetMs, TEST_TIME_BUDGET_MS) };
+    },
+  };
+  return new Limiter({ ...options, policies }, { scripts: pinnedScripts, timeArgs: () => [String(clock.nowUs)] });
 }
 
-/** Policies from a plain catalogue, validated as production validates them. */
+/** Policies from a plain catalogue, validated as production validates them; one naming no budget gets TEST_TIME_BUDGET_MS. */
 export function policies(catalogue: Record<string, unknown>) {
-  return staticPolicies(compilePolicies(catalogue));
+  const budgeted = Object.fromEntries(
+    Object.entries(catalogue).map(([name, config]) => [
+      name,
+      typeof config === 'object' && config !== null && !('timeBudget' in config)
+        ? { ...config, timeBudget: `${TEST_TIME_BUDGET_MS} ms` }
+        : config,
+    ]),
+  );
+  return staticPolicies(compilePolicies(budgeted));
 }
 
 /** The client, with the last script reply kept, so tests compare raw replies to a model's to the µs. */
