@@ -5,7 +5,7 @@
  * first connection. Never in an environment variable, never logged.
  */
 import { readFile } from 'node:fs/promises';
-import { Cluster } from 'ioredis';
+import { Cluster, type Redis } from 'ioredis';
 import * as v from 'valibot';
 import { AWS_CLIENT_OPTIONS } from './aws-clients.ts';
 import { InvalidSettingError } from './errors.ts';
@@ -111,16 +111,23 @@ export async function authenticateFromSecret(
   read: SecretReader = readSecretFromSecretsManager,
   onRefresh: (outcome: { refreshed: boolean; error?: unknown }) => void = () => {},
 ): Promise<void> {
-  useRedisCredentials(redis, parseRedisCredentials(await read(secretId)));
+  let current = parseRedisCredentials(await read(secretId));
+  useRedisCredentials(redis, current);
   let reading: Promise<void> | undefined;
   let lastRead = 0;
   const refused = (error: unknown) => {
     if (!isAuthenticationError(error) || reading !== undefined) return;
-    if (Date.now() - lastRead < REREAD_INTERVAL_MS) return;
+    if (Date.now() - lastRead < REREAD_INTERVAL_MS) {
+      // read a moment ago: a connection made before that still has the old password — give it the new
+      // one (cheap, no read), or a cluster keeps failing on a node or slot-refresh connection made in between
+      useRedisCredentials(redis, current);
+      return;
+    }
     lastRead = Date.now();
     reading = read(secretId)
       .then((text) => {
-        useRedisCredentials(redis, parseRedisCredentials(text));
+        current = parseRedisCredentials(text);
+        useRedisCredentials(redis, current);
         onRefresh({ refreshed: true });
       })
       .catch((error: unknown) => onRefresh({ refreshed: false, error }))
@@ -129,5 +136,14 @@ export async function authenticateFromSecret(
       });
   };
   redis.on('error', refused);
-  if (redis instanceof Cluster) redis.on('node error', refused);
+  if (redis instanceof Cluster) {
+    redis.on('node error', refused);
+    // a node the cluster connects to later (a failover, a reshard, a reconnect) gets the credentials in force
+    redis.on('+node', (node: Redis) => {
+      Object.assign(node.options, {
+        password: current.password,
+        ...(current.username ? { username: current.username } : {}),
+      });
+    });
+  }
 }

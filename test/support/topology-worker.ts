@@ -57,6 +57,8 @@ async function lane(): Promise<void> {
       result.threw++;
       process.stderr.write(`check threw: ${String(error)}\n`);
     }
+    // a degraded answer can be immediate: yield a turn, so the parent's 'stop' is still heard
+    await new Promise((resolve) => setImmediate(resolve));
   }
 }
 
