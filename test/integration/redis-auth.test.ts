@@ -71,6 +71,29 @@ describe('Redis credentials from a secret', () => {
     });
   }
 
+  it('reads the secret again when Redis refuses the password, and gives it to every node, present and later', async (t) => {
+    const cluster = createRedisClient(clusterSettings()) as Cluster; // lazy: never connects here
+    t.after(() => cluster.disconnect());
+    let secret = JSON.stringify({ username: 'rotating', password: 'old-password-1' });
+    let reads = 0;
+    await authenticateFromSecret(cluster, 'rotating', async () => {
+      reads++;
+      return secret;
+    });
+    secret = JSON.stringify({ username: 'rotating', password: 'new-password-2' });
+    cluster.emit('node error', new Error('WRONGPASS invalid username-password pair or user is disabled.'), 'a:1');
+    await new Promise((resolve) => setImmediate(resolve));
+    await new Promise((resolve) => setImmediate(resolve));
+    assert.equal(reads, 2, 'read again on the refusal');
+    assert.equal((cluster.options.redisOptions as { password?: string }).password, 'new-password-2');
+    // a node the cluster adds afterwards (a failover, a reconnect) connects with the password in force
+    const later = { options: { password: 'whatever-it-was-made-with' } } as unknown as Redis;
+    cluster.emit('+node', later);
+    assert.equal((later.options as { password?: string }).password, 'new-password-2');
+    cluster.emit('node error', new Error('NOAUTH Authentication required.'), 'a:1');
+    assert.equal(reads, 2, 'at most one read a second');
+  });
+
   it('degrades (never throws) with a wrong password, by the failure mode', async (t) => {
     const redis = createRedisClient({ url: process.env.REDIS_URL as string });
     t.after(() => redis.disconnect());
