@@ -12,6 +12,7 @@
  * `inHandler`: not the middleware's, but the deployment alarms on them.
  */
 
+import ROLE_POLICIES from '../config/api-roles.json' with { type: 'json' };
 import type { SecretName } from '../config/secrets.ts';
 
 /** Where a limit's key comes from. Secrets and personal data are hashed before they become a key. */
@@ -142,3 +143,20 @@ export const routes: readonly Route[] = [
     reservedConcurrency: 40,
   },
 ];
+
+/**
+ * The checks a route makes, each the policies decided together (the first
+ * names a degraded verdict): its middleware's limits — an API key's role is a
+ * check of its own per role (config/api-roles.json) — then its handler's.
+ * The deployment (alarms) and the docs' catalogue both read this.
+ */
+export function checksOf(route: Route): (readonly string[])[] {
+  const named = route.limits.flatMap((limit) => (typeof limit.policy === 'string' ? [limit.policy] : []));
+  const byRole = named.length < route.limits.length;
+  const middleware = byRole
+    ? Object.values(ROLE_POLICIES).map((policy) => [policy, ...named])
+    : named.length > 0
+      ? [named]
+      : [];
+  return [...middleware, ...route.inHandler];
+}

@@ -15,10 +15,9 @@ import { Architecture, Code, Function as LambdaFunction, LayerVersion, Runtime }
 import { Queue, QueueEncryption } from 'aws-cdk-lib/aws-sqs';
 import { StringParameter } from 'aws-cdk-lib/aws-ssm';
 import type { Construct } from 'constructs';
-import ROLE_POLICIES from '../config/api-roles.json' with { type: 'json' };
 import type { OuterLine } from '../config/outer-line.ts';
 import { readPaths, type SecretName } from '../config/secrets.ts';
-import type { Route } from '../functions/routes.ts';
+import { checksOf, type Route } from '../functions/routes.ts';
 import { operated, scheduled, services } from '../functions/workers.ts';
 import { combinedFailureMode, type FailureMode } from '../layer/src/failure-mode.ts';
 import { compilePolicy } from '../layer/src/policy.ts';
@@ -56,15 +55,7 @@ export function observedPolicies(
   catalogue: Readonly<Record<string, unknown>>,
 ): ObservedPolicy[] {
   const checks: (readonly string[])[] = [];
-  for (const route of routes) {
-    const middleware = route.limits.map((limit) => limit.policy);
-    const named = middleware.filter((policy): policy is string => typeof policy === 'string');
-    // a role's policy stands alone in its check: every role is a check of its own
-    if (named.length < middleware.length)
-      for (const policy of Object.values(ROLE_POLICIES)) checks.push([policy, ...named]);
-    else if (named.length > 0) checks.push(named);
-    checks.push(...route.inHandler);
-  }
+  for (const route of routes) checks.push(...checksOf(route));
   for (const worker of workers) checks.push(worker.policies);
   const observed = new Map<string, { degradedAs: FailureMode | undefined }>();
   for (const check of checks) {

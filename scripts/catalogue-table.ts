@@ -6,9 +6,8 @@
  * cannot drift from the catalogue again.
  */
 import { readFileSync, writeFileSync } from 'node:fs';
-import ROLE_POLICIES from '../config/api-roles.json' with { type: 'json' };
 import catalogue from '../config/policies.json' with { type: 'json' };
-import { routes } from '../functions/routes.ts';
+import { checksOf, routes } from '../functions/routes.ts';
 import { scheduled, services } from '../functions/workers.ts';
 
 export const CONFIGURATION_DOC = new URL('../docs/configuration.md', import.meta.url);
@@ -20,12 +19,7 @@ type Policy = Record<string, unknown> & { strategy: string };
 /** The consumers (route and worker ids) that check a policy, as the deployment derives them. */
 function checkedBy(policy: string): string[] {
   const ids = new Set<string>();
-  for (const route of routes) {
-    const middleware = route.limits.flatMap((limit) =>
-      typeof limit.policy === 'string' ? [limit.policy] : Object.values(ROLE_POLICIES),
-    );
-    if ([...middleware, ...route.inHandler.flat()].includes(policy)) ids.add(route.id);
-  }
+  for (const route of routes) if (checksOf(route).flat().includes(policy)) ids.add(route.id);
   for (const worker of [...scheduled, ...services]) if (worker.policies.includes(policy)) ids.add(worker.id);
   return [...ids];
 }

@@ -65,13 +65,18 @@ export function secretReader(settings: { redisAuthSecretFile: string | undefined
     : fileSecretReader(settings.redisAuthSecretFile);
 }
 
+/** The connection options that carry the credentials (no username: the default user, an AUTH token). */
+function authOptions(credentials: RedisCredentials): { password: string; username?: string } {
+  return { password: credentials.password, ...(credentials.username ? { username: credentials.username } : {}) };
+}
+
 /**
  * Sets the credentials every connection of `redis` will authenticate with
  * (the client connects lazily, so call this before its first command). On a
  * cluster they go to the options each node's connection is made from.
  */
 export function useRedisCredentials(redis: RedisClient, credentials: RedisCredentials): void {
-  const auth = { password: credentials.password, ...(credentials.username ? { username: credentials.username } : {}) };
+  const auth = authOptions(credentials);
   if (redis instanceof Cluster) {
     // The cluster connects to slot-map refreshes with its own redisOptions and
     // to each node with the copy its connection pool took at construction:
@@ -140,10 +145,7 @@ export async function authenticateFromSecret(
     redis.on('node error', refused);
     // a node the cluster connects to later (a failover, a reshard, a reconnect) gets the credentials in force
     redis.on('+node', (node: Redis) => {
-      Object.assign(node.options, {
-        password: current.password,
-        ...(current.username ? { username: current.username } : {}),
-      });
+      Object.assign(node.options, authOptions(current));
     });
   }
 }
