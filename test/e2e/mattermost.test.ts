@@ -24,6 +24,7 @@ import {
 } from '../../layer/src/index.ts';
 import { type MattermostServer, startMattermostServer } from '../../scripts/mattermost-server.ts';
 import { type RedisProcess, startRedis } from '../../scripts/redis-process.ts';
+import { clusterSettings, testRedisClient } from '../support/targets.ts';
 
 class MemorySink implements EventSink {
   readonly events: AcceptedEvent[] = [];
@@ -102,7 +103,8 @@ describe('The Mattermost listener', () => {
   let redis: RedisClient;
   before(async () => {
     server = await startMattermostServer();
-    redis = createRedisClient({ url: process.env.REDIS_URL as string });
+    // the production shape: TLS cluster, the functions' ACL user (the limiter down case below uses a node of its own)
+    redis = testRedisClient(clusterSettings());
   });
   after(async () => {
     await server.close();

@@ -251,15 +251,23 @@ for (const deployment of deployments) {
       it('still refuses an exhausted key, fails admits by the failure mode, and never evicts', async (t) => {
         // Prepare: one group and one scope, so every key shares a slot (one node fills up)
         const policies = staticPolicies(
+          // a generous budget: this is about maxmemory, and a loaded CI machine can take past 100 ms
           compilePolicies({
-            window: { strategy: 'slidingWindow', limit: 2, window: '1 h', group: 'oom' },
-            bucket: { strategy: 'tokenBucket', capacity: 2, refill: { tokens: 1, every: '1 h' }, group: 'oom' },
+            window: { strategy: 'slidingWindow', limit: 2, window: '1 h', group: 'oom', timeBudget: '5 s' },
+            bucket: {
+              strategy: 'tokenBucket',
+              capacity: 2,
+              refill: { tokens: 1, every: '1 h' },
+              group: 'oom',
+              timeBudget: '5 s',
+            },
             'bucket-open': {
               strategy: 'tokenBucket',
               capacity: 2,
               refill: { tokens: 1, every: '1 h' },
               group: 'oom',
               failureMode: 'open',
+              timeBudget: '5 s',
             },
           }),
         );
@@ -321,7 +329,9 @@ for (const deployment of deployments) {
         const full = createLimiter({
           redis,
           policies: staticPolicies(
-            compilePolicies({ wide: { strategy: 'slidingWindow', limit: 100_000, window: '1 h', group: 'oom' } }),
+            compilePolicies({
+              wide: { strategy: 'slidingWindow', limit: 100_000, window: '1 h', group: 'oom', timeBudget: '5 s' },
+            }),
           ),
           ...quiet,
         });
