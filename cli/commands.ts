@@ -40,6 +40,7 @@ import {
   rateKey,
   readSettings,
   secretReader,
+  unitOf,
 } from '@platform/rate-limit';
 import {
   createPolicyStore,
@@ -152,14 +153,9 @@ async function inspect(context: Context, policyName: string, key: string, scope:
   state.ttlMs = await redis.pttl(counter);
   if (policy.strategy === 'tokenBucket' && policy.adaptive) {
     state.ratePerSecond = await limiter.currentRate(policyName, key, options);
-    state.rateTtlMs = await redis.pttl(rateKey(counter));
   }
-  if (policy.strategy === 'failureBackoff') {
-    const [failures, last] = await redis.hmget(counter, 'n', 't');
-    state.failures = Number(failures ?? 0);
-    state.lastFailure = last ? new Date(Number(last) / 1000).toISOString() : null;
-  }
-  return state;
+  // what else its strategy keeps (a runtime rate's expiry, a backoff's failures)
+  return { ...state, ...(await unitOf(policy.strategy).inspect?.(policy, counter, redis)) };
 }
 
 function table(state: Record<string, unknown>): string {

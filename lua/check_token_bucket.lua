@@ -22,7 +22,7 @@ local admitted, remaining, reset_us, retry_us, lapsed_key, debt =
   tb_eval(bucket_key, rate_key, capacity, interval_us, keep_us, cost, now)
 if admitted then
   if not debit then return { remaining + cost, debt } end
-  tb_apply(bucket_key, reset_us, now, lapsed_key)
+  tb_write(bucket_key, reset_us, now, lapsed_key)
   if rate_key then return { remaining, reset_us } end
   return reset_us
 end

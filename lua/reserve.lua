@@ -30,7 +30,7 @@ if redis.call('ZSCORE', settled_key, id) or redis.call('ZSCORE', released_key, i
 end
 local admitted, remaining, reset_us, retry_us = tb_eval(budget_key, nil, capacity, interval_us, 0, units, now)
 if not admitted then return { 0, remaining, reset_us, retry_us } end
-tb_apply(budget_key, reset_us, now, nil)
+tb_write(budget_key, reset_us, now, nil)
 redis.call('ZADD', holds_key, now + hold_us, id)
 redis.call('HSET', amounts_key, id, units)
 holds_keep({ holds_key, amounts_key, released_key, settled_key }, math.ceil((hold_us + retention_us) / 1000))

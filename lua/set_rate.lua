@@ -52,10 +52,6 @@ if paused_for > 0 then stored = stored .. ' ' .. string.format('%d', paused_unti
 -- so a check after the lapse still finds it and folds the debt (tb_read).
 local rate_ttl_ms = math.ceil((keep_us + paused_for + capacity * interval) / 1000)
 redis.call('SET', rate_key, stored, 'PX', key_ttl_ms(rate_ttl_ms))
-if debt > 0 then
-  redis.call('SET', bucket_key, string.format('%d', now + debt), 'PX', key_ttl_ms(math.max(1, math.ceil(debt / 1000))))
-else
-  -- a full bucket: a TAT left from a lapsed rate must not be read at the new one
-  redis.call('DEL', bucket_key)
-end
+-- a full bucket deletes the key: a TAT left from a lapsed rate must not be read at the new one
+tb_store(bucket_key, debt, now)
 return rate_text

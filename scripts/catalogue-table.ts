@@ -6,6 +6,7 @@
  * cannot drift from the catalogue again.
  */
 import { readFileSync, writeFileSync } from 'node:fs';
+import { compilePolicies, unitOf } from '@platform/rate-limit';
 import catalogue from '../config/policies.json' with { type: 'json' };
 import { checksOf, routes } from '../functions/routes.ts';
 import { scheduled, services } from '../functions/workers.ts';
@@ -13,8 +14,6 @@ import { scheduled, services } from '../functions/workers.ts';
 export const CONFIGURATION_DOC = new URL('../docs/configuration.md', import.meta.url);
 const BEGIN = '<!-- catalogue:begin (npm run docs:catalogue) -->';
 const END = '<!-- catalogue:end -->';
-
-type Policy = Record<string, unknown> & { strategy: string };
 
 /** The consumers (route and worker ids) that check a policy, as the deployment derives them. */
 function checkedBy(policy: string): string[] {
@@ -24,42 +23,15 @@ function checkedBy(policy: string): string[] {
   return [...ids];
 }
 
-function quota(p: Policy): string {
-  switch (p.strategy) {
-    case 'tokenBucket': {
-      const refill = p.refill as { tokens: number; every: string };
-      const adaptive = p.adaptive as { min: number; max: number } | undefined;
-      const reservation = p.reservation as { hold: string } | undefined;
-      return [
-        `burst ${p.capacity}, ${refill.tokens} per ${refill.every}`,
-        ...(adaptive ? [`${adaptive.min}–${adaptive.max}/s at runtime`] : []),
-        ...(reservation ? [`reserved, held ${reservation.hold}`] : []),
-      ].join('; ');
-    }
-    case 'slidingWindow':
-      return `${p.limit} per ${p.window}`;
-    case 'failureBackoff':
-      return `${p.freeFailures} free failures, then ${p.base} doubling to ${p.max}; forgotten after ${p.memory}`;
-    default:
-      return p.strategy;
-  }
-}
-
-const STRATEGY: Record<string, string> = {
-  tokenBucket: 'token bucket',
-  slidingWindow: 'sliding window',
-  failureBackoff: 'failure backoff',
-};
-
 /** One row per policy: its cells. */
 export function catalogueRows(): string[][] {
-  return Object.entries(catalogue as Record<string, Policy>).map(([name, p]) => [
+  return [...compilePolicies(catalogue)].map(([name, p]) => [
     `\`${name}\``,
     checkedBy(name).join(', ') || '–',
-    `${STRATEGY[p.strategy] ?? p.strategy}${p.adaptive ? ', adaptive' : ''}`,
-    quota(p),
-    String(p.failureMode ?? 'closed'),
-    p.group === undefined ? '–' : `\`${String(p.group)}\``,
+    `${unitOf(p.strategy).title}${'adaptive' in p && p.adaptive ? ', adaptive' : ''}`,
+    unitOf(p.strategy).describe(p.config),
+    p.failureMode,
+    p.group === undefined ? '–' : `\`${p.group}\``,
   ]);
 }
 

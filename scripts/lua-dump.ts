@@ -8,12 +8,11 @@
  */
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
-import { ENTRY_SCRIPTS, productionScripts } from '../layer/src/scripts.ts';
+import { ENTRY_SCRIPTS, entryFiles, type LuaScript, productionScripts } from '../layer/src/scripts.ts';
+import { STRATEGY_UNITS } from '../layer/src/strategies/index.ts';
 
-const EXAMPLES: Record<keyof typeof ENTRY_SCRIPTS, string> = {
-  checkTokenBucket: "'rl:{demo:k}' , 1 10 100000 0 1",
-  checkSlidingWindow: "'rl:{demo-sw:k}' , 1 5 60000000 1",
-  check: "'rl:{demo-g:t}:a:k' 'rl:{demo-g:t}:b:k' , 2 1 tb 1 10 100000 0 0 sw 1 5 60000000 0 0",
+const SHARED_EXAMPLES: Record<keyof typeof ENTRY_SCRIPTS, string> = {
+  check: "'rl:{demo-g:t}:a:k' 'rl:{demo-g:t}:b:k' , 2 1 tb 1 4 10 100000 0 0 sw 1 2 5 60000000",
   recordFailure: "'rl:{demo-bo:k}' , 1000000 8000000 2 900000000",
   setRate: "'rl:{demo-ad:k}' 'rl:{demo-ad:k}:rate' , get 0 0.5 20 2 500000 3600000000 0 10",
   reserve:
@@ -21,6 +20,14 @@ const EXAMPLES: Record<keyof typeof ENTRY_SCRIPTS, string> = {
   settle:
     "'rl:{llm:t}' 'rl:{llm:t}:holds' 'rl:{llm:t}:amounts' 'rl:{llm:t}:released' 'rl:{llm:t}:settled' , r1 120 1000 3600 86400000000",
 };
+
+/** Each entry file's `redis-cli --eval` example: the shared scripts', then each strategy's single-limit script's. */
+const EXAMPLES: Record<string, string> = Object.fromEntries([
+  ...Object.entries(ENTRY_SCRIPTS).map(([name, entry]) => [entry, SHARED_EXAMPLES[name as keyof typeof ENTRY_SCRIPTS]]),
+  ...STRATEGY_UNITS.flatMap((unit) =>
+    'single' in unit && unit.single ? [[unit.single.entry, unit.single.example]] : [],
+  ),
+]);
 
 const dir = resolve(process.argv[2] ?? 'dist/lua');
 mkdirSync(dir, { recursive: true });
@@ -32,11 +39,11 @@ const index = [
   '| script | file | SHA1 | try it |',
   '|---|---|---|---|',
 ];
-for (const [name, entry] of Object.entries(ENTRY_SCRIPTS) as [keyof typeof ENTRY_SCRIPTS, string][]) {
-  const script = productionScripts()[name];
+for (const entry of entryFiles()) {
+  const script = productionScripts()[entry] as LuaScript;
   const file = `${entry}.lua`;
   writeFileSync(join(dir, file), script.source);
-  index.push(`| ${name} | ${file} | \`${script.sha}\` | \`redis-cli --eval ${file} ${EXAMPLES[name]}\` |`);
+  index.push(`| ${entry} | ${file} | \`${script.sha}\` | \`redis-cli --eval ${file} ${EXAMPLES[entry]}\` |`);
 }
 writeFileSync(join(dir, 'README.md'), `${index.join('\n')}\n`);
-console.log(`wrote ${Object.keys(ENTRY_SCRIPTS).length} scripts and README.md to ${dir}`);
+console.log(`wrote ${entryFiles().length} scripts and README.md to ${dir}`);

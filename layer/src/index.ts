@@ -86,6 +86,8 @@ export {
 export { createRedisClient, ioredisConnection, type RedisSettings, sharedRedis } from './redis-connection.ts';
 export type { RedisClient } from './run-script.ts';
 export { type LayerSettings, readSettings } from './settings.ts';
+export { STRATEGY_UNITS, type Strategy, unitOf } from './strategies/index.ts';
+export type { StrategyUnit } from './strategies/strategy.ts';
 
 /** Resolves policies from a fixed catalogue (no overrides). */
 export function staticPolicies(catalogue: ReadonlyMap<string, CompiledPolicy>) {

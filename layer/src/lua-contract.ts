@@ -1,104 +1,55 @@
 /**
- * The TypeScript side of the Lua contract, in one place: for each script, one
- * typed function that packs its KEYS and ARGV in the order the script binds
- * them at its top, and one that reads its reply. Nothing else in the layer
- * knows an ARGV position. Change a script's header and this module together.
+ * The TypeScript side of the Lua contract: for each shared script, one typed
+ * function that packs its KEYS and ARGV in the order the script binds them at
+ * its top, and one that reads its reply. A strategy's own fields (its record
+ * in lua/check.lua, its single-limit script) are packed and read by its module
+ * in strategies/; nothing else in the layer knows an ARGV position. Change a
+ * script's header and its packer together.
  */
 import type { Allowed, Limited, LimitStatus } from './decision.ts';
 import { budgetKeys, rateKey } from './keys.ts';
 import type { CompiledFailureBackoff, CompiledPolicy, CompiledTokenBucket } from './policy.ts';
-import type { ScriptName } from './scripts.ts';
+import { ENTRY_SCRIPTS } from './scripts.ts';
+import { unitOfPolicy } from './strategies/index.ts';
+import { int, isInteger, type ResolvedLimit as Resolved, usToMs } from './strategies/strategy.ts';
+
+export { usToMs };
 
 /** One limit of a check, resolved and validated: what the scripts need of it. */
-export interface ResolvedLimit {
-  readonly policy: CompiledPolicy;
-  /** The caller's key part (already safe). */
-  readonly key: string;
-  /** The Redis key of its counter (see keys.ts). */
-  readonly counter: string;
-  /** Whole units this request takes, 1..policy.maxCost. */
-  readonly cost: number;
-}
+export type ResolvedLimit = Resolved<CompiledPolicy>;
 
-/** A script to run, with its KEYS and ARGV packed. */
+/** A script to run (its entry file in lua/), with its KEYS and ARGV packed. */
 export interface ScriptCall {
-  readonly script: ScriptName;
+  readonly script: string;
   readonly keys: readonly string[];
   readonly args: readonly string[];
 }
 
-const flag = (debit: boolean) => (debit ? '1' : '0');
-const int = (n: number) => String(n);
-
-/** lua/check_token_bucket.lua: bucket, [rate]; cost, capacity, interval µs, keep µs, debit. */
-function checkTokenBucketCall(limit: ResolvedLimit, policy: CompiledTokenBucket, debit: boolean): ScriptCall {
-  return {
-    script: 'checkTokenBucket',
-    keys: policy.adaptive ? [limit.counter, rateKey(limit.counter)] : [limit.counter],
-    args: [
-      int(limit.cost),
-      int(policy.capacity),
-      int(policy.intervalUs),
-      int(policy.adaptive?.keepUs ?? 0),
-      flag(debit),
-    ],
-  };
-}
-
-/** One record of lua/check.lua: kind, cost, then the strategy's four fields. */
-function checkRecord(limit: ResolvedLimit, rateIndex: number): string[] {
-  const { policy, cost } = limit;
-  switch (policy.strategy) {
-    case 'tokenBucket':
-      return [
-        'tb',
-        int(cost),
-        int(policy.capacity),
-        int(policy.intervalUs),
-        int(policy.adaptive?.keepUs ?? 0),
-        int(rateIndex),
-      ];
-    case 'slidingWindow':
-      return ['sw', int(cost), int(policy.limit), int(policy.windowUs), '0', '0'];
-    case 'failureBackoff':
-      return ['bo', int(cost), int(policy.baseUs), int(policy.maxUs), int(policy.freeFailures), int(policy.memoryUs)];
-  }
-}
-
 /**
- * The script call of a check: a single token bucket or sliding window gets its
- * own script (the common, fast case); anything else the generic one.
+ * The script call of a check: a single limit whose strategy has its own
+ * script gets it (the common, fast case); anything else lua/check.lua:
+ * counters, then the strategies' further keys; N, debit, then per limit
+ * kind, cost, field count and the strategy's fields.
  */
 export function checkCall(limits: readonly ResolvedLimit[], debit: boolean): ScriptCall {
   const only = limits.length === 1 ? (limits[0] as ResolvedLimit) : undefined;
-  if (only?.policy.strategy === 'tokenBucket') return checkTokenBucketCall(only, only.policy, debit);
-  if (only?.policy.strategy === 'slidingWindow') {
-    // lua/check_sliding_window.lua: window; cost, limit, window µs, debit
-    return {
-      script: 'checkSlidingWindow',
-      keys: [only.counter],
-      args: [int(only.cost), int(only.policy.limit), int(only.policy.windowUs), flag(debit)],
-    };
-  }
-  // lua/check.lua: counters, then rate keys; N, debit, one record per limit
-  const counters = limits.map((l) => l.counter);
-  const rateKeys: string[] = [];
-  const args = [int(limits.length), flag(debit)];
+  const single = only && unitOfPolicy(only.policy).single;
+  if (only && single) return { script: single.entry, ...single.pack(only, debit) };
+  const keys = limits.map((l) => l.counter);
+  const extraKey = (key: string) => keys.push(key);
+  const args = [int(limits.length), debit ? '1' : '0'];
   for (const limit of limits) {
-    let rateIndex = 0;
-    if (limit.policy.strategy === 'tokenBucket' && limit.policy.adaptive) {
-      rateKeys.push(rateKey(limit.counter));
-      rateIndex = limits.length + rateKeys.length;
-    }
-    args.push(...checkRecord(limit, rateIndex));
+    const unit = unitOfPolicy(limit.policy);
+    const fields = unit.checkFields(limit, extraKey);
+    args.push(unit.kind, int(limit.cost), int(fields.length), ...fields);
   }
-  return { script: 'check', keys: [...counters, ...rateKeys], args };
+  return { script: ENTRY_SCRIPTS.check, keys, args };
 }
 
 /** lua/record_failure.lua: backoff; base µs, max µs, free failures, memory µs. */
 export function recordFailureCall(policy: CompiledFailureBackoff, counter: string): ScriptCall {
   return {
-    script: 'recordFailure',
+    script: ENTRY_SCRIPTS.recordFailure,
     keys: [counter],
     args: [int(policy.baseUs), int(policy.maxUs), int(policy.freeFailures), int(policy.memoryUs)],
   };
@@ -123,7 +74,7 @@ export function setRateCall(policy: CompiledTokenBucket, counter: string, comman
           ? (adaptive?.decreaseFactor ?? 1) ** command.steps
           : 0;
   return {
-    script: 'setRate',
+    script: ENTRY_SCRIPTS.setRate,
     keys: [counter, rateKey(counter)],
     args: [
       command.kind,
@@ -142,7 +93,7 @@ export function setRateCall(policy: CompiledTokenBucket, counter: string, comman
 /** lua/reserve.lua: budget keys; id, units, capacity, interval µs, hold µs, retention µs. */
 export function reserveCall(policy: CompiledTokenBucket, counter: string, id: string, units: number): ScriptCall {
   return {
-    script: 'reserve',
+    script: ENTRY_SCRIPTS.reserve,
     keys: budgetKeys(counter),
     args: [
       id,
@@ -158,7 +109,7 @@ export function reserveCall(policy: CompiledTokenBucket, counter: string, id: st
 /** lua/settle.lua: budget keys; id, actual units, capacity, interval µs, retention µs. */
 export function settleCall(policy: CompiledTokenBucket, counter: string, id: string, actual: number): ScriptCall {
   return {
-    script: 'settle',
+    script: ENTRY_SCRIPTS.settle,
     keys: budgetKeys(counter),
     args: [id, int(actual), int(policy.capacity), int(policy.intervalUs), int(policy.reservation.rememberUs)],
   };
@@ -219,43 +170,25 @@ export function parseSettleReply(
   return { result, status: budgetStatus(policy, remaining, resetUs, 0) };
 }
 
-/** µs to whole ms, rounded up: waiting the ms answered is never too early. */
-export function usToMs(us: number): number {
-  return us > 0 ? Math.ceil(us / 1000) : 0;
-}
-
-const isInteger = (value: unknown): value is number => typeof value === 'number' && Number.isSafeInteger(value);
-
 /**
  * A check's answer in µs, in lua/check.lua's layout: allowed (1|0), binding
  * limit (1-based, 0 when admitted), retry µs, then per limit remaining, reset
- * µs, retry µs. The single-limit scripts answer shorter (an admission as one
- * integer: a table reply costs Redis ~0.7 µs) and are expanded here:
- *   token bucket admitted: its debt µs (remaining derived from the policy),
- *     or { remaining, reset } for an adaptive bucket;
- *   sliding window admitted: what remains (reset: a whole window);
- *   refused, either: { remaining, reset, retry }.
- * Throws TypeError on any other shape.
+ * µs, retry µs. A strategy's single-limit script answers shorter; its module
+ * re-expresses it (strategies/, `single.layout`); the full layout is read
+ * for any check. Throws TypeError on any
+ * other shape.
  */
 export function checkReplyLayout(policies: readonly CompiledPolicy[], reply: unknown): number[] {
-  const bad = () => new TypeError(`unexpected check reply: ${JSON.stringify(reply)}`);
   const only = policies.length === 1 ? (policies[0] as CompiledPolicy) : undefined;
-  if (only && isInteger(reply)) {
-    if (only.strategy === 'tokenBucket') {
-      const burst = only.capacity * only.intervalUs;
-      return [1, 0, 0, Math.floor((burst - reply) / only.intervalUs), reply, 0];
-    }
-    if (only.strategy === 'slidingWindow') return [1, 0, 0, reply, only.windowUs, 0];
-    throw bad();
-  }
-  if (!Array.isArray(reply) || !reply.every(isInteger)) throw bad();
-  const n = reply as number[];
-  if (only && only.strategy !== 'failureBackoff') {
-    if (n.length === 2) return [1, 0, 0, n[0] as number, n[1] as number, 0];
-    if (n.length === 3) return [0, 1, n[2] as number, n[0] as number, n[1] as number, n[2] as number];
-  }
-  if (n.length !== 3 + 3 * policies.length) throw bad();
-  return n;
+  const single = only && unitOfPolicy(only).single;
+  const layout = (only && single?.layout(only, reply)) ?? generic(policies, reply);
+  if (!layout) throw new TypeError(`unexpected check reply: ${JSON.stringify(reply)}`);
+  return layout;
+}
+
+function generic(policies: readonly CompiledPolicy[], reply: unknown): number[] | undefined {
+  if (!Array.isArray(reply) || !reply.every(isInteger) || reply.length !== 3 + 3 * policies.length) return undefined;
+  return reply as number[];
 }
 
 /** A check's decision from its reply (any shape checkReplyLayout reads). */

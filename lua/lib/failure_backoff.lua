@@ -37,3 +37,14 @@ local function bo_eval(key, base_us, max_us, free, memory_us, now)
   end
   return r
 end
+
+-- As a strategy of lua/check.lua (see its header): a check only reads a
+-- backoff, so nothing is applied and an unwritten admission reads the same.
+-- Record fields: base µs, max µs, free failures, memory µs.
+local function bo_check(key, _cost, now, base_us, max_us, free, memory_us)
+  return bo_eval(key, tonumber(base_us), tonumber(max_us), tonumber(free), tonumber(memory_us), now)
+end
+
+local function bo_apply(_r, _now) end
+
+local function bo_unwritten(_r) end

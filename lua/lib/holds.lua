@@ -17,23 +17,13 @@ local HOLDS_RELEASED_PER_CALL = 100
 -- Gives `units` back to the budget: its debt shrinks, but a budget never holds
 -- more than its capacity (a refund after the bucket refilled is not banked).
 local function holds_refund(budget_key, units, interval_us, now)
-  local tat = tonumber(redis.call('GET', budget_key)) or now
-  if tat < now then tat = now end
-  local debt = tat - now - units * interval_us
-  if debt > 0 then
-    redis.call('SET', budget_key, string.format('%d', now + debt), 'PX', key_ttl_ms(math.max(1, math.ceil(debt / 1000))))
-  else
-    redis.call('DEL', budget_key)
-  end
+  tb_store(budget_key, tb_debt(budget_key, now) - units * interval_us, now)
 end
 
 -- Adds `units` to the budget's debt, past its capacity if need be (a call that
 -- cost more than it reserved): later reservations wait until it is paid back.
 local function holds_charge(budget_key, units, interval_us, now)
-  local tat = tonumber(redis.call('GET', budget_key)) or now
-  if tat < now then tat = now end
-  local debt = tat - now + units * interval_us
-  redis.call('SET', budget_key, string.format('%d', now + debt), 'PX', key_ttl_ms(math.max(1, math.ceil(debt / 1000))))
+  tb_store(budget_key, tb_debt(budget_key, now) + units * interval_us, now)
 end
 
 -- Releases expired holds (refunding them) and forgets ids older than the retention.
@@ -52,9 +42,8 @@ end
 
 -- Where the budget stands now: whole units left (below 0 while owed) and its debt in µs.
 local function holds_standing(budget_key, capacity, interval_us, now)
-  local tat = tonumber(redis.call('GET', budget_key)) or now
-  if tat < now then tat = now end
-  return math.floor((capacity * interval_us - (tat - now)) / interval_us), tat - now
+  local debt = tb_debt(budget_key, now)
+  return math.floor((capacity * interval_us - debt) / interval_us), debt
 end
 
 -- Every key of the budget lives as long as a hold or a remembered id may need it.

@@ -212,3 +212,9 @@ local function sw_apply(r)
     redis.call('PEXPIRE', key, ttl_ms)
   end
 end
+
+-- As a strategy of lua/check.lua (see its header): check, apply, unwritten.
+-- Record fields: limit, window µs.
+local function sw_check(key, cost, now, limit, window_us)
+  return sw_eval(key, tonumber(limit), tonumber(window_us), cost, now)
+end

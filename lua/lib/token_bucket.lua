@@ -12,6 +12,28 @@
 -- than configured.
 -- Complexity: O(1) time and memory.
 
+-- The bucket's stored state, read and written here only: its TAT (µs), or
+-- no key for a full bucket. tb_stored is the raw TAT (nil: full); tb_debt what
+-- the bucket owes at `now` (µs, never below 0); tb_store writes a debt, with
+-- an expiry at the moment the bucket is full again (an idle key costs
+-- nothing), or deletes the key when nothing is owed.
+local function tb_stored(key)
+  return tonumber(redis.call('GET', key))
+end
+
+local function tb_debt(key, now)
+  local tat = tb_stored(key) or now
+  return tat > now and tat - now or 0
+end
+
+local function tb_store(key, debt_us, now)
+  if debt_us > 0 then
+    redis.call('SET', key, string.format('%d', now + debt_us), 'PX', key_ttl_ms(math.max(1, math.ceil(debt_us / 1000))))
+  else
+    redis.call('DEL', key)
+  end
+end
+
 -- µs per token of a runtime rate (tokens/s), rounded up to a whole µs. A
 -- quotient within 1e-9 of a whole number is that number: a decimal rate such
 -- as 0.1/s is not exact in binary, and must not cost a µs for it.
@@ -59,7 +81,7 @@ end
 -- its end); the lapsed rate key must go when the bucket is next written, or
 -- the next read would fold the same debt twice.
 local function tb_read(key, rate_key, interval_us, keep_us, now)
-  local stored = tonumber(redis.call('GET', key)) -- nil: a full bucket
+  local stored = tb_stored(key) -- nil: a full bucket
   local tat = stored or now
   local runtime_rate, lapsed, paused_until = nil, false, 0
   if rate_key then
@@ -92,7 +114,7 @@ end
 -- the lapsed rate key to delete when the admission is written (or nil), and
 -- the debt as it stands (µs): what an admission that is not written (a peek,
 -- or a grouped check another limit refused) reports as its reset, with
--- `remaining + cost` tokens left. Nothing is written here (see tb_apply).
+-- `remaining + cost` tokens left. Nothing is written here (see tb_write).
 local function tb_eval(key, rate_key, capacity, interval_us, keep_us, cost, now)
   local tat, interval, _, lapsed = tb_read(key, rate_key, interval_us, keep_us, now)
   local burst = capacity * interval -- how far TAT may run ahead of now
@@ -108,10 +130,33 @@ local function tb_eval(key, rate_key, capacity, interval_us, keep_us, cost, now)
   return false, math.floor((burst - debt) / interval), debt, new_debt - burst, lapsed_key, debt
 end
 
--- Debits an admitted request that leaves the bucket owing `debt_us`: one SET
--- with its expiry, so the key is gone the moment the bucket is full again (an
--- idle key costs nothing).
-local function tb_apply(key, debt_us, now, lapsed_key)
-  redis.call('SET', key, string.format('%d', now + debt_us), 'PX', key_ttl_ms(math.max(1, math.ceil(debt_us / 1000))))
+-- Debits an admitted request that leaves the bucket owing `debt_us` (> 0).
+local function tb_write(key, debt_us, now, lapsed_key)
+  tb_store(key, debt_us, now)
   if lapsed_key then redis.call('DEL', lapsed_key) end
+end
+
+-- As a strategy of lua/check.lua (see its header): check, apply, unwritten.
+-- Record fields: capacity, interval µs, runtime-rate keep µs, rate key index (0: none).
+local function tb_check(key, cost, now, capacity, interval_us, keep_us, rate_index)
+  rate_index = tonumber(rate_index)
+  local r = { key = key, cost = cost }
+  r.allowed, r.remaining, r.reset_us, r.retry_us, r.lapsed_key, r.debt = tb_eval(
+    key,
+    rate_index > 0 and KEYS[rate_index] or nil,
+    tonumber(capacity),
+    tonumber(interval_us),
+    tonumber(keep_us),
+    cost,
+    now
+  )
+  return r
+end
+
+local function tb_apply(r, now)
+  tb_write(r.key, r.reset_us, now, r.lapsed_key)
+end
+
+local function tb_unwritten(r)
+  r.remaining, r.reset_us = r.remaining + r.cost, r.debt
 end

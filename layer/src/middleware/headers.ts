@@ -1,14 +1,15 @@
 import type { LimitStatus } from '../decision.ts';
+import { unitOf } from '../strategies/index.ts';
 
 /**
  * Response headers of draft-ietf-httpapi-ratelimit-headers and RFC 9110:
  *   RateLimit-Policy: "<policy>";q=<quota>;w=<window s>
  *   RateLimit:        "<policy>";r=<remaining>;t=<seconds until reset>
  *   Retry-After:      <whole seconds, rounded up>
- * One list item per limit; failure backoffs are left out (they are not quotas).
+ * One list item per limit whose strategy is a quota (a failure backoff is not).
  */
 export function rateLimitHeaders(limits: readonly LimitStatus[]): Record<string, string> {
-  const quotas = limits.filter((l) => l.strategy !== 'failureBackoff');
+  const quotas = limits.filter((l) => unitOf(l.strategy).quota);
   if (quotas.length === 0) return {};
   return {
     'RateLimit-Policy': quotas.map((l) => `"${l.policy}";q=${l.limit};w=${l.windowSeconds}`).join(', '),

@@ -1,6 +1,7 @@
 import type { Logger } from '@aws-lambda-powertools/logger';
 import { type Metrics, MetricUnit } from '@aws-lambda-powertools/metrics';
 import type { RateLimitObserver, Verdict } from '../enforce.ts';
+import { unitOf } from '../strategies/index.ts';
 
 /** Remaining below this share of the quota counts as "near limit". */
 const NEAR_LIMIT = 0.2;
@@ -45,7 +46,7 @@ export function powertoolsObserver(options: {
       }
       metrics.addMetric(METRIC[verdict.outcome], MetricUnit.Count, 1);
       metrics.addMetric('CheckLatency', MetricUnit.Milliseconds, verdict.latencyMs);
-      if (verdict.limits.some((l) => l.strategy !== 'failureBackoff' && l.remaining < l.limit * NEAR_LIMIT)) {
+      if (verdict.limits.some((l) => unitOf(l.strategy).quota && l.remaining < l.limit * NEAR_LIMIT)) {
         metrics.addMetric('NearLimit', MetricUnit.Count, 1);
       }
       if (verdict.outcome === 'limited' || verdict.outcome === 'shadow-limited') {

@@ -1,0 +1,45 @@
+/**
+ * The strategies, registered once: the policy schema, the compiled policy
+ * type, lua/check.lua's dispatch and the docs' strategy table all come from
+ * this list. Adding a strategy is one line here (see docs/architecture.md).
+ */
+import * as v from 'valibot';
+import { failureBackoff } from './failure-backoff.ts';
+import { slidingWindow } from './sliding-window.ts';
+import type { CompiledCommon, StrategyUnit } from './strategy.ts';
+import { tokenBucket } from './token-bucket.ts';
+
+export const STRATEGY_UNITS = [tokenBucket, slidingWindow, failureBackoff] as const;
+
+type Unit = (typeof STRATEGY_UNITS)[number];
+export type Strategy = Unit['name'];
+/** A policy as written in the catalogue: one strategy's schema output. */
+export type PolicyConfig = v.InferOutput<Unit['schema']>;
+/** A policy checked and turned into the domain numbers a check needs, once. */
+export type CompiledPolicy = ReturnType<Unit['compile']>;
+
+// biome-ignore lint/suspicious/noExplicitAny: the registry holds units of every shape; callers narrow by name
+type AnyUnit = StrategyUnit<string, v.GenericSchema, any>;
+
+const BY_NAME: ReadonlyMap<string, AnyUnit> = new Map(STRATEGY_UNITS.map((unit) => [unit.name, unit as AnyUnit]));
+
+/** The unit of a strategy name (every compiled policy and LimitStatus carries one). */
+export function unitOf(strategy: string): AnyUnit {
+  const unit = BY_NAME.get(strategy);
+  if (!unit) throw new TypeError(`no strategy "${strategy}"`);
+  return unit;
+}
+
+/** The unit that compiled a policy, typed for it. */
+export function unitOfPolicy<P extends CompiledCommon>(policy: P): StrategyUnit<P['strategy'], v.GenericSchema, P> {
+  return unitOf(policy.strategy);
+}
+
+const QUOTED = STRATEGY_UNITS.map((unit) => `"${unit.name}"`);
+const NAMES = `${QUOTED.slice(0, -1).join(', ')} or ${QUOTED.at(-1)}`;
+
+export const policySchema = v.variant(
+  'strategy',
+  STRATEGY_UNITS.map((unit) => unit.schema) as unknown as [Unit['schema'], ...Unit['schema'][]],
+  (issue) => (issue.path?.length ? `must be ${NAMES}` : `must be an object whose strategy is ${NAMES}`),
+);

@@ -1,0 +1,77 @@
+/**
+ * Sliding window: at most `limit` events in any `window`, counted exactly (a
+ * ring of admission times, lua/lib/sliding_window.lua).
+ */
+import * as v from 'valibot';
+import { toUs } from '../duration.ts';
+import {
+  type CompiledCommon,
+  commonEntries,
+  count,
+  duration,
+  flag,
+  int,
+  isInteger,
+  POLICY_BOUNDS,
+  type StrategyUnit,
+} from './strategy.ts';
+import { pairOrTriple } from './token-bucket.ts';
+
+const schema = v.strictObject({
+  ...commonEntries,
+  strategy: v.literal('slidingWindow'),
+  limit: v.pipe(count, v.maxValue(POLICY_BOUNDS.maxWindowLimit, `must be at most ${POLICY_BOUNDS.maxWindowLimit}`)),
+  window: v.pipe(
+    duration(POLICY_BOUNDS.maxPeriodUs),
+    v.check((d) => toUs(d) % 1000 === 0, 'must be a whole number of milliseconds'),
+  ),
+});
+
+export type SlidingWindowPolicy = v.InferOutput<typeof schema>;
+
+export interface CompiledSlidingWindow extends CompiledCommon<'slidingWindow', SlidingWindowPolicy> {
+  readonly windowUs: number;
+}
+
+export const slidingWindow: StrategyUnit<'slidingWindow', typeof schema, CompiledSlidingWindow> = {
+  name: 'slidingWindow',
+  kind: 'sw',
+  luaFragment: 'lib/sliding_window',
+  title: 'sliding window',
+  schema,
+  quota: true,
+
+  compile(common, config) {
+    return {
+      ...common,
+      strategy: 'slidingWindow',
+      config,
+      limit: config.limit,
+      maxCost: Math.min(config.limit, POLICY_BOUNDS.maxWindowCost),
+      windowSeconds: Math.ceil(toUs(config.window) / 1e6),
+      windowUs: toUs(config.window),
+    };
+  },
+
+  // lua/lib/sliding_window.lua, check record: limit, window µs
+  checkFields({ policy }) {
+    return [int(policy.limit), int(policy.windowUs)];
+  },
+
+  describe(config) {
+    return `${config.limit} per ${config.window}`;
+  },
+
+  /** lua/check_sliding_window.lua: an admission answers what remains, one integer (the reset is a whole window). */
+  single: {
+    entry: 'check_sliding_window',
+    pack({ policy, counter, cost }, debit) {
+      return { keys: [counter], args: [int(cost), int(policy.limit), int(policy.windowUs), flag(debit)] };
+    },
+    layout(policy, reply) {
+      if (isInteger(reply)) return [1, 0, 0, reply, policy.windowUs, 0];
+      return pairOrTriple(reply);
+    },
+    example: "'rl:{demo-sw:k}' , 1 5 60000000 1",
+  },
+};

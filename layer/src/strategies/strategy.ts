@@ -1,0 +1,173 @@
+/**
+ * What a strategy is, as one unit: the contract every module in this folder
+ * fulfils, and the pieces they share (the settings every policy has, the
+ * schema building blocks, the bounds). A strategy module owns its schema (its
+ * types are inferred from it), its compile step, how a check packs it for
+ * lua/check.lua and reads it back, its header semantics and the state the CLI
+ * shows. docs/architecture.md, "Add a strategy", walks through one.
+ */
+import * as v from 'valibot';
+import { type Duration, isDuration, parseDurationUs } from '../duration.ts';
+import type { FailureMode } from '../failure-mode.ts';
+
+const HOUR_US = 3_600_000_000;
+
+/**
+ * The bounds of every policy number. They exist so that every quantity the
+ * scripts derive (µs, TTL ms, a bucket's debt) is a whole number far below
+ * 2^53, which Lua's doubles add, compare and divide exactly: a policy outside
+ * them is refused with the reason, never left to degrade every check.
+ */
+export const POLICY_BOUNDS = {
+  /** Longest window, refill period, backoff, memory or runtime-rate keep: one week. */
+  maxPeriodUs: 168 * HOUR_US,
+  /** Longest a bucket may owe (capacity × refill interval): 400 days, so a TAT stays below 2^51 µs. */
+  maxBurstUs: 400 * 24 * HOUR_US,
+  maxCapacity: 1_000_000_000,
+  maxWindowLimit: 1_000_000,
+  /** Most events one sliding-window admit adds: 8 bytes each, written even at maxmemory. */
+  maxWindowCost: 1024,
+  /**
+   * A refill interval is rounded up to a whole µs (never faster than
+   * configured); a rate whose rounding would slow it by more than this share
+   * is refused (above ~10 000 tokens/s per key, unless the interval is whole).
+   */
+  maxIntervalRounding: 0.01,
+  maxFreeFailures: 1000,
+  /** Longest pause a runtime-rate decrease may impose (a source's Retry-After). */
+  maxPauseUs: 24 * HOUR_US,
+  /** A settled cost may exceed its budget's capacity by this factor at most (the rest is surely a bug). */
+  maxSettleFactor: 10,
+} as const;
+
+export const DEFAULT_TIME_BUDGET: Duration = '100 ms';
+
+/** Policy, group and strategy names: lowercase letters, digits and dashes. */
+export const NAME = /^[a-z0-9][a-z0-9-]{0,63}$/;
+
+/** Schema building blocks shared by the strategies. */
+export const count = v.pipe(v.number(), v.integer('must be a whole number'), v.minValue(1, 'must be at least 1'));
+export const positiveRate = v.pipe(v.number(), v.gtValue(0, 'must be above 0'), v.finite());
+export const duration = (maxUs: number) =>
+  v.pipe(
+    v.string(),
+    v.check(isDuration, 'must be a whole number of µs with a unit, such as "100 ms", "1 s", "15 m" or "6 h"'),
+    v.check((d) => (parseDurationUs(d) ?? 0) > 0, 'must be longer than 0'),
+    v.check((d) => (parseDurationUs(d) ?? 0) <= maxUs, `must be at most ${maxUs / 1000} ms`),
+    v.transform((d) => d as Duration),
+  );
+
+/** The settings every policy has, whatever its strategy; spread into each strategy's schema. */
+export const commonEntries = {
+  /** What a check answers when Redis cannot decide. @default 'closed' */
+  failureMode: v.optional(v.picklist(['open', 'closed'], 'must be "open" or "closed"')),
+  /** Hard deadline of one check, Redis round trip included. @default '100 ms' */
+  timeBudget: v.optional(duration(10_000_000)),
+  /**
+   * Policies decided together in one all-or-nothing check must share a group:
+   * their keys then share one Redis Cluster hash slot. Ungrouped policies
+   * spread every key over the cluster. @default undefined (no group)
+   */
+  group: v.optional(v.pipe(v.string(), v.regex(NAME, 'must be lowercase letters, digits and dashes'))),
+  /** Count, but never refuse: how a new limit is rolled out. @default false */
+  shadow: v.optional(v.boolean()),
+  /**
+   * Remember in the container that a key is limited until its retry time, and
+   * refuse it until then without asking Redis (hot abusive keys). A new
+   * version of the policy forgets it. @default false
+   */
+  blockCache: v.optional(v.boolean()),
+};
+
+/** The common settings, resolved once (defaults applied) before a strategy compiles the rest. */
+export interface CommonSettings {
+  readonly name: string;
+  /** Changes whenever the configuration does (caches keyed on a policy compare it). */
+  readonly version: string;
+  readonly failureMode: FailureMode;
+  readonly timeBudgetMs: number;
+  readonly group: string | undefined;
+  readonly shadow: boolean;
+  readonly blockCache: boolean;
+}
+
+/** What every compiled policy has, whatever its strategy. Numbers are in the units their names say. */
+export interface CompiledCommon<Name extends string = string, Config = unknown> extends CommonSettings {
+  readonly strategy: Name;
+  /** The configuration as written (validated). */
+  readonly config: Config;
+  /** The quota: bucket capacity, window limit, or 1 for a backoff. */
+  readonly limit: number;
+  /** The largest cost one request may take. */
+  readonly maxCost: number;
+  /** The quota's time window in seconds (RateLimit-Policy `w`). */
+  readonly windowSeconds: number;
+}
+
+/** One limit of a check, resolved and validated: what the scripts need of it. */
+export interface ResolvedLimit<P extends CompiledCommon = CompiledCommon> {
+  readonly policy: P;
+  /** The caller's key part (already safe). */
+  readonly key: string;
+  /** The Redis key of its counter (see keys.ts). */
+  readonly counter: string;
+  /** Whole units this request takes, 1..policy.maxCost. */
+  readonly cost: number;
+}
+
+/**
+ * The strategy's own script for a check of one limit (the common case): its
+ * entry file in lua/, its KEYS and ARGV, and its reply re-expressed in
+ * lua/check.lua's layout (so one reader makes every decision).
+ */
+export interface SingleLimitScript<P extends CompiledCommon> {
+  readonly entry: string;
+  /** KEYS and ARGV in the order the entry script binds them. */
+  pack(limit: ResolvedLimit<P>, debit: boolean): { keys: string[]; args: string[] };
+  /** The reply as [allowed, binding, retry µs, remaining, reset µs, retry µs]; undefined for a shape it does not know. */
+  layout(policy: P, reply: unknown): number[] | undefined;
+  /** Example KEYS , ARGV for `redis-cli --eval` (npm run lua:dump). */
+  readonly example: string;
+}
+
+/** Reads a counter's stored state for `npx ratelimit inspect` (what the peek's decision does not say). */
+export interface StateReader {
+  pttl(key: string): Promise<number>;
+  hmget(key: string, ...fields: string[]): Promise<(string | null)[]>;
+}
+
+export interface StrategyUnit<Name extends string, Schema extends v.GenericSchema, Compiled extends CompiledCommon> {
+  readonly name: Name;
+  /** Its dispatch key in lua/check.lua's STRATEGIES table (the Lua fragment registers under it). */
+  readonly kind: string;
+  /** The Lua fragment (lua/<fragment>.lua) that defines and registers its evaluation. */
+  readonly luaFragment: string;
+  /** How the docs' catalogue names it. */
+  readonly title: string;
+  /** A strict object schema; the strategy's config type is its output. */
+  readonly schema: Schema;
+  /** Whether its limits are quotas in the RateLimit headers and near-limit metrics (a backoff is not). */
+  readonly quota: boolean;
+  /** The domain numbers a check needs, computed once; throws InvalidPolicyError for what the schema cannot say. */
+  compile(common: CommonSettings, config: v.InferOutput<Schema>): Compiled;
+  /**
+   * Its fields of a check.lua record (after kind and cost). `extraKey` adds a
+   * key of the same slot to the script's KEYS and answers its index.
+   */
+  checkFields(limit: ResolvedLimit<Compiled>, extraKey: (key: string) => number): string[];
+  /** The quota column of the docs' catalogue. */
+  describe(config: v.InferOutput<Schema>): string;
+  /** State beyond the decision, for `npx ratelimit inspect`. */
+  inspect?(policy: Compiled, counter: string, redis: StateReader): Promise<Record<string, unknown>>;
+  readonly single?: SingleLimitScript<Compiled>;
+}
+
+/** A whole number as a script argument. */
+export const int = (n: number) => String(n);
+export const flag = (debit: boolean) => (debit ? '1' : '0');
+export const isInteger = (value: unknown): value is number => typeof value === 'number' && Number.isSafeInteger(value);
+
+/** µs to whole ms, rounded up: waiting the ms answered is never too early. */
+export function usToMs(us: number): number {
+  return us > 0 ? Math.ceil(us / 1000) : 0;
+}

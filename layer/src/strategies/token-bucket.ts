@@ -1,0 +1,221 @@
+/**
+ * Token bucket: burst plus average rate, `capacity` tokens refilled
+ * `refill.tokens` per `refill.every`; stored as GCRA (lua/lib/token_bucket.lua).
+ * Optionally adaptive (a runtime rate, AIMD) and usable as a cost budget
+ * (reserve, then settle).
+ */
+import * as v from 'valibot';
+import { toUs } from '../duration.ts';
+import { InvalidPolicyError } from '../errors.ts';
+import { rateKey } from '../keys.ts';
+import {
+  type CommonSettings,
+  type CompiledCommon,
+  commonEntries,
+  count,
+  duration,
+  flag,
+  int,
+  isInteger,
+  POLICY_BOUNDS,
+  positiveRate,
+  type StrategyUnit,
+} from './strategy.ts';
+
+/** Reservation defaults of a cost budget: how long a hold lasts unsettled, how long ids are remembered. */
+export const DEFAULT_RESERVATION = { hold: '5 m', remember: '24 h' } as const;
+
+const schema = v.strictObject({
+  ...commonEntries,
+  strategy: v.literal('tokenBucket'),
+  capacity: v.pipe(count, v.maxValue(POLICY_BOUNDS.maxCapacity, `must be at most ${POLICY_BOUNDS.maxCapacity}`)),
+  refill: v.strictObject({ tokens: positiveRate, every: duration(POLICY_BOUNDS.maxPeriodUs) }),
+  /** Runtime rate bounds (tokens per second) of an adaptive (AIMD) bucket. */
+  adaptive: v.optional(
+    v.pipe(
+      v.strictObject({
+        min: positiveRate,
+        max: positiveRate,
+        /** Additive step of an increase, tokens per second. */
+        increaseBy: positiveRate,
+        /** Multiplicative factor of a decrease, between 0 and 1. */
+        decreaseFactor: v.pipe(v.number(), v.gtValue(0, 'must be above 0'), v.ltValue(1, 'must be below 1')),
+        /**
+         * Steps of `increaseBy` per success until a client first sees the rate
+         * decrease (a slow start, so a new scope reaches a source's capacity in
+         * seconds, then probes past it slowly). 1 to 100. @default 1
+         */
+        slowStartSteps: v.optional(v.pipe(v.number(), v.integer(), v.minValue(1), v.maxValue(100))),
+        /** How long a runtime rate is kept after its last change. */
+        keep: duration(POLICY_BOUNDS.maxPeriodUs),
+      }),
+      v.check((a) => a.min <= a.max, 'min must not exceed max'),
+    ),
+  ),
+  /** As a cost budget: how long a reservation holds its estimate (@default '5 m') and ids are remembered (@default '24 h'). */
+  reservation: v.optional(
+    v.strictObject({
+      hold: v.optional(duration(POLICY_BOUNDS.maxPeriodUs)),
+      remember: v.optional(duration(POLICY_BOUNDS.maxPeriodUs)),
+    }),
+  ),
+});
+
+export type TokenBucketPolicy = v.InferOutput<typeof schema>;
+export type AdaptiveRate = NonNullable<TokenBucketPolicy['adaptive']>;
+export type ReservationSettings = NonNullable<TokenBucketPolicy['reservation']>;
+
+/** Runtime-rate bounds of an adaptive bucket, compiled. */
+export interface CompiledAdaptive {
+  readonly minRate: number;
+  readonly maxRate: number;
+  readonly increaseBy: number;
+  readonly decreaseFactor: number;
+  readonly slowStartSteps: number;
+  readonly keepUs: number;
+}
+
+export interface CompiledTokenBucket extends CompiledCommon<'tokenBucket', TokenBucketPolicy> {
+  readonly capacity: number;
+  /** Whole µs to refill one token: the configured rate, rounded up. */
+  readonly intervalUs: number;
+  /** The configured rate in tokens per second (AIMD steps start from it). */
+  readonly ratePerSecond: number;
+  readonly adaptive: CompiledAdaptive | undefined;
+  /** As a cost budget: how long a reservation holds, and how long ids are remembered. */
+  readonly reservation: { readonly holdUs: number; readonly rememberUs: number };
+}
+
+/**
+ * Whole µs per token for `exactUs` (a float quotient), rounded up. A quotient
+ * within 1e-9 of a whole number is that number: decimal rates (0.1/s) are not
+ * exact in binary. lua/lib/token_bucket.lua's tb_interval_of is the same rule.
+ */
+export function wholeIntervalUs(exactUs: number): number {
+  const whole = Math.round(exactUs);
+  if (Math.abs(exactUs - whole) <= 1e-9 * exactUs) return Math.max(1, whole);
+  return Math.ceil(exactUs);
+}
+
+/** Why an interval cannot carry a rate exactly enough, or undefined when it can. */
+function intervalProblem(exactUs: number, capacity: number): string | undefined {
+  if (!(exactUs >= 0.5)) return 'is faster than one token per µs';
+  const interval = wholeIntervalUs(exactUs);
+  if ((interval - exactUs) / exactUs > POLICY_BOUNDS.maxIntervalRounding) {
+    return `needs ${Number(exactUs.toFixed(3))} µs per token, which a whole µs (${interval}) would slow by more than 1%`;
+  }
+  if (capacity * interval > POLICY_BOUNDS.maxBurstUs) {
+    return `lets the bucket owe ${capacity} × ${interval} µs, more than 400 days`;
+  }
+  return undefined;
+}
+
+function compileAdaptive(name: string, config: TokenBucketPolicy, ratePerSecond: number): CompiledAdaptive | undefined {
+  if (!config.adaptive) return undefined;
+  const { min, max, increaseBy, decreaseFactor, slowStartSteps, keep } = config.adaptive;
+  if (ratePerSecond < min || ratePerSecond > max) {
+    throw new InvalidPolicyError(name, `refill rate ${ratePerSecond}/s is outside adaptive min..max`);
+  }
+  for (const [field, rate] of [
+    ['min', min],
+    ['max', max],
+  ] as const) {
+    const rateProblem = intervalProblem(1e6 / rate, config.capacity);
+    if (rateProblem) throw new InvalidPolicyError(name, `adaptive.${field} ${rateProblem}`);
+  }
+  return {
+    minRate: min,
+    maxRate: max,
+    increaseBy,
+    decreaseFactor,
+    slowStartSteps: slowStartSteps ?? 1,
+    keepUs: toUs(keep),
+  };
+}
+
+export const tokenBucket: StrategyUnit<'tokenBucket', typeof schema, CompiledTokenBucket> = {
+  name: 'tokenBucket',
+  kind: 'tb',
+  luaFragment: 'lib/token_bucket',
+  title: 'token bucket',
+  schema,
+  quota: true,
+
+  compile(common: CommonSettings, config: TokenBucketPolicy): CompiledTokenBucket {
+    const everyUs = toUs(config.refill.every);
+    const exactUs = everyUs / config.refill.tokens;
+    const problem = intervalProblem(exactUs, config.capacity);
+    if (problem) throw new InvalidPolicyError(common.name, `refill ${problem}`);
+    const ratePerSecond = (config.refill.tokens * 1e6) / everyUs;
+    return {
+      ...common,
+      strategy: 'tokenBucket',
+      config,
+      limit: config.capacity,
+      maxCost: config.capacity,
+      // the configured time to refill a whole bucket (RateLimit-Policy `w`), not its µs rounding
+      windowSeconds: Math.ceil(wholeIntervalUs((config.capacity * everyUs) / config.refill.tokens) / 1e6),
+      capacity: config.capacity,
+      intervalUs: wholeIntervalUs(exactUs),
+      ratePerSecond,
+      adaptive: compileAdaptive(common.name, config, ratePerSecond),
+      reservation: {
+        holdUs: toUs(config.reservation?.hold ?? DEFAULT_RESERVATION.hold),
+        rememberUs: toUs(config.reservation?.remember ?? DEFAULT_RESERVATION.remember),
+      },
+    };
+  },
+
+  // lua/lib/token_bucket.lua, check record: capacity, interval µs, runtime-rate keep µs, rate key index (0: none)
+  checkFields({ policy, counter }, extraKey) {
+    const rateIndex = policy.adaptive ? extraKey(rateKey(counter)) : 0;
+    return [int(policy.capacity), int(policy.intervalUs), int(policy.adaptive?.keepUs ?? 0), int(rateIndex)];
+  },
+
+  describe(config) {
+    return [
+      `burst ${config.capacity}, ${config.refill.tokens} per ${config.refill.every}`,
+      ...(config.adaptive ? [`${config.adaptive.min}–${config.adaptive.max}/s at runtime`] : []),
+      ...(config.reservation ? [`reserved, held ${config.reservation.hold ?? DEFAULT_RESERVATION.hold}`] : []),
+    ].join('; ');
+  },
+
+  /**
+   * lua/check_token_bucket.lua: an admission answers one integer, the debt in
+   * µs (a table reply costs Redis ~0.7 µs more), from which what remains is
+   * derived here; an adaptive bucket answers { remaining, reset µs }; a
+   * refusal { remaining, reset µs, retry µs }.
+   */
+  single: {
+    entry: 'check_token_bucket',
+    pack(limit, debit) {
+      const { policy, counter, cost } = limit;
+      return {
+        keys: policy.adaptive ? [counter, rateKey(counter)] : [counter],
+        args: [int(cost), int(policy.capacity), int(policy.intervalUs), int(policy.adaptive?.keepUs ?? 0), flag(debit)],
+      };
+    },
+    layout(policy, reply) {
+      if (isInteger(reply)) {
+        const burst = policy.capacity * policy.intervalUs;
+        return [1, 0, 0, Math.floor((burst - reply) / policy.intervalUs), reply, 0];
+      }
+      return pairOrTriple(reply);
+    },
+    example: "'rl:{demo:k}' , 1 10 100000 0 1",
+  },
+
+  async inspect(policy, counter, redis) {
+    if (!policy.adaptive) return {};
+    return { rateTtlMs: await redis.pttl(rateKey(counter)) };
+  },
+};
+
+/** A single-limit script's array reply: { remaining, reset } admitted, { remaining, reset, retry } refused. */
+export function pairOrTriple(reply: unknown): number[] | undefined {
+  if (!Array.isArray(reply) || !reply.every(isInteger)) return undefined;
+  const [remaining, reset, retry] = reply as number[];
+  if (reply.length === 2) return [1, 0, 0, remaining as number, reset as number, 0];
+  if (reply.length === 3) return [0, 1, retry as number, remaining as number, reset as number, retry as number];
+  return undefined;
+}
