@@ -33,6 +33,7 @@ import {
   ioredisConnection,
   type Limiter,
   MisconfiguredCheckError,
+  overrideParameter,
   parseDuration,
   type RateChange,
   RateLimitError,
@@ -152,7 +153,8 @@ async function inspect(context: Context, policyName: string, key: string, scope:
   const redis = context.redis as RedisClient;
   state.ttlMs = await redis.pttl(counter);
   if (policy.strategy === 'tokenBucket' && policy.adaptive) {
-    state.ratePerSecond = await limiter.currentRate(policyName, key, options);
+    const rate = await limiter.currentRate(policyName, key, options);
+    state.ratePerSecond = rate.decided ? rate.ratePerSecond : undefined;
   }
   // what else its strategy keeps (a runtime rate's expiry, a backoff's failures)
   return { ...state, ...(await unitOf(policy.strategy).inspect?.(policy, counter, redis)) };
@@ -273,9 +275,10 @@ async function run(argv: string[], io: CliOutput): Promise<number> {
               : { decrease: true, ...(pauseMs === undefined ? {} : { pauseMs }) };
         const options = values.scope === undefined ? {} : { scope: values.scope };
         const limiter = limiterOf(context);
-        const before = await limiter.currentRate(policy, key, options);
+        const current = await limiter.currentRate(policy, key, options);
+        const before = current.decided ? current.ratePerSecond : undefined;
         const outcome = await limiter.changeRate(policy, key, change, options);
-        if (!outcome.changed) throw new CliError(EXIT.unavailable, `Redis could not answer (${outcome.reason})`);
+        if (!outcome.decided) throw new CliError(EXIT.unavailable, `Redis could not answer (${outcome.reason})`);
         audit(context, 'rate', { policy, key, change, before, after: outcome.ratePerSecond });
         out(context, `${policy} ${key}: ${before}/s -> ${outcome.ratePerSecond}/s`, {
           before,
@@ -297,7 +300,7 @@ async function run(argv: string[], io: CliOutput): Promise<number> {
         if (base === undefined) throw new CliError(EXIT.refused, `no policy "${policy}" to override`);
         compilePolicy(policy, mergeOverride(base, patch)); // throws InvalidPolicyError with the reason
         if (key !== undefined) assertKeyPart(key); // an InvalidCheckError: refused, exit 3
-        const name = `${context.prefix}/overrides/${policy}${key === undefined ? '' : `/${key}`}`;
+        const name = overrideParameter(context.prefix, policy, key);
         const before = (await source.fetchAll(context.prefix))[name];
         await source.put(name, JSON.stringify(patch));
         audit(context, 'override', { parameter: name, before: before ?? null, after: patch });

@@ -6,6 +6,7 @@
  * apart, from `defaults/` and `overrides/`. The CDK app, `npm run
  * secrets:put` and the local parameters file follow this one list.
  */
+import { PARAMETER_FOLDERS, secretsFolder } from '@platform/rate-limit';
 
 /** Each secret's name (or, ending in `*`, its prefix: one per Telegram bot) and the consumer folder it lives in. */
 export const SECRETS = {
@@ -33,5 +34,9 @@ export function secretFolder(name: string): string | undefined {
 
 /** What a consumer reading these secrets fetches, relative to the parameter path: the policies, and its secrets' folders. */
 export function readPaths(secrets: readonly SecretName[]): string[] {
-  return ['defaults', 'overrides', ...new Set(secrets.map((name) => `secrets/${SECRETS[name]}`))];
+  return [
+    PARAMETER_FOLDERS.defaults,
+    PARAMETER_FOLDERS.overrides,
+    ...new Set(secrets.map((name) => secretsFolder(SECRETS[name]))),
+  ];
 }

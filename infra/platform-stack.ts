@@ -20,6 +20,7 @@ import { readPaths, type SecretName } from '../config/secrets.ts';
 import { checksOf, type Route } from '../functions/routes.ts';
 import { operated, scheduled, services } from '../functions/workers.ts';
 import { combinedFailureMode, type FailureMode } from '../layer/src/failure-mode.ts';
+import { defaultParameter, folderPrefix, parameterPath } from '../layer/src/parameters.ts';
 import { compilePolicy } from '../layer/src/policy.ts';
 import { acknowledgeTracing, consumerFunctionBase } from './consumer-function.ts';
 import type { DeployContext } from './context.ts';
@@ -73,9 +74,6 @@ export function observedPolicies(
   return [...observed].map(([name, { degradedAs }]) => ({ name, degradedAs }));
 }
 
-/** The limiter's parameter path for a stage (RATE_LIMIT_PARAMETER_PATH). */
-export const parameterPath = (stage: string) => `/ratelimit/${stage}`;
-
 export class PlatformStack extends Stack {
   readonly functions = new Map<string, LambdaFunction>();
   readonly layer: LayerVersion;
@@ -113,8 +111,8 @@ export class PlatformStack extends Stack {
 
     for (const [policy, config] of Object.entries(props.policies)) {
       new StringParameter(this, `Default-${policy}`, {
-        parameterName: `${prefix}/defaults/${policy}`,
-        description: `Rate limit policy ${policy} as shipped (config/policies.json); override under ${prefix}/overrides/`,
+        parameterName: defaultParameter(prefix, policy),
+        description: `Rate limit policy ${policy} as shipped (config/policies.json); override under ${folderPrefix(prefix, 'overrides')}`,
         stringValue: JSON.stringify(config),
       });
     }
@@ -230,7 +228,11 @@ export class PlatformStack extends Stack {
         new PolicyStatement({
           actions: ['ssm:GetParameter', 'ssm:PutParameter'],
           resources: [
-            this.formatArn({ service: 'ssm', resource: 'parameter', resourceName: `${prefix.slice(1)}/overrides/*` }),
+            this.formatArn({
+              service: 'ssm',
+              resource: 'parameter',
+              resourceName: `${folderPrefix(prefix, 'overrides').slice(1)}*`,
+            }),
           ],
         }),
       );

@@ -11,6 +11,7 @@
  */
 import { readFileSync } from 'node:fs';
 import { PutParameterCommand, SSMClient } from '@aws-sdk/client-ssm';
+import { parameterPath, secretParameter } from '@platform/rate-limit';
 import { secretFolder } from '../config/secrets.ts';
 
 /** A secret's name: letters, digits, dashes; which ones the platform reads, and where, is config/secrets.ts. */
@@ -43,7 +44,7 @@ export async function putSecrets(client: SSMClient, stage: string, secrets: Reco
   const written: string[] = [];
   for (const [name, value] of Object.entries(secrets)) {
     // in the folder of the consumer that reads it: each function's role is granted its own folder only
-    const parameter = `/ratelimit/${stage}/secrets/${secretFolder(name)}/${name}`;
+    const parameter = secretParameter(parameterPath(stage), secretFolder(name) as string, name);
     await client.send(
       new PutParameterCommand({
         Name: parameter,

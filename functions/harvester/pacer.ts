@@ -81,6 +81,11 @@ export class AdaptivePacer {
     this.#now = options.now ?? Date.now;
   }
 
+  /** The time budget of the scope's policy: what any Redis operation of the harvest may take. */
+  budgetMs(scope: string): number {
+    return this.#limiter.policyFor(this.#policy, scope).timeBudgetMs;
+  }
+
   /** Resolves when this worker may send one request for `scope`: 'shared' by the bucket, 'local' at the local pace. */
   async turn(scope: string): Promise<'shared' | 'local'> {
     for (;;) {
@@ -112,7 +117,7 @@ export class AdaptivePacer {
         increase: true,
         steps: this.#steps(scope, seen),
       });
-      if (!change.changed) return;
+      if (!change.decided) return;
       this.stats.increases++;
       // Lower than this worker left it: another worker met a throttle. Probe slowly from now on.
       if (change.ratePerSecond < seen.rate) this.#decreased(seen);
@@ -129,7 +134,7 @@ export class AdaptivePacer {
     const claim = await this.#once.claim('harvester', scope, 'decrease', 1000, Math.max(pauseMs, 1000));
     if (claim !== 'claimed') return;
     const change = await this.#limiter.changeRate(this.#policy, scope, { decrease: true, steps, pauseMs });
-    if (!change.changed) return;
+    if (!change.decided) return;
     this.stats.decreases++;
     seen.rate = change.ratePerSecond;
   }

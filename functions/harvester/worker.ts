@@ -8,7 +8,7 @@
  * its own last page (two workers may then fetch a page twice; the sink is
  * at-least-once).
  */
-import { KEY_FAMILIES, type RedisClient } from '@platform/rate-limit';
+import { guardedRedis, KEY_FAMILIES, type RedisClient } from '@platform/rate-limit';
 import type { EventSink } from '../shared/sink.ts';
 import type { AdaptivePacer } from './pacer.ts';
 import { fetchPage, type SourceAnswer } from './source.ts';
@@ -30,14 +30,25 @@ export interface HarvestReport {
   readonly failed: number;
 }
 
-/** The next page number of a scope, shared by every worker (and kept between invocations). */
-export function nextPage(redis: RedisClient, scope: string): Promise<number> {
-  return redis.incr(`${KEY_FAMILIES.cursors}{${scope}}:cursor`);
+/**
+ * The next page number of a scope, shared by every worker (and kept between
+ * invocations); undefined when Redis could not answer within `budgetMs`.
+ */
+export async function nextPage(redis: RedisClient, scope: string, budgetMs: number): Promise<number | undefined> {
+  const answer = await guardedRedis(redis).within(budgetMs, (client) =>
+    client.incr(`${KEY_FAMILIES.cursors}{${scope}}:cursor`),
+  );
+  return answer.ok ? answer.reply : undefined;
 }
 
 export async function harvest(
   job: HarvestJob,
-  parts: { pacer: AdaptivePacer; redis: RedisClient; sink: EventSink; fetch?: (url: string) => Promise<SourceAnswer> },
+  parts: {
+    pacer: AdaptivePacer;
+    redis: RedisClient;
+    sink: EventSink;
+    fetch?: (url: string) => Promise<SourceAnswer>;
+  },
 ): Promise<HarvestReport> {
   const fetchOne = parts.fetch ?? ((url: string) => fetchPage(url));
   let pages = 0;
@@ -46,7 +57,7 @@ export async function harvest(
   let page: number | undefined;
   let last = 0;
   while (Date.now() < job.until && !job.stop?.aborted) {
-    page ??= await nextPage(parts.redis, job.scope).catch(() => last + 1);
+    page ??= (await nextPage(parts.redis, job.scope, parts.pacer.budgetMs(job.scope))) ?? last + 1;
     last = page;
     await parts.pacer.turn(job.scope);
     const answer = await fetchOne(job.pageUrl(page));

@@ -104,12 +104,12 @@ export const handler = routeHandler(
         502,
         'provider_failed',
         'The model provider failed; nothing was charged.',
-        refund.settled ? budgetHeaders(refund.status) : {},
+        refund.decided ? budgetHeaders(refund.status) : {},
       );
     }
     const actual = costOf(price, completion.usage.promptTokens, completion.usage.completionTokens);
     const settled = await limiter.settle(BUDGET, tenant, id, actual);
-    const headers = settled.settled
+    const headers = settled.decided
       ? budgetHeaders(settled.status)
       : reserved.outcome === 'degraded'
         ? {}

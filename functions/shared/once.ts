@@ -1,8 +1,8 @@
 import {
-  DeadlineGuard,
   type DegradedReason,
-  ioredisConnection,
+  guardedRedis,
   KEY_FAMILIES,
+  type RedisAccess,
   type RedisClient,
 } from '@platform/rate-limit';
 
@@ -15,13 +15,11 @@ import {
  * sender retries (Slack: 5 min; Telegram keeps updates 24 h).
  */
 export class AcceptedOnce {
-  readonly #redis: RedisClient;
-  readonly #guard: DeadlineGuard;
+  readonly #redis: RedisAccess;
   readonly #ttlMs: number;
 
   constructor(redis: RedisClient, options: { ttlMs?: number } = {}) {
-    this.#redis = redis;
-    this.#guard = new DeadlineGuard(ioredisConnection(redis), 1000);
+    this.#redis = guardedRedis(redis);
     this.#ttlMs = options.ttlMs ?? 25 * 3_600_000;
   }
 
@@ -37,8 +35,8 @@ export class AcceptedOnce {
     budgetMs: number,
     ttlMs: number = this.#ttlMs,
   ): Promise<'claimed' | 'seen' | DegradedReason> {
-    const result = await this.#guard.within(budgetMs, () =>
-      this.#redis.set(key(source, scope, id), '1', 'PX', Math.max(1, Math.ceil(ttlMs)), 'NX'),
+    const result = await this.#redis.within(budgetMs, (redis) =>
+      redis.set(key(source, scope, id), '1', 'PX', Math.max(1, Math.ceil(ttlMs)), 'NX'),
     );
     if (!result.ok) return result.reason;
     return result.reply === 'OK' ? 'claimed' : 'seen';
@@ -46,7 +44,7 @@ export class AcceptedOnce {
 
   /** Gives a claim back (the event was refused or not handed on), so a redelivery counts again. */
   async release(source: string, scope: string, id: string, budgetMs: number): Promise<void> {
-    await this.#guard.within(budgetMs, () => this.#redis.del(key(source, scope, id)));
+    await this.#redis.within(budgetMs, (redis) => redis.del(key(source, scope, id)));
   }
 }
 

@@ -49,7 +49,15 @@ export class BlockCache {
         resetAfterMs: waitMs,
         windowSeconds: limit.policy.windowSeconds,
       };
-      return { outcome: 'limited', allowed: false, degraded: false, binding, limits: [binding], retryAfterMs: waitMs };
+      return {
+        outcome: 'limited',
+        decided: true,
+        allowed: false,
+        degraded: false,
+        binding,
+        limits: [binding],
+        retryAfterMs: waitMs,
+      };
     }
     return undefined;
   }

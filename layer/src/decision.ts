@@ -20,6 +20,7 @@ export interface LimitStatus {
 /** Every limit admitted; all were debited. */
 export interface Allowed {
   readonly outcome: 'allowed';
+  readonly decided: true;
   readonly allowed: true;
   readonly degraded: false;
   /** The limit closest to refusing (least remaining). */
@@ -31,6 +32,7 @@ export interface Allowed {
 /** At least one limit refused; nothing was debited. */
 export interface Limited {
   readonly outcome: 'limited';
+  readonly decided: true;
   readonly allowed: false;
   readonly degraded: false;
   /** The refusing limit with the longest wait. */
@@ -47,8 +49,21 @@ export interface Limited {
  */
 export type DegradedReason = 'timeout' | 'unavailable' | 'out-of-memory' | 'redis-error' | 'misconfigured';
 
+/**
+ * Redis could not carry out an operation, and why: the one shape every
+ * `Limiter` operation answers then (a check's `Degraded` is one, with what the
+ * failure mode decided).
+ */
+export interface Undecided {
+  readonly decided: false;
+  readonly reason: DegradedReason;
+}
+
+/** What a `Limiter` operation other than a check answers: its result when Redis carried it out, or why not. */
+export type Answer<T extends object = object> = ({ readonly decided: true } & T) | Undecided;
+
 /** Redis could not decide; the policy's failure mode did. */
-export interface Degraded {
+export interface Degraded extends Undecided {
   readonly outcome: 'degraded';
   /** `true` for fail-open, `false` for fail-closed. */
   readonly allowed: boolean;
@@ -66,6 +81,7 @@ export function degradedBy(failureMode: FailureMode, reason: DegradedReason, ret
   const allowed = failureMode === 'open';
   return {
     outcome: 'degraded',
+    decided: false,
     allowed,
     degraded: true,
     failureMode,

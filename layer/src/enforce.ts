@@ -103,14 +103,7 @@ export async function enforce(
   try {
     if (!Array.isArray(requests) || requests.length === 0)
       throw new MisconfiguredCheckError('a check takes 1 to 16 limits');
-    const resolved = limiter.resolve(requests, options);
-    const enforced: ResolvedLimit[] = [];
-    const shadow: ResolvedLimit[] = [];
-    for (const limit of resolved) (limit.policy.shadow ? shadow : enforced).push(limit);
-    [decision, shadowDecision] = await Promise.all([
-      enforced.length > 0 ? limiter.decide(enforced) : undefined,
-      shadow.length > 0 ? limiter.decide(shadow) : undefined,
-    ]);
+    ({ enforced: decision, shadow: shadowDecision } = await limiter.checkWithShadow(requests, options));
   } catch (error) {
     if (!(error instanceof MisconfiguredCheckError)) throw error;
     return misconfiguredVerdict(limiter, requests, error, options, started);

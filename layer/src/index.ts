@@ -10,12 +10,14 @@ export { AWS_CLIENT_OPTIONS } from './aws-clients.ts';
 export { classify, DeadlineGuard, type Guarded, type GuardedConnection } from './deadline.ts';
 export {
   type Allowed,
+  type Answer,
   type Decision,
   type Degraded,
   type DegradedReason,
   degradedBy,
   type Limited,
   type LimitStatus,
+  type Undecided,
 } from './decision.ts';
 export { type Duration, parseDuration, parseDurationUs, toMs, toUs } from './duration.ts';
 export {
@@ -53,11 +55,22 @@ export type {
   LimiterOptions,
   PolicyResolver,
   RateChange,
-  RateChangeOutcome,
+  RateOutcome,
   RecordFailureOutcome,
   SettleOutcome,
+  ShadowedDecisions,
 } from './limiter.ts';
 export type { ResolvedLimit, SettleResult } from './lua-contract.ts';
+export {
+  defaultParameter,
+  folderPrefix,
+  LOCAL_PARAMETER_PATH,
+  overrideParameter,
+  PARAMETER_FOLDERS,
+  parameterPath,
+  secretParameter,
+  secretsFolder,
+} from './parameters.ts';
 export {
   type CompiledFailureBackoff,
   type CompiledPolicy,
@@ -72,6 +85,7 @@ export {
   type SlidingWindowPolicy,
   type TokenBucketPolicy,
 } from './policy.ts';
+export { guardedRedis, RedisAccess } from './redis-access.ts';
 export {
   authenticateFromSecret,
   fileSecretReader,

@@ -1,7 +1,14 @@
 import * as v from 'valibot';
 import { BlockCache } from './block-cache.ts';
-import { type DeadlineGuard, DeadlineGuard as Guard, type Guarded } from './deadline.ts';
-import { type Decision, type Degraded, type DegradedReason, degradedBy, type LimitStatus } from './decision.ts';
+import type { Guarded } from './deadline.ts';
+import {
+  type Answer,
+  type Decision,
+  type Degraded,
+  type DegradedReason,
+  degradedBy,
+  type LimitStatus,
+} from './decision.ts';
 import { InvalidCheckError, MisconfiguredCheckError } from './errors.ts';
 import { combinedFailureMode, DEFAULT_FAILURE_MODE, type FailureMode } from './failure-mode.ts';
 import { assertKeyPart, counterKey } from './keys.ts';
@@ -22,7 +29,7 @@ import {
   settleCall,
 } from './lua-contract.ts';
 import { type CompiledPolicy, type CompiledTokenBucket, POLICY_BOUNDS, type Strategy } from './policy.ts';
-import { ioredisConnection } from './redis-connection.ts';
+import { DEFAULT_MAX_ABANDONED_COMMANDS, guardedRedis, type RedisAccess } from './redis-access.ts';
 import { type RedisClient, runScript } from './run-script.ts';
 import type { ScriptSet } from './scripts.ts';
 
@@ -69,14 +76,14 @@ export interface LimiterOptions {
   readonly onDegraded?: (event: DegradedEvent) => void;
   /**
    * Commands left unanswered past their deadline before the connection is
-   * reset (a stalled server must not make them pile up). @default 1000
+   * reset (a stalled server must not make them pile up). The first user of a
+   * client sets it for all (see redis-access.ts). @default 1000
    */
   readonly maxAbandonedCommands?: number;
 }
 
-export type RecordFailureOutcome =
-  | { readonly recorded: true; readonly nextWaitMs: number }
-  | { readonly recorded: false; readonly reason: DegradedReason };
+/** A recorded failure: the wait the next attempt will face. */
+export type RecordFailureOutcome = Answer<{ readonly nextWaitMs: number }>;
 
 /** A runtime rate change: exactly one of these shapes (anything else is an InvalidCheckError). */
 export type RateChange =
@@ -86,14 +93,17 @@ export type RateChange =
   /** `steps` multiplications by the policy's `decreaseFactor` at once (1 to 100). @default 1 */
   | { readonly decrease: true; readonly steps?: number; readonly pauseMs?: number };
 
-export type RateChangeOutcome =
-  | { readonly changed: true; readonly ratePerSecond: number }
-  | { readonly changed: false; readonly reason: DegradedReason };
+/** The refill rate in force after a change (or a read), tokens per second. */
+export type RateOutcome = Answer<{ readonly ratePerSecond: number }>;
 
-/** What a settle did (see lua/settle.lua), and where the budget stands; or why Redis could not tell. */
-export type SettleOutcome =
-  | { readonly settled: true; readonly result: SettleResult; readonly status: LimitStatus }
-  | { readonly settled: false; readonly reason: DegradedReason };
+/** What a settle did (see lua/settle.lua), and where the budget stands. */
+export type SettleOutcome = Answer<{ readonly result: SettleResult; readonly status: LimitStatus }>;
+
+/** The enforced and the shadow decision of a check whose policies may be in shadow (either absent when it has none). */
+export interface ShadowedDecisions {
+  readonly enforced: Decision | undefined;
+  readonly shadow: Decision | undefined;
+}
 
 /** How the scripts learn the time: production reads Redis `TIME` and passes nothing. */
 export interface LimiterInternals {
@@ -101,7 +111,7 @@ export interface LimiterInternals {
   readonly timeArgs: () => readonly string[];
 }
 
-const DEFAULTS = { degradedRetryAfterMs: 1000, maxAbandonedCommands: 1000 } as const;
+const DEFAULTS = { degradedRetryAfterMs: 1000, maxAbandonedCommands: DEFAULT_MAX_ABANDONED_COMMANDS } as const;
 const MAX_LIMITS_PER_CHECK = 16;
 
 const rateChangeSchema = v.union([
@@ -145,7 +155,7 @@ export class Limiter {
   readonly #timeArgs: () => readonly string[];
   readonly #degradedRetryAfterMs: number;
   readonly #onDegraded: (event: DegradedEvent) => void;
-  readonly #guard: DeadlineGuard;
+  readonly #access: RedisAccess;
   readonly #blocks = new BlockCache();
   readonly #reportedMisconfigurations = new Set<string>();
 
@@ -157,7 +167,7 @@ export class Limiter {
     this.#timeArgs = internals.timeArgs;
     this.#degradedRetryAfterMs = settings.degradedRetryAfterMs;
     this.#onDegraded = settings.onDegraded ?? logDegraded;
-    this.#guard = new Guard(ioredisConnection(settings.redis), settings.maxAbandonedCommands);
+    this.#access = guardedRedis(settings.redis, settings.maxAbandonedCommands);
   }
 
   /** Checks one limit and debits it when admitted. */
@@ -172,12 +182,28 @@ export class Limiter {
    * the check names its scope.
    */
   async checkAll(requests: readonly CheckRequest[], options?: CheckOptions): Promise<Decision> {
-    return this.decide(this.resolve(requests, options), true);
+    return this.#decide(this.#resolve(requests, options), true);
   }
 
   /** The decision a check would get now, without debiting anything; each `remaining` is what is left now. */
   async peek(requests: readonly CheckRequest[], options?: CheckOptions): Promise<Decision> {
-    return this.decide(this.resolve(requests, options), false);
+    return this.#decide(this.#resolve(requests, options), false);
+  }
+
+  /**
+   * Decides a request whose policies may be in shadow (being rolled out): the
+   * enforced ones in one all-or-nothing check, the shadow ones in a second
+   * that can never refuse or block the first. Throws like `checkAll`.
+   */
+  async checkWithShadow(requests: readonly CheckRequest[], options?: CheckOptions): Promise<ShadowedDecisions> {
+    const enforced: ResolvedLimit[] = [];
+    const shadow: ResolvedLimit[] = [];
+    for (const limit of this.#resolve(requests, options)) (limit.policy.shadow ? shadow : enforced).push(limit);
+    const [enforcedDecision, shadowDecision] = await Promise.all([
+      enforced.length > 0 ? this.#decide(enforced, true) : undefined,
+      shadow.length > 0 ? this.#decide(shadow, true) : undefined,
+    ]);
+    return { enforced: enforcedDecision, shadow: shadowDecision };
   }
 
   /**
@@ -186,7 +212,7 @@ export class Limiter {
    * MisconfiguredCheckError for what the code got wrong (unknown policy, no
    * scope for a grouped policy).
    */
-  resolve(requests: readonly CheckRequest[], options: CheckOptions = {}): ResolvedLimit[] {
+  #resolve(requests: readonly CheckRequest[], options: CheckOptions = {}): ResolvedLimit[] {
     if (!Array.isArray(requests)) throw new MisconfiguredCheckError('a check takes a list of limits');
     if (options.scope !== undefined) assertKeyPart(options.scope, 'scope');
     return requests.map((request) => {
@@ -207,7 +233,7 @@ export class Limiter {
    * `debit` is set. Throws MisconfiguredCheckError when they cannot be decided
    * together (none, too many, different groups, one counter twice).
    */
-  async decide(limits: readonly ResolvedLimit[], debit = true): Promise<Decision> {
+  async #decide(limits: readonly ResolvedLimit[], debit: boolean): Promise<Decision> {
     if (limits.length === 0 || limits.length > MAX_LIMITS_PER_CHECK) {
       throw new MisconfiguredCheckError(`a check takes 1 to ${MAX_LIMITS_PER_CHECK} limits`);
     }
@@ -228,15 +254,15 @@ export class Limiter {
     const policy = this.#policy(policyName, key, 'failureBackoff');
     const call = recordFailureCall(policy, counterKey(policy, key, options.scope));
     const result = await this.#run('recordFailure', [policy], call, parseRecordFailureReply);
-    return result.ok ? { recorded: true, nextWaitMs: result.reply } : { recorded: false, reason: result.reason };
+    return result.ok ? { decided: true, nextWaitMs: result.reply } : { decided: false, reason: result.reason };
   }
 
   /** Forgets the failures of a key (after a success). */
-  async clearFailures(policyName: string, key: string, options: CheckOptions = {}): Promise<boolean> {
+  async clearFailures(policyName: string, key: string, options: CheckOptions = {}): Promise<Answer> {
     const policy = this.#policy(policyName, key, 'failureBackoff');
     const counter = counterKey(policy, key, options.scope);
     const result = await this.#within('clearFailures', [policy], () => this.#redis.del(counter));
-    return result.ok;
+    return result.ok ? { decided: true } : { decided: false, reason: result.reason };
   }
 
   /**
@@ -250,12 +276,12 @@ export class Limiter {
     key: string,
     change: RateChange,
     options: CheckOptions = {},
-  ): Promise<RateChangeOutcome> {
+  ): Promise<RateOutcome> {
     const policy = this.#policy(policyName, key, 'tokenBucket');
     if (!policy.adaptive) throw new MisconfiguredCheckError(`policy "${policyName}" has no adaptive rate`);
     const call = setRateCall(policy, counterKey(policy, key, options.scope), commandOf(change));
     const result = await this.#run('changeRate', [policy], call, parseRateReply);
-    return result.ok ? { changed: true, ratePerSecond: result.reply } : { changed: false, reason: result.reason };
+    return result.ok ? { decided: true, ratePerSecond: result.reply } : { decided: false, reason: result.reason };
   }
 
   /**
@@ -312,16 +338,16 @@ export class Limiter {
     }
     const call = settleCall(policy, counterKey(policy, key, options.scope), id, actualUnits);
     const result = await this.#run('settle', [policy], call, (reply) => parseSettleReply(policy, reply));
-    return result.ok ? { settled: true, ...result.reply } : { settled: false, reason: result.reason };
+    return result.ok ? { decided: true, ...result.reply } : { decided: false, reason: result.reason };
   }
 
-  /** The refill rate in force for a key (its runtime rate, or the policy's once lapsed), or undefined when Redis cannot tell. */
-  async currentRate(policyName: string, key: string, options: CheckOptions = {}): Promise<number | undefined> {
+  /** The refill rate in force for a key (its runtime rate, or the policy's once lapsed). */
+  async currentRate(policyName: string, key: string, options: CheckOptions = {}): Promise<RateOutcome> {
     const policy = this.#policy(policyName, key, 'tokenBucket');
-    if (!policy.adaptive) return policy.ratePerSecond;
+    if (!policy.adaptive) return { decided: true, ratePerSecond: policy.ratePerSecond };
     const call = setRateCall(policy, counterKey(policy, key, options.scope), { kind: 'get' });
     const result = await this.#run('currentRate', [policy], call, parseRateReply);
-    return result.ok ? result.reply : undefined;
+    return result.ok ? { decided: true, ratePerSecond: result.reply } : { decided: false, reason: result.reason };
   }
 
   /**
@@ -397,7 +423,7 @@ export class Limiter {
     work: () => Promise<T>,
   ): Promise<Guarded<T>> {
     const budgetMs = Math.min(...policies.map((p) => p.timeBudgetMs));
-    const result = await this.#guard.within(budgetMs, work);
+    const result = await this.#access.within(budgetMs, work);
     if (!result.ok) {
       this.#onDegraded({
         operation,

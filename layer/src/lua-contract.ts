@@ -138,9 +138,18 @@ export function parseReserveReply(policy: CompiledTokenBucket, reply: unknown): 
   const status = budgetStatus(policy, remaining as number, resetUs as number, retryUs);
   const shown = { ...status, remaining: Math.max(0, status.remaining) };
   if (code === 1)
-    return { outcome: 'allowed', allowed: true, degraded: false, binding: shown, limits: [shown], retryAfterMs: 0 };
+    return {
+      outcome: 'allowed',
+      decided: true,
+      allowed: true,
+      degraded: false,
+      binding: shown,
+      limits: [shown],
+      retryAfterMs: 0,
+    };
   return {
     outcome: 'limited',
+    decided: true,
     allowed: false,
     degraded: false,
     binding: shown,
@@ -205,10 +214,18 @@ export function parseCheckReply(policies: readonly CompiledPolicy[], reply: unkn
   }));
   if (n[0] === 1) {
     const binding = limits.reduce((a, b) => (b.remaining < a.remaining ? b : a));
-    return { outcome: 'allowed', allowed: true, degraded: false, binding, limits, retryAfterMs: 0 };
+    return { outcome: 'allowed', decided: true, allowed: true, degraded: false, binding, limits, retryAfterMs: 0 };
   }
   const binding = limits[(n[1] as number) - 1] as LimitStatus;
-  return { outcome: 'limited', allowed: false, degraded: false, binding, limits, retryAfterMs: usToMs(n[2] as number) };
+  return {
+    outcome: 'limited',
+    decided: true,
+    allowed: false,
+    degraded: false,
+    binding,
+    limits,
+    retryAfterMs: usToMs(n[2] as number),
+  };
 }
 
 /** record_failure's reply: the next wait in µs, as ms. */

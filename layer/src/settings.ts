@@ -1,4 +1,5 @@
 import { InvalidSettingError } from './errors.ts';
+import { LOCAL_PARAMETER_PATH } from './parameters.ts';
 import type { RedisSettings } from './redis-connection.ts';
 
 /**
@@ -36,7 +37,7 @@ export interface LayerSettings {
 }
 
 export const DEFAULT_REDIS_URL = 'redis://127.0.0.1:6379';
-export const DEFAULT_PARAMETER_PATH = '/ratelimit/local';
+export const DEFAULT_PARAMETER_PATH = LOCAL_PARAMETER_PATH;
 const DEFAULT_CONFIG_TTL_SECONDS = 60;
 
 /** Secrets Manager's SecretId: a name or an ARN, these characters only. */

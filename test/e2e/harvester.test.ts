@@ -147,6 +147,48 @@ describe('The harvester with Redis stopped', () => {
   });
 });
 
+describe('The harvester with Redis stalled (SIGSTOP)', () => {
+  let redis: RedisProcess;
+  before(async () => {
+    redis = await startRedis();
+  });
+  after(() => redis.stop());
+
+  it('keeps the local pace on every Redis access (check, cursor, claim) and stops on time', async () => {
+    const site = 'stalled';
+    source.setCapacity(site, 1000);
+    const seconds = 4;
+    const started = Date.now();
+    const running = runWorkers({ count: 2, source: source.url, site, seconds, redisUrl: redis.url });
+    while (source.stats(site).served < 3) await new Promise((resolve) => setImmediate(resolve));
+    const stalledAt = source.stats(site).log.at(-1)?.[0] as number;
+    // The port stays open and takes commands, but nothing answers: no error ever comes back.
+    redis.pause();
+    let reports: Awaited<typeof running> | 'hung';
+    try {
+      reports = await Promise.race([
+        running,
+        new Promise<'hung'>((resolve) => setTimeout(() => resolve('hung'), (seconds + 10) * 1000).unref()),
+      ]);
+    } finally {
+      redis.resume();
+    }
+    assert.notEqual(reports, 'hung', 'every worker returned');
+    const took = Date.now() - started;
+    assert.ok(took < (seconds + 5) * 1000, `the workers stopped on time: ${took} ms for --seconds ${seconds}`);
+    const afterStall = source.stats(site).log.filter(([t]) => t > stalledAt + 500);
+    assert.ok(afterStall.length >= 2, `pages still fetched: ${afterStall.length}`);
+    assert.ok(
+      afterStall.length <= 2 * 1 * seconds + 2,
+      `at about 1 request per second per worker: ${afterStall.length}`,
+    );
+    assert.ok(
+      (reports as Awaited<typeof running>).every((r) => r.stats.local > 0),
+      'each worker counted its local turns',
+    );
+  });
+});
+
 describe('A harvester worker process', () => {
   it('stops at SIGTERM, well before its --seconds, and reports what it did', async () => {
     const { spawn } = await import('node:child_process');

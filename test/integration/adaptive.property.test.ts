@@ -122,7 +122,7 @@ for (const target of targets) {
             if (s.op === 'advance') clock.nowUs += s.us;
             else if (s.op === 'change') {
               const outcome = await limiter.changeRate('aimd', key, s.change);
-              assert.ok(outcome.changed);
+              assert.ok(outcome.decided);
               assert.ok(outcome.ratePerSecond >= minRate && outcome.ratePerSecond <= maxRate);
               runtimeUntil = clock.nowUs + keepUs;
               if ('pauseMs' in s.change && s.change.pauseMs)

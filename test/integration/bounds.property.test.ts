@@ -89,7 +89,7 @@ for (const target of targets) {
             assert.notEqual(decision.outcome, 'degraded');
           }
           if (policy.strategy === 'failureBackoff') {
-            for (let i = 0; i < 3; i++) assert.ok((await limiter.recordFailure('edge', key)).recorded);
+            for (let i = 0; i < 3; i++) assert.ok((await limiter.recordFailure('edge', key)).decided);
             assert.notEqual((await limiter.check({ policy: 'edge', key })).outcome, 'degraded');
           }
           if (policy.strategy === 'tokenBucket' && policy.adaptive) {
@@ -100,7 +100,7 @@ for (const target of targets) {
               { set: policy.adaptive.maxRate },
               { increase: true as const },
             ]) {
-              assert.ok((await limiter.changeRate('edge', key, change)).changed);
+              assert.ok((await limiter.changeRate('edge', key, change)).decided);
               assert.notEqual((await limiter.check({ policy: 'edge', key, cost: policy.maxCost })).outcome, 'degraded');
             }
             clock.nowUs += policy.adaptive.keepUs; // lapse

@@ -38,13 +38,13 @@ for (const target of targets) {
       assert.equal(freed.binding.remaining, 0);
       // the crashed caller comes back and settles: its actual cost is debited now, once
       const late = await limiter.settle('llm', tenant, 'crashed', 30);
-      assert.ok(late.settled && late.result === 'late');
+      assert.ok(late.decided && late.result === 'late');
       assert.equal(late.status.remaining, -30, 'owed: later reservations wait until it is paid back');
       const again = await limiter.settle('llm', tenant, 'crashed', 30);
-      assert.ok(again.settled && again.result === 'duplicate' && again.status.remaining === -30);
+      assert.ok(again.decided && again.result === 'duplicate' && again.status.remaining === -30);
       // settling the full hold at a lower cost refunds the difference
       const refund = await limiter.settle('llm', tenant, 'after', 40);
-      assert.ok(refund.settled && refund.result === 'settled' && refund.status.remaining === 30);
+      assert.ok(refund.decided && refund.result === 'settled' && refund.status.remaining === 30);
       // waiting exactly the retry-after admits, while owing
       const wait = await limiter.reserve('llm', tenant, 50, { id: 'waits' });
       assert.ok(wait.outcome === 'limited' && wait.retryAfterMs === 2000);
@@ -52,7 +52,7 @@ for (const target of targets) {
       assert.equal((await limiter.reserve('llm', tenant, 50, { id: 'waits' })).outcome, 'limited');
       clock.nowUs += 1_000;
       assert.equal((await limiter.reserve('llm', tenant, 50, { id: 'waits' })).outcome, 'allowed');
-      assert.equal((await limiter.settle('llm', tenant, 'never-reserved', 5)).settled && 'unknown', 'unknown');
+      assert.equal((await limiter.settle('llm', tenant, 'never-reserved', 5)).decided && 'unknown', 'unknown');
     });
 
     it('never hold more than the budget under 8 processes, and spend exactly the actual costs', async (t) => {
@@ -87,7 +87,7 @@ for (const target of targets) {
       // settling an unknown id changes nothing, and tells where the budget stands
       const real = createLimiter({ redis, policies: staticPolicies(compilePolicies(catalogue)) });
       const after = await real.settle('llm-budget', tenant, 'probe-unknown', 0);
-      assert.ok(after.settled && after.result === 'unknown');
+      assert.ok(after.decided && after.result === 'unknown');
       assert.equal(after.status.remaining, 5000 - actual, 'spent exactly the sum of the actual costs');
     });
   });

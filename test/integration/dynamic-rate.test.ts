@@ -49,7 +49,7 @@ for (const target of targets) {
       const afterChange = await worker.check({ policy: 'harvest', key });
       assert.equal(afterChange.outcome, 'limited');
       assert.equal(afterChange.retryAfterMs, 100); // still empty, now refilling 10 per second
-      assert.equal(await worker.currentRate('harvest', key), 10);
+      assert.deepEqual(await worker.currentRate('harvest', key), { decided: true, ratePerSecond: 10 });
     });
 
     it('step up additively and down multiplicatively, within the policy bounds', async () => {
@@ -57,7 +57,7 @@ for (const target of targets) {
       const rates = [];
       for (const change of [{ increase: true }, { increase: true }, { decrease: true }, { decrease: true }] as const) {
         const outcome = await operator.changeRate('harvest', key, change);
-        rates.push(outcome.changed ? outcome.ratePerSecond : Number.NaN);
+        rates.push(outcome.decided ? outcome.ratePerSecond : Number.NaN);
       }
       assert.deepEqual(rates, [2, 3, 1.5, 0.75]);
       assert.deepEqual(await operator.changeRate('harvest', key, { decrease: true }), {
@@ -134,7 +134,7 @@ for (const target of targets) {
       // Act: the minute passes; 3 tokens came back at 0.05/s
       clock.nowUs += 60_000_000;
       // Assess: the policy rate again, with those 3 tokens, and the rest refilling at 2/s
-      assert.equal(await worker.currentRate('lapsing', key), 2);
+      assert.deepEqual(await worker.currentRate('lapsing', key), { decided: true, ratePerSecond: 2 });
       const peek = await worker.peek([{ policy: 'lapsing', key }]);
       assert.ok(peek.outcome === 'allowed' && peek.binding.remaining === 3, JSON.stringify(peek));
       const four = await worker.check({ policy: 'lapsing', key, cost: 4 });
@@ -164,7 +164,7 @@ for (const target of targets) {
       // Act: the rate lapses inside the pause
       clock.nowUs += 60_000_000;
       // Assess: the pause ends when it said (4 minutes on), with the bucket then refilling at 2/s
-      assert.equal(await worker.currentRate('lapsing', key), 2);
+      assert.deepEqual(await worker.currentRate('lapsing', key), { decided: true, ratePerSecond: 2 });
       const paused = await worker.check({ policy: 'lapsing', key });
       assert.ok(paused.outcome === 'limited' && paused.retryAfterMs === 240_000, JSON.stringify(paused));
       clock.nowUs += 240_000_000;
@@ -199,7 +199,7 @@ for (const target of targets) {
           JSON.stringify(change),
         );
       }
-      assert.equal(await operator.currentRate('harvest', key), 1);
+      assert.deepEqual(await operator.currentRate('harvest', key), { decided: true, ratePerSecond: 1 });
       const admin = target.admin();
       await connected(admin);
       assert.equal(await admin.exists(rateKey(counterKey(adaptive, key))), 0, 'nothing written');

@@ -37,7 +37,7 @@ for (const target of targets) {
       const waits = [];
       for (let i = 0; i < 7; i++) {
         const outcome = await limiter.recordFailure('login-account', account);
-        assert.ok(outcome.recorded);
+        assert.ok(outcome.decided);
         waits.push(outcome.nextWaitMs);
         const blocked = await attempt();
         assert.equal(blocked.outcome, outcome.nextWaitMs > 0 ? 'limited' : 'allowed');

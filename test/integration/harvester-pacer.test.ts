@@ -26,25 +26,29 @@ describe('Class: AdaptivePacer', () => {
     const limiter = createLimiter({ redis, policies });
     const pacer = new AdaptivePacer({ limiter, once: new AcceptedOnce(redis), sleep: async () => {} });
     const scope = `aimd-${process.pid}-${Date.now()}`;
-    const base = (await limiter.currentRate(HARVESTER_POLICY, scope)) as number;
+    const rate = async () => {
+      const answer = await limiter.currentRate(HARVESTER_POLICY, scope);
+      return answer.decided ? answer.ratePerSecond : undefined;
+    };
+    const base = (await rate()) as number;
     assert.equal(base, 2, 'the policy rate: 2 per second');
     const { increaseBy, decreaseFactor, slowStartSteps } = shipped.adaptive;
     const close = (actual: number | undefined, expected: number) =>
       assert.ok(Math.abs((actual as number) - expected) < 1e-9, `${actual} ≈ ${expected}`);
     for (let i = 0; i < 4; i++) await pacer.answered(scope, { kind: 'page', body: '{}' });
     const started = base + 4 * slowStartSteps * increaseBy;
-    close(await limiter.currentRate(HARVESTER_POLICY, scope), started);
+    close(await rate(), started);
     await pacer.answered(scope, { kind: 'throttled', status: 429, retryAfterMs: 2000 });
     await pacer.answered(scope, { kind: 'throttled', status: 429, retryAfterMs: 2000 });
     await pacer.answered(scope, { kind: 'throttled', status: 503, retryAfterMs: undefined });
     // The throttle that ends the slow start halves the rate: ⌈log 0.5 / log decreaseFactor⌉ decreases at once.
     const halving = decreaseFactor ** Math.ceil(Math.log(0.5) / Math.log(decreaseFactor));
-    close(await limiter.currentRate(HARVESTER_POLICY, scope), started * halving);
+    close(await rate(), started * halving);
     const decision = await limiter.check({ policy: HARVESTER_POLICY, key: scope });
     assert.equal(decision.outcome, 'limited', 'the pause holds every worker');
     assert.ok(decision.retryAfterMs > 1500 && decision.retryAfterMs <= 2000, `${decision.retryAfterMs} ms`);
     await pacer.answered(scope, { kind: 'page', body: '{}' });
-    close(await limiter.currentRate(HARVESTER_POLICY, scope), started * halving + increaseBy);
+    close(await rate(), started * halving + increaseBy);
     assert.deepEqual(
       { increases: pacer.stats.increases, decreases: pacer.stats.decreases },
       { increases: 5, decreases: 1 },

@@ -20,7 +20,7 @@ before(async () => {
 after(() => redis.stop());
 
 describe('A durable Redis restarted under load', () => {
-  it('decides checks again within 100 ms of Redis answering, and degrades by failure mode while it loads', async (t) => {
+  it('decides checks again within 250 ms of Redis answering (the old setting took ~630 ms; a quiet run ~2 ms), and degrades by failure mode while it loads', async (t) => {
     const client: RedisClient = createRedisClient({ url: redis.url });
     try {
       await connected(client);
@@ -81,7 +81,7 @@ describe('A durable Redis restarted under load', () => {
       t.diagnostic(
         `restart: Redis answered ${Math.round(readyAt - restartedAt)} ms after the stop (loading ${FILLER_KEYS} keys); first decided check ${gapMs.toFixed(1)} ms after; ${degraded.length} of ${during.length} checks degraded meanwhile`,
       );
-      assert.ok(gapMs < 100, `first decided check ${gapMs.toFixed(1)} ms after Redis answered`);
+      assert.ok(gapMs < 250, `first decided check ${gapMs.toFixed(1)} ms after Redis answered`);
       assert.ok(degraded.length > 0, 'checks were made while Redis was away');
       for (const { policy, decision } of degraded) {
         assert.equal(decision.allowed, policy === 'open', `${policy} decides by its failure mode`);

@@ -43,7 +43,7 @@ async function settleAll(held: { id: string; units: number }[]): Promise<number>
   for (const [i, hold] of held.entries()) {
     const units = Math.round((hold.units * (i % 3)) / 2); // under, exactly at, and over the estimate
     const outcome = await limiter.settle('llm-budget', input.tenant, hold.id, units);
-    if (!outcome.settled || outcome.result !== 'settled')
+    if (!outcome.decided || outcome.result !== 'settled')
       throw new Error(`settle ${hold.id}: ${JSON.stringify(outcome)}`);
     actual += units;
   }

@@ -23,7 +23,15 @@ function refused(retryAfterMs: number): Limited {
     resetAfterMs: 8000,
     windowSeconds: 10,
   };
-  return { outcome: 'limited', allowed: false, degraded: false, binding: status, limits: [status], retryAfterMs };
+  return {
+    outcome: 'limited',
+    decided: true,
+    allowed: false,
+    degraded: false,
+    binding: status,
+    limits: [status],
+    retryAfterMs,
+  };
 }
 
 describe('Class: BlockCache', () => {

@@ -20,6 +20,7 @@ function verdict(outcome: Verdict['outcome'], remaining: number, policy = 'api-k
     retryAfterMs: 0,
     decision: {
       outcome: 'allowed',
+      decided: true,
       allowed: true,
       degraded: false,
       binding: status,

@@ -1,6 +1,7 @@
 import { InvalidPolicyError } from '../errors.ts';
 import { assertKeyPart } from '../keys.ts';
 import type { PolicyResolver } from '../limiter.ts';
+import { folderPrefix } from '../parameters.ts';
 import { type CompiledPolicy, compilePolicy } from '../policy.ts';
 import type { ParameterSource } from './parameter-source.ts';
 
@@ -209,9 +210,9 @@ export class PolicyStore implements PolicyResolver {
   }
 
   #apply(parameters: Record<string, string>): void {
-    const defaults = `${this.#prefix}/defaults/`;
-    const overrides = `${this.#prefix}/overrides/`;
-    const secrets = `${this.#prefix}/secrets/`;
+    const defaults = folderPrefix(this.#prefix, 'defaults');
+    const overrides = folderPrefix(this.#prefix, 'overrides');
+    const secrets = folderPrefix(this.#prefix, 'secrets');
     const baseConfigs = new Map<string, unknown>(Object.entries(this.#defaults));
     const layers = new Map<string, PolicyLayers>();
     const layersOf = (policy: string): PolicyLayers => {

@@ -1,0 +1,48 @@
+import { DeadlineGuard, type Guarded } from './deadline.ts';
+import { ioredisConnection } from './redis-connection.ts';
+import type { RedisClient } from './run-script.ts';
+
+/**
+ * The one way the platform reaches Redis: every operation (a check, a
+ * webhook's once-only claim, a harvester's page cursor) runs under the
+ * deadline guard of its connection, so a stalled or dead Redis answers "could
+ * not decide" by the operation's budget instead of hanging its caller. The
+ * budget is the command timeout, per operation (ioredis' own `commandTimeout`
+ * would add a timer to every command; the guard has one per operation).
+ * One guard per client: commands abandoned at their deadline are counted per
+ * connection, whoever sent them.
+ */
+export class RedisAccess {
+  readonly client: RedisClient;
+  readonly #guard: DeadlineGuard;
+
+  constructor(client: RedisClient, maxAbandonedCommands: number) {
+    this.client = client;
+    this.#guard = new DeadlineGuard(ioredisConnection(client), maxAbandonedCommands);
+  }
+
+  /** Commands abandoned at their deadline and not yet answered. */
+  get abandoned(): number {
+    return this.#guard.abandoned;
+  }
+
+  /** `work` on the client, answered by `budgetMs` at the latest: its reply, or why there is none. */
+  within<T>(budgetMs: number, work: (client: RedisClient) => Promise<T>): Promise<Guarded<T>> {
+    return this.#guard.within(budgetMs, () => work(this.client));
+  }
+}
+
+/** Commands left unanswered past their deadline before the connection is reset. */
+export const DEFAULT_MAX_ABANDONED_COMMANDS = 1000;
+
+const accesses = new WeakMap<RedisClient, RedisAccess>();
+
+/** The guarded access of a client: the same one for every caller of that client. */
+export function guardedRedis(client: RedisClient, maxAbandonedCommands = DEFAULT_MAX_ABANDONED_COMMANDS): RedisAccess {
+  let access = accesses.get(client);
+  if (!access) {
+    access = new RedisAccess(client, maxAbandonedCommands);
+    accesses.set(client, access);
+  }
+  return access;
+}
