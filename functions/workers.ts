@@ -4,6 +4,7 @@
  * data, like the route table.
  */
 
+import type { PolicyName } from '../config/catalogue.ts';
 import type { SecretName } from '../config/secrets.ts';
 
 /** A function invoked on a schedule (EventBridge in AWS). */
@@ -14,7 +15,7 @@ export interface ScheduledWorker {
   /** How often a run starts; runs may overlap, they share the cursor and the pace. */
   readonly everyMinutes: number;
   /** The policies it checks (and publishes metrics for: the deployed alarms watch them). */
-  readonly policies: readonly string[];
+  readonly policies: readonly PolicyName[];
   /** Runs at once at most (reserved concurrency; see Route.reservedConcurrency). */
   readonly reservedConcurrency: number;
   /** The secrets it reads (config/secrets.ts): it is granted their folder and no other. */
@@ -27,7 +28,7 @@ export interface LongRunningService {
   /** The entry module, relative to functions/; it runs until SIGTERM. */
   readonly entry: string;
   /** The policies it checks (and publishes metrics for: the deployed alarms watch them). */
-  readonly policies: readonly string[];
+  readonly policies: readonly PolicyName[];
   /** The secrets it reads (config/secrets.ts): it is granted their folder and no other. */
   readonly secrets: readonly SecretName[];
 }

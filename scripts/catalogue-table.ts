@@ -7,6 +7,7 @@
  */
 import { readFileSync, writeFileSync } from 'node:fs';
 import { compilePolicies, unitOf } from '@platform/rate-limit';
+import type { PolicyName } from '../config/catalogue.ts';
 import catalogue from '../config/policies.json' with { type: 'json' };
 import { checksOf, routes } from '../functions/routes.ts';
 import { scheduled, services } from '../functions/workers.ts';
@@ -16,9 +17,15 @@ const BEGIN = '<!-- catalogue:begin (npm run docs:catalogue) -->';
 const END = '<!-- catalogue:end -->';
 
 /** The consumers (route and worker ids) that check a policy, as the deployment derives them. */
-function checkedBy(policy: string): string[] {
+function checkedBy(policy: PolicyName): string[] {
   const ids = new Set<string>();
-  for (const route of routes) if (checksOf(route).flat().includes(policy)) ids.add(route.id);
+  for (const route of routes)
+    if (
+      checksOf(route)
+        .flat()
+        .includes(policy as PolicyName)
+    )
+      ids.add(route.id);
   for (const worker of [...scheduled, ...services]) if (worker.policies.includes(policy)) ids.add(worker.id);
   return [...ids];
 }
@@ -27,7 +34,7 @@ function checkedBy(policy: string): string[] {
 export function catalogueRows(): string[][] {
   return [...compilePolicies(catalogue)].map(([name, p]) => [
     `\`${name}\``,
-    checkedBy(name).join(', ') || '–',
+    checkedBy(name as PolicyName).join(', ') || '–',
     `${unitOf(p.strategy).title}${'adaptive' in p && p.adaptive ? ', adaptive' : ''}`,
     unitOf(p.strategy).describe(p.config),
     p.failureMode,

@@ -15,16 +15,16 @@ import {
   rateLimitHeaders,
   rateLimitRefusal,
 } from '@platform/rate-limit/middleware';
-import roles from '../../config/api-roles.json' with { type: 'json' };
+import type { Context } from 'aws-lambda';
+import { rolePolicy } from '../../config/api-roles.ts';
+import type { PolicyName } from '../../config/catalogue.ts';
 import { httpError } from '../shared/http.ts';
 import { platform } from '../shared/platform.ts';
 import { readConsumerSettings } from '../shared/settings.ts';
 import { FileKeyRegistry, type KeyOwner, type KeyRegistry, SsmKeyRegistry } from './registry.ts';
 
-const ROLE_POLICIES: Readonly<Record<string, string>> = roles;
-export const DEFAULT_POLICY = 'api-key';
 /** The per-IP window on unknown keys (key guessing). */
-const UNKNOWN_KEY_POLICY = 'api-unknown-key-ip';
+export const UNKNOWN_KEY_POLICY: PolicyName = 'api-unknown-key-ip';
 
 let registry: KeyRegistry | undefined;
 
@@ -41,10 +41,16 @@ function keyRegistry(): KeyRegistry {
   return registry;
 }
 
-export type Authorised = HttpEvent & { requestContext: { authorizer?: KeyOwner & { ratePolicy: string } } };
+/** The caller an API key names: its owner, its role, and the policy of that role. */
+export interface ApiCaller extends KeyOwner {
+  readonly ratePolicy: PolicyName;
+}
 
-/** Finds the key's owner and role before the rate limit; an unknown key never reaches it. */
-export const apiKeyAuth: MiddlewareObj<HttpEvent> = {
+/** The context of a handler behind `apiKeyAuth`: the caller is known. */
+export type AuthenticatedContext = Context & { readonly caller: ApiCaller };
+
+/** Finds the key's owner and role before the rate limit, and puts them on the context; an unknown key never reaches it. */
+export const apiKeyAuth: MiddlewareObj<HttpEvent, unknown, Error, AuthenticatedContext> = {
   before: async function apiKeyAuthBefore(request) {
     const apiKey = header(request.event, 'x-api-key')?.trim();
     if (!apiKey) throw httpError(401, 'missing_api_key', 'Send your API key in the x-api-key header.');
@@ -77,13 +83,6 @@ export const apiKeyAuth: MiddlewareObj<HttpEvent> = {
       if (verdict.outcome === 'limited') throw rateLimitRefusal(verdict);
       throw httpError(401, 'unknown_api_key', 'This API key is not known.', rateLimitHeaders(verdict.limits));
     }
-    const context = (request.event as Partial<Authorised>).requestContext;
-    if (typeof context !== 'object' || context === null) {
-      throw httpError(400, 'bad_request', 'not an API Gateway request (no request context)');
-    }
-    const ratePolicy = Object.hasOwn(ROLE_POLICIES, found.role)
-      ? (ROLE_POLICIES[found.role] as string)
-      : DEFAULT_POLICY;
-    context.authorizer = { ...found, ratePolicy };
+    (request.context as { caller: ApiCaller }).caller = { ...found, ratePolicy: rolePolicy(found.role) };
   },
 };

@@ -12,18 +12,17 @@
  */
 
 import { json, type RestEvent, routeHandler } from '../shared/http.ts';
-import { type Authorised, apiKeyAuth, DEFAULT_POLICY } from './auth.ts';
-import type { KeyOwner } from './registry.ts';
+import { type AuthenticatedContext, apiKeyAuth } from './auth.ts';
+import { route } from './route.ts';
 
 const ITEMS = [
   { id: 'item-1', name: 'First item' },
   { id: 'item-2', name: 'Second item' },
 ];
 
-export const handler = routeHandler(
-  'api',
-  async (event: RestEvent) => {
-    const caller = (event as unknown as Authorised).requestContext.authorizer as KeyOwner;
+export const handler = routeHandler<AuthenticatedContext>(
+  route,
+  async (event: RestEvent, { caller }) => {
     const resource = (event.pathParameters?.proxy ?? '').replace(/\/+$/, '');
     if (event.httpMethod === 'GET' && resource === 'whoami')
       return json(200, { owner: caller.owner, role: caller.role });
@@ -32,6 +31,6 @@ export const handler = routeHandler(
   },
   {
     before: [apiKeyAuth],
-    rolePolicy: (event) => (event as Authorised).requestContext.authorizer?.ratePolicy ?? DEFAULT_POLICY,
+    rolePolicy: (_event, { caller }) => caller.ratePolicy,
   },
 );

@@ -14,11 +14,13 @@
  * it never spins on Redis. When Redis cannot decide the policy fails open and
  * each worker goes on alone at `localRatePerSecond`, counted.
  */
+
 import { type Limiter, type RateLimitObserver, verdictFor } from '@platform/rate-limit';
+import type { PolicyName } from '../../config/catalogue.ts';
 import type { AcceptedOnce } from '../shared/once.ts';
 import type { SourceAnswer } from './source.ts';
 
-export const HARVESTER_POLICY = 'harvester-source';
+export const HARVESTER_POLICY: PolicyName = 'harvester-source';
 
 export interface PacerStats {
   /** Turns granted by the shared bucket. */

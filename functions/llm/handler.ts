@@ -22,12 +22,15 @@ import { type Decision, InvalidCheckError, type LimitStatus, verdictFor } from '
 import { rateLimitHeaders, rateLimitRefusal } from '@platform/rate-limit/middleware';
 import * as v from 'valibot';
 import models from '../../config/llm-models.json' with { type: 'json' };
-import { type Authorised, apiKeyAuth } from '../api/auth.ts';
+import { type AuthenticatedContext, apiKeyAuth } from '../api/auth.ts';
 import { httpError, json, parseBody, type RestEvent, routeHandler } from '../shared/http.ts';
 import { platform } from '../shared/platform.ts';
 import { estimatePromptTokens, FakeProvider, type LlmProvider } from './provider.ts';
 
-const BUDGET = 'llm-budget';
+import { route } from './route.ts';
+
+/** The tenant's cost budget, as the route declares it. */
+const [[BUDGET]] = route.inHandler;
 const MAX_PROMPT_CHARACTERS = 32 * 1024;
 
 /** A model's prices in micro-dollars per token (the budget's cost units), and its largest max_tokens. */
@@ -76,11 +79,11 @@ function budgetHeaders(status: LimitStatus): Record<string, string> {
   return rateLimitHeaders([{ ...status, remaining: Math.max(0, status.remaining) }]);
 }
 
-export const handler = routeHandler(
-  'llm',
-  async (event) => {
+export const handler = routeHandler<AuthenticatedContext>(
+  route,
+  async (event, { caller }) => {
     const { limiter, observer } = platform();
-    const tenant = ((event as unknown as Authorised).requestContext.authorizer as { owner: string }).owner;
+    const tenant = caller.owner;
     const { model, price, prompt, maxTokens } = parse(event);
     const estimate = costOf(price, estimatePromptTokens(prompt), maxTokens);
     const id = randomUUID();

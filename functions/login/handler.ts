@@ -17,6 +17,7 @@ import { httpError, json, parseBody, type RestEvent, rawBody, routeHandler } fro
 import { platform } from '../shared/platform.ts';
 import { readConsumerSettings } from '../shared/settings.ts';
 import { type CredentialStore, FileCredentialStore } from './credentials.ts';
+import { route } from './route.ts';
 
 const MAX_BODY_BYTES = 8 * 1024;
 
@@ -44,11 +45,14 @@ function parse(event: RestEvent): { email: string; password: string } {
   return { email: normaliseEmail(email), password };
 }
 
-export const handler = routeHandler('login', async (event) => {
+/** The per-account backoff, as the route declares it. */
+const [[ACCOUNT]] = route.inHandler;
+
+export const handler = routeHandler(route, async (event) => {
   const { limiter, policies, observer } = platform();
   const { email, password } = parse(event);
   const pepper = policies.secret('email-pepper');
-  const request = { policy: 'login-account', key: pepper ? hashEmail(email, pepper) : '-' };
+  const request = { policy: ACCOUNT, key: pepper ? hashEmail(email, pepper) : '-' };
   const verdict = pepper
     ? await enforce(limiter, [request], { observer })
     : misconfiguredVerdict(
@@ -62,9 +66,9 @@ export const handler = routeHandler('login', async (event) => {
   if (!verdict.proceed) throw rateLimitRefusal(verdict);
   credentials ??= new FileCredentialStore(readConsumerSettings().usersFile);
   if (!(await credentials.verify(email, password))) {
-    await limiter.recordFailure('login-account', request.key);
+    await limiter.recordFailure(ACCOUNT, request.key);
     return json(401, { error: 'invalid_credentials', message: 'Wrong email or password.' });
   }
-  await limiter.clearFailures('login-account', request.key);
+  await limiter.clearFailures(ACCOUNT, request.key);
   return json(200, { authenticated: true, email });
 });

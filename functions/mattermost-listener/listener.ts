@@ -30,13 +30,15 @@
  * - `stop()` (SIGTERM on Fargate): closes the socket, gives held posts one
  *   last try, logs the summary.
  */
+
 import { degradedBy, type Limiter, type RateLimitObserver, verdictFor } from '@platform/rate-limit';
 import * as v from 'valibot';
 import { WebSocket } from 'ws';
+import type { PolicyName } from '../../config/catalogue.ts';
 import type { AcceptedOnce } from '../shared/once.ts';
 import type { EventSink } from '../shared/sink.ts';
 
-export const MATTERMOST_POLICY = 'mattermost-channel';
+export const MATTERMOST_POLICY: PolicyName = 'mattermost-channel';
 
 export interface ListenerLogger {
   info(message: string, attributes: Record<string, unknown>): void;

@@ -1,10 +1,10 @@
 import middy, { type MiddlewareObj } from '@middy/core';
 import httpErrorHandler from '@middy/http-error-handler';
-import { createError } from '@middy/util';
 import {
   apiKeyHash,
   clientIp,
   type HttpEvent,
+  httpError as jsonHttpError,
   type KeyExtractor,
   MissingKeyError,
   type RouteLimit,
@@ -12,7 +12,8 @@ import {
 } from '@platform/rate-limit/middleware';
 import type { APIGatewayProxyEvent, APIGatewayProxyResult, Context } from 'aws-lambda';
 import * as v from 'valibot';
-import { type KeySource, type Route, routes } from '../routes.ts';
+import type { PolicyName } from '../../config/catalogue.ts';
+import type { KeySource, Route } from '../route.ts';
 import { platform } from './platform.ts';
 
 export type HttpResponse = APIGatewayProxyResult;
@@ -23,10 +24,9 @@ export function json(statusCode: number, body: unknown, headers: Record<string, 
   return { statusCode, headers: { 'Content-Type': 'application/json', ...headers }, body: JSON.stringify(body) };
 }
 
-/** A 4xx (or 503) to throw: the error handler answers it as JSON, with its headers, and no stack. */
+/** A 4xx (or 503) to throw: the error handler answers it as JSON, with its headers, and no stack (the layer's error: one shape for every answer). */
 export function httpError(statusCode: number, error: string, message: string, headers: Record<string, string> = {}) {
-  const thrown = createError(statusCode, JSON.stringify({ error, message }), { expose: true });
-  return Object.assign(thrown, { headers: { 'Content-Type': 'application/json', ...headers } });
+  return jsonHttpError(statusCode, { error, message }, headers);
 }
 
 const ID = /^[A-Za-z0-9._:-]{1,128}$/;
@@ -97,11 +97,15 @@ function keyFrom(source: KeySource): KeyExtractor {
   }
 }
 
-export interface RouteOptions {
-  /** Middlewares that run after configuration is ready and before the rate limit (an API key's auth). */
-  readonly before?: readonly MiddlewareObj<HttpEvent>[];
-  /** The policy of a `byRole` limit, from what an earlier middleware put on the event. */
-  readonly rolePolicy?: (event: HttpEvent) => string;
+export interface RouteOptions<C extends Context> {
+  /**
+   * Middlewares that run after configuration is ready and before the rate
+   * limit (an API key's auth); what they find they put on the context, typed `C`.
+   */
+  // biome-ignore lint/suspicious/noExplicitAny: Middy's result type of a middleware that never answers
+  readonly before?: readonly MiddlewareObj<HttpEvent, any, Error, C>[];
+  /** The policy of a `byRole` limit, from what an earlier middleware put on the context. */
+  readonly rolePolicy?: (event: HttpEvent, context: C) => PolicyName;
 }
 
 /**
@@ -133,18 +137,19 @@ const policiesReady: MiddlewareObj<HttpEvent> = {
  * thrown HTTP error, and a generic 500 without a stack for anything else),
  * then configuration, the consumer's own middlewares, and the route's limits.
  */
-export function routeHandler(
-  id: string,
-  handler: (event: RestEvent, context: Context) => Promise<HttpResponse>,
-  options: RouteOptions = {},
+export function routeHandler<C extends Context = Context>(
+  route: Route,
+  handler: (event: RestEvent, context: C) => Promise<HttpResponse>,
+  options: RouteOptions<C> = {},
 ) {
-  const route = routes.find((r) => r.id === id) as Route | undefined;
-  if (!route) throw new Error(`no route "${id}" in functions/routes.ts`);
+  const { id } = route;
   const p = platform();
-  const limits: RouteLimit[] = route.limits.map((spec) => ({
-    policy: typeof spec.policy === 'string' ? spec.policy : (options.rolePolicy ?? (() => 'api-key')),
-    key: keyFrom(spec.key),
-  }));
+  const limits: RouteLimit[] = route.limits.map((spec) => {
+    if (typeof spec.policy === 'string') return { policy: spec.policy, key: keyFrom(spec.key) };
+    const { rolePolicy } = options;
+    if (!rolePolicy) throw new Error(`route "${id}" limits by role: its handler must say where the role's policy is`);
+    return { policy: (event: HttpEvent, context: Context) => rolePolicy(event, context as C), key: keyFrom(spec.key) };
+  });
   const stack = middy<HttpEvent, HttpResponse>(handler as (event: HttpEvent, context: Context) => Promise<HttpResponse>)
     .use(
       httpErrorHandler({
@@ -160,7 +165,7 @@ export function routeHandler(
     )
     .use(metricsFlush)
     .use(policiesReady);
-  for (const middleware of options.before ?? []) stack.use(middleware);
+  for (const middleware of options.before ?? []) stack.use(middleware as MiddlewareObj<HttpEvent>);
   if (limits.length > 0) stack.use(rateLimit({ limiter: p.limiter, limits, observer: p.observer }));
   return stack;
 }

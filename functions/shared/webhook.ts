@@ -1,12 +1,13 @@
 import { DEFAULT_TIME_BUDGET, degradedBy, enforce, type Limiter, toMs, verdictFor } from '@platform/rate-limit';
 import { rateLimitHeaders, rateLimitRefusal } from '@platform/rate-limit/middleware';
+import type { PolicyName } from '../../config/catalogue.ts';
 import { type HttpResponse, httpError, json } from './http.ts';
 import { platform } from './platform.ts';
 import type { AcceptedEvent } from './sink.ts';
 
 export interface WebhookEvent extends AcceptedEvent {
   /** The limits of this event, decided all-or-nothing with `scope` as their hash tag. */
-  readonly limits: readonly { readonly policy: string; readonly key: string }[];
+  readonly limits: readonly { readonly policy: PolicyName; readonly key: string }[];
 }
 
 /**
@@ -44,9 +45,13 @@ export async function acceptOnce(
   if (claim !== 'claimed') {
     // Redis could not tell: the event is refused as its check would be (fail-closed), and counted as
     // its check's degraded verdict, or a Redis outage would never show in the webhooks' DegradedClosed
-    const degraded = degradedBy('closed', claim, 1000);
-    observer.observe(verdictFor(degraded, event.limits[0]?.policy ?? '', performance.now() - started));
-    throw httpError(503, 'rate_limiter_unavailable', 'Try again shortly.', { 'Retry-After': '1' });
+    const verdict = verdictFor(
+      degradedBy('closed', claim, 1000),
+      event.limits[0]?.policy ?? '',
+      performance.now() - started,
+    );
+    observer.observe(verdict);
+    throw rateLimitRefusal(verdict);
   }
   const verdict = await enforce(limiter, event.limits, { observer, scope: event.scope });
   if (!verdict.proceed) {

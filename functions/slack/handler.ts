@@ -22,6 +22,7 @@ import * as v from 'valibot';
 import { httpError, json, jsonObjectBody, parseBody, rawBody, routeHandler, SenderId } from '../shared/http.ts';
 import { platform } from '../shared/platform.ts';
 import { acceptOnce } from '../shared/webhook.ts';
+import { route } from './route.ts';
 import { verifySlackSignature } from './signature.ts';
 
 /** What every payload must say: its type (other fields are read per type). */
@@ -40,7 +41,10 @@ const EventCallback = v.looseObject({
   event: v.optional(v.looseObject({ channel: v.optional(SenderId) })),
 });
 
-export const handler = routeHandler('slack', async (event) => {
+/** The workspace and channel windows, decided together, as the route declares them. */
+const [[WORKSPACE, CHANNEL]] = route.inHandler;
+
+export const handler = routeHandler(route, async (event) => {
   const secret = platform().policies.secret('slack-signing-secret');
   if (!secret) throw httpError(503, 'not_configured', 'The Slack signing secret is not configured.');
   const body = rawBody(event);
@@ -66,10 +70,7 @@ export const handler = routeHandler('slack', async (event) => {
       id,
       scope: team,
       payload,
-      limits: [
-        { policy: 'slack-workspace', key: team },
-        ...(channel ? [{ policy: 'slack-channel', key: channel }] : []),
-      ],
+      limits: [{ policy: WORKSPACE, key: team }, ...(channel ? [{ policy: CHANNEL, key: channel }] : [])],
     },
     { 'X-Slack-No-Retry': '1' },
   );

@@ -17,6 +17,7 @@ import * as v from 'valibot';
 import { httpError, jsonObjectBody, parseBody, routeHandler, SenderId, safeId } from '../shared/http.ts';
 import { platform } from '../shared/platform.ts';
 import { acceptOnce } from '../shared/webhook.ts';
+import { route } from './route.ts';
 
 /** Equal-length digests, so the comparison takes the same time whatever was sent. */
 function sameSecret(given: string | undefined, expected: string): boolean {
@@ -60,7 +61,10 @@ function chatOf(update: Update): string | undefined {
   );
 }
 
-export const handler = routeHandler('telegram', async (event) => {
+/** The bot and chat windows, decided together, as the route declares them. */
+const [[BOT, CHAT]] = route.inHandler;
+
+export const handler = routeHandler(route, async (event) => {
   const bot = safeId(event.pathParameters?.bot, 'the bot');
   const secret = platform().policies.secret(`telegram-bot-${bot}`);
   if (!secret || !sameSecret(header(event, 'X-Telegram-Bot-Api-Secret-Token'), secret)) {
@@ -73,9 +77,6 @@ export const handler = routeHandler('telegram', async (event) => {
     id: update.update_id,
     scope: bot,
     payload: jsonObjectBody(event), // handed on as Telegram sent it
-    limits: [
-      { policy: 'telegram-bot', key: bot },
-      ...(chat === undefined ? [] : [{ policy: 'telegram-chat', key: chat }]),
-    ],
+    limits: [{ policy: BOT, key: bot }, ...(chat === undefined ? [] : [{ policy: CHAT, key: chat }])],
   });
 });

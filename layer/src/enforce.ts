@@ -1,7 +1,6 @@
 import type { Decision, LimitStatus } from './decision.ts';
 import { MisconfiguredCheckError } from './errors.ts';
 import type { CheckOptions, CheckRequest, Limiter } from './limiter.ts';
-import type { ResolvedLimit } from './lua-contract.ts';
 
 /**
  * What a consumer does with a check:

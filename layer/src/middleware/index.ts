@@ -19,6 +19,7 @@ export { gatewaySourceIp, type HttpEvent, header, jsonBody } from './http-event.
 export { OBSERVER_METRICS, powertoolsObserver } from './observer.ts';
 export {
   ERROR_CODES,
+  httpError,
   RateLimitHttpError,
   type RateLimitOptions,
   type RouteLimit,

@@ -6,10 +6,13 @@ import { type KeyExtractor, MissingKeyError } from './extractors.ts';
 import { rateLimitHeaders, retryAfterSeconds, withRateLimitHeaders } from './headers.ts';
 import type { HttpEvent } from './http-event.ts';
 
+/** The Lambda context, as Middy hands it to middlewares (an earlier one may have put what it found on it). */
+type Context = Request<HttpEvent>['context'];
+
 /** One limit of a route: a policy name and how to find its key in the request. */
 export interface RouteLimit {
-  /** The policy, or how to find it in the request (an API key's role, set by an earlier middleware). */
-  readonly policy: string | ((event: HttpEvent) => string);
+  /** The policy, or how to find it in the request (an API key's role, put on the context by an earlier middleware). */
+  readonly policy: string | ((event: HttpEvent, context: Context) => string);
   readonly key: KeyExtractor;
   /** Units this request takes (an LLM call may weigh more). @default 1 */
   readonly cost?: (event: HttpEvent) => number;
@@ -42,26 +45,30 @@ const INTERNAL = 'rateLimitVerdict';
 type HttpResponse = { statusCode?: number; headers?: Record<string, string | number | boolean>; body?: unknown };
 
 /**
- * A refusal as an HTTP error, in the shape Middy's http-error-handler answers
- * with (`statusCode`, `expose`, `headers`, the message as the body). Not
- * @middy/util's createError: that module imports node:http, ~30 ms of a cold
- * start (npm run bench:cold), for its status texts alone.
+ * An answer as an HTTP error, in the shape Middy's http-error-handler answers
+ * with (`statusCode`, `expose`, `headers`, the message as the body): a
+ * refusal here, and every 4xx/503 of the consumers. Not @middy/util's
+ * createError: that module imports node:http, ~30 ms of a cold start
+ * (npm run bench:cold), for its status texts alone.
  */
 export class RateLimitHttpError extends Error {
   override readonly name = 'RateLimitHttpError';
   readonly expose = true;
-  readonly statusCode: 429 | 503 | 400;
+  readonly statusCode: number;
   readonly headers: Record<string, string>;
-  constructor(statusCode: 429 | 503 | 400, body: Record<string, unknown>, headers: Record<string, string>) {
+  constructor(statusCode: number, body: Record<string, unknown>, headers: Record<string, string>) {
     super(JSON.stringify(body), { cause: { package: PACKAGE } });
     this.statusCode = statusCode;
     this.headers = headers;
   }
 }
 
-function httpError(status: 429 | 503 | 400, body: Record<string, unknown>, headers: Record<string, string>) {
-  // Thrown, not returned: a `before` that returns a response would skip CORS
-  // and every other middleware's `after`; onError hooks still run for a throw.
+/**
+ * A JSON HTTP error to throw. Thrown, not returned: a `before` that returns a
+ * response would skip CORS and every other middleware's `after`; onError hooks
+ * still run for a throw.
+ */
+export function httpError(status: number, body: Record<string, unknown>, headers: Record<string, string> = {}) {
   return new RateLimitHttpError(status, body, { 'Content-Type': 'application/json', ...headers });
 }
 
@@ -108,7 +115,7 @@ export function rateLimit(options: RateLimitOptions): MiddlewareObj<HttpEvent> {
   const { limiter, limits, observer } = options;
 
   const rateLimitMiddlewareBefore = async (request: Request<HttpEvent>): Promise<void> => {
-    const verdict = await verdictFor(request.event);
+    const verdict = await verdictFor(request.event, request.context);
     (request.internal as Record<string, unknown>)[INTERNAL] = verdict;
     if (!verdict.proceed) throw rateLimitRefusal(verdict);
   };
@@ -119,14 +126,14 @@ export function rateLimit(options: RateLimitOptions): MiddlewareObj<HttpEvent> {
    * is decided by the failure mode (logged once); only a fault of this code
    * itself can still throw.
    */
-  const verdictFor = async (event: HttpEvent): Promise<Verdict> => {
+  const verdictFor = async (event: HttpEvent, context: Context): Promise<Verdict> => {
     const named = limits.flatMap((limit) =>
       typeof limit.policy === 'string' ? [{ policy: limit.policy, key: '-' }] : [],
     );
     try {
       const scope = options.scope?.(event);
       const checks: CheckRequest[] = limits.map((limit) => ({
-        policy: typeof limit.policy === 'string' ? limit.policy : limit.policy(event),
+        policy: typeof limit.policy === 'string' ? limit.policy : limit.policy(event, context),
         key: limit.key(event),
         ...(limit.cost ? { cost: limit.cost(event) } : {}),
       }));

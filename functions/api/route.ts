@@ -1,0 +1,14 @@
+import type { Route } from '../route.ts';
+
+export const route = {
+  id: 'api',
+  methods: ['GET', 'POST'],
+  path: '/v1/{proxy+}',
+  handler: 'api/handler.ts',
+  rawBody: false,
+  limits: [{ policy: { byRole: true }, key: { from: 'apiKey', header: 'x-api-key' } }],
+  uses: ['apiKeyRegistry'],
+  secrets: [],
+  inHandler: [['api-unknown-key-ip']],
+  reservedConcurrency: 100,
+} as const satisfies Route;

@@ -1,0 +1,14 @@
+import type { Route } from '../route.ts';
+
+export const route = {
+  id: 'login',
+  methods: ['POST'],
+  path: '/auth/login',
+  handler: 'login/handler.ts',
+  rawBody: false,
+  limits: [{ policy: 'login-ip', key: { from: 'clientIp' } }],
+  uses: [],
+  secrets: ['email-pepper'],
+  inHandler: [['login-account']],
+  reservedConcurrency: 50,
+} as const satisfies Route;

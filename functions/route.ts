@@ -1,0 +1,74 @@
+/**
+ * What a route is: plain data a consumer folder declares in its `route.ts`
+ * (no CDK, no handler imports), read by the CDK app (one API Gateway route and
+ * one function each), the local gateway, the bundler and the handler itself.
+ *
+ * Each route names the limits its middleware checks before the handler runs
+ * (a policy of config/policies.json, and where its key comes from). A limit
+ * whose policy is `shadow` in configuration is counted but never refuses.
+ * Checks a handler makes itself, once it has parsed and verified the request
+ * (the login account, the webhooks' workspace and channel), are listed in
+ * `inHandler`, with the same policy constants the handler uses: not the
+ * middleware's, but the deployment alarms on them.
+ */
+import type { PolicyName } from '../config/catalogue.ts';
+import type { SecretName } from '../config/secrets.ts';
+
+/** Where a limit's key comes from. Secrets and personal data are hashed before they become a key. */
+export type KeySource =
+  /** The client IP API Gateway saw (IPv6 by its /64), never X-Forwarded-For. */
+  | { readonly from: 'clientIp' }
+  /** An API key header, hashed (SHA-256, 128 bits). */
+  | { readonly from: 'apiKey'; readonly header: string }
+  /** A path parameter, as API Gateway names it (`{bot}`). */
+  | { readonly from: 'pathParameter'; readonly name: string };
+
+export interface RouteLimitSpec {
+  /** A policy of config/policies.json; `byRole` takes the policy of the API key's role instead (config/api-roles.ts). */
+  readonly policy: PolicyName | { readonly byRole: true };
+  readonly key: KeySource;
+}
+
+export type HttpMethod = 'GET' | 'POST';
+
+/** What a handler reads or writes beyond the limiter (the CDK app grants exactly these). */
+export type PlatformResource =
+  /** The API key registry (SSM `API_KEYS_PARAMETER_PATH`). */
+  | 'apiKeyRegistry'
+  /** The queue accepted webhook events go to (SQS `EVENT_QUEUE_URL`). */
+  | 'eventQueue';
+
+export interface Route {
+  /** Stable id: the function's name in AWS, the route's name in logs. */
+  readonly id: string;
+  readonly methods: readonly HttpMethod[];
+  /**
+   * API Gateway resource path: `{name}` is a path parameter, `{proxy+}` the
+   * rest of the path. As in API Gateway, a path without `{proxy+}` wins over
+   * one with it (`/v1/llm/complete` over `/v1/{proxy+}`).
+   */
+  readonly path: string;
+  /** The handler module, relative to functions/; it exports `handler`, built from this route. */
+  readonly handler: string;
+  /** The handler needs the body byte for byte (webhook signatures are computed over it). */
+  readonly rawBody: boolean;
+  /** Limits the middleware checks before the handler, all-or-nothing. */
+  readonly limits: readonly RouteLimitSpec[];
+  /** What the handler uses beyond the limiter. */
+  readonly uses: readonly PlatformResource[];
+  /** The secrets it reads (config/secrets.ts): its function is granted their folder and no other. */
+  readonly secrets: readonly SecretName[];
+  /**
+   * The checks the handler makes itself after parsing, each the policies it
+   * decides together (see the handler). The first policy of a check names
+   * its verdict when the limiter cannot decide; the alarms follow that.
+   */
+  readonly inHandler: readonly (readonly PolicyName[])[];
+  /**
+   * The function's reserved concurrency: its share of the account's, so one
+   * route's flood cannot starve the others, and the ceiling on its Redis
+   * connections (each container holds one per cluster node it talks to: at
+   * most this × the nodes; the sum over the routes is the platform's).
+   */
+  readonly reservedConcurrency: number;
+}

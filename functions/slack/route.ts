@@ -1,0 +1,14 @@
+import type { Route } from '../route.ts';
+
+export const route = {
+  id: 'slack',
+  methods: ['POST'],
+  path: '/webhooks/slack',
+  handler: 'slack/handler.ts',
+  rawBody: true,
+  limits: [{ policy: 'slack-ip', key: { from: 'clientIp' } }],
+  uses: ['eventQueue'],
+  secrets: ['slack-signing-secret'],
+  inHandler: [['slack-workspace', 'slack-channel']],
+  reservedConcurrency: 40,
+} as const satisfies Route;
