@@ -16,9 +16,9 @@ import { mkdirSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
+import { crawlChart } from '../scripts/chart.ts';
 import { startHarvestSource } from '../scripts/harvest-source.ts';
 import { startRedis } from '../scripts/redis-process.ts';
-import { crawlChart } from './chart.ts';
 
 const C = 20;
 const WORKERS = 4;

@@ -1,5 +1,5 @@
 /** Turns one benchmark run into Markdown (with ratios) and an SVG chart. */
-import { renderSvg } from './chart.ts';
+import { renderSvg } from '../scripts/chart.ts';
 import type { BundleFigures } from './lambda-figures.ts';
 import type { BenchLimiter } from './limiters.ts';
 import type { RunFigures } from './measure.ts';

@@ -1,5 +1,5 @@
 /**
- * The outer line (SPEC §5): API Gateway stage throttling and the AWS WAF
+ * The outer line (docs/design.md, "The outer line"): API Gateway stage throttling and the AWS WAF
  * rate-based rule per IP, from config/outer-line.json. The CDK app deploys
  * these numbers, the local gateway (npm start) enforces them, and
  * `npm run nginx:conf` renders them for a classic host: all three read them

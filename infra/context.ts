@@ -5,7 +5,7 @@
  */
 import * as v from 'valibot';
 
-/** The durable Redis the limiter runs on (SPEC §8): both keep every acknowledged write and never evict. */
+/** The durable Redis the limiter runs on (docs/design.md, "The durable Redis on AWS"): both keep every acknowledged write and never evict. */
 export type DurableStoreKind = 'elasticache' | 'memorydb';
 
 export interface DeployContext {
@@ -66,7 +66,7 @@ const commaList = <T extends v.GenericSchema<string>>(item: T) =>
 const Schema = v.object({
   stage: v.optional(v.pipe(v.string(), v.regex(/^[a-z][a-z0-9-]{0,19}$/, 'lowercase letters, digits, dashes')), 'prod'),
   redis: v.optional(v.picklist(['elasticache', 'memorydb']), 'elasticache'),
-  // Durability sync runs on R/M 6g–8g and C7gn/C8gn without data tiering (no `d`): SPEC §8
+  // Durability sync runs on R/M 6g–8g and C7gn/C8gn without data tiering (no `d`): docs/design.md, "The durable Redis on AWS"
   nodeType: v.optional(
     v.pipe(
       v.string(),

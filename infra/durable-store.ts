@@ -1,5 +1,5 @@
 /**
- * The durable Redis behind the limiter (SPEC §8): every acknowledged write
+ * The durable Redis behind the limiter (docs/design.md, "The durable Redis on AWS"): every acknowledged write
  * survives a node loss, and nothing is ever evicted. Two AWS services give
  * that; the rest of the app sees only this interface.
  *

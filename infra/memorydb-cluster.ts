@@ -4,12 +4,13 @@
  * `-c redis=memorydb`. TLS, an ACL user whose password is in Secrets Manager,
  * and a parameter group with `maxmemory-policy noeviction`.
  */
+
+import { operatorAclRules } from '@platform/rate-limit';
 import { type Duration, RemovalPolicy } from 'aws-cdk-lib';
 import { type IMetric, Metric } from 'aws-cdk-lib/aws-cloudwatch';
 import { CfnACL, CfnCluster, CfnParameterGroup, CfnSubnetGroup, CfnUser } from 'aws-cdk-lib/aws-memorydb';
 import type { ISecret } from 'aws-cdk-lib/aws-secretsmanager';
 import { Construct } from 'constructs';
-import { operatorAclRules } from '../layer/src/keyspace.ts';
 import {
   type DurableStore,
   type DurableStoreProps,
@@ -19,7 +20,7 @@ import {
 } from './durable-store.ts';
 
 export const MEMORYDB_ENGINE_VERSION = '7.2';
-/** MemoryDB's family for Valkey 7 (SPEC §8). */
+/** MemoryDB's family for Valkey 7 (docs/design.md, "The durable Redis on AWS"). */
 export const MEMORYDB_PARAMETER_FAMILY = 'memorydb_valkey7';
 /** The ACL user the functions authenticate as (its password is the secret's). */
 export const MEMORYDB_USER = 'ratelimit';

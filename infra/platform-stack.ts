@@ -7,6 +7,14 @@
  * lives in the data stack.
  */
 import { join } from 'node:path';
+import {
+  combinedFailureMode,
+  compilePolicy,
+  defaultParameter,
+  type FailureMode,
+  folderPrefix,
+  parameterPath,
+} from '@platform/rate-limit';
 import { Duration, Stack, type StackProps, Validations } from 'aws-cdk-lib';
 import { type ISecurityGroup, type IVpc, SubnetType } from 'aws-cdk-lib/aws-ec2';
 import { Effect, PolicyStatement } from 'aws-cdk-lib/aws-iam';
@@ -19,9 +27,6 @@ import type { OuterLine } from '../config/outer-line.ts';
 import { readPaths, type SecretName } from '../config/secrets.ts';
 import { checksOf, type Route } from '../functions/routes.ts';
 import { operated, scheduled, services } from '../functions/workers.ts';
-import { combinedFailureMode, type FailureMode } from '../layer/src/failure-mode.ts';
-import { defaultParameter, folderPrefix, parameterPath } from '../layer/src/parameters.ts';
-import { compilePolicy } from '../layer/src/policy.ts';
 import { acknowledgeTracing, consumerFunctionBase } from './consumer-function.ts';
 import type { DeployContext } from './context.ts';
 import type { DurableStore } from './durable-store.ts';

@@ -1,77 +1,158 @@
 /**
- * `npm run docs:catalogue`: the policy catalogue table of docs/configuration.md,
- * rendered from config/policies.json (the numbers) and the route table and
- * workers (which consumer checks each policy), between its markers. A test
- * compares the table in the docs with this rendering cell by cell, so the docs
- * cannot drift from the catalogue again.
+ * `npm run docs:catalogue`: the tables the docs hold about the catalogue,
+ * rendered from config/policies.json (the numbers), the strategy registry
+ * (how each strategy reads) and the route table and workers (who checks
+ * what), each between its markers. A test compares every table in the docs
+ * with this rendering cell by cell, so the docs cannot drift from the
+ * catalogue again. (Biome formats the Markdown afterwards; cells compare
+ * trimmed.)
  */
 import { readFileSync, writeFileSync } from 'node:fs';
-import { compilePolicies, unitOf } from '@platform/rate-limit';
+import { type CompiledPolicy, compilePolicies, STRATEGY_UNITS, unitOf } from '@platform/rate-limit';
+import { API_ROLES } from '../config/api-roles.ts';
 import type { PolicyName } from '../config/catalogue.ts';
 import catalogue from '../config/policies.json' with { type: 'json' };
+import type { KeySource } from '../functions/route.ts';
 import { checksOf, routes } from '../functions/routes.ts';
 import { scheduled, services } from '../functions/workers.ts';
 
-export const CONFIGURATION_DOC = new URL('../docs/configuration.md', import.meta.url);
-const BEGIN = '<!-- catalogue:begin (npm run docs:catalogue) -->';
-const END = '<!-- catalogue:end -->';
+const POLICIES = compilePolicies(catalogue);
+const policy = (name: string) => POLICIES.get(name) as CompiledPolicy;
 
 /** The consumers (route and worker ids) that check a policy, as the deployment derives them. */
-function checkedBy(policy: PolicyName): string[] {
+function checkedBy(name: PolicyName): string[] {
   const ids = new Set<string>();
-  for (const route of routes)
-    if (
-      checksOf(route)
-        .flat()
-        .includes(policy as PolicyName)
-    )
-      ids.add(route.id);
-  for (const worker of [...scheduled, ...services]) if (worker.policies.includes(policy)) ids.add(worker.id);
+  for (const route of routes) if (checksOf(route).flat().includes(name)) ids.add(route.id);
+  for (const worker of [...scheduled, ...services]) if (worker.policies.includes(name)) ids.add(worker.id);
   return [...ids];
 }
 
-/** One row per policy: its cells. */
-export function catalogueRows(): string[][] {
-  return [...compilePolicies(catalogue)].map(([name, p]) => [
-    `\`${name}\``,
-    checkedBy(name as PolicyName).join(', ') || '–',
-    `${unitOf(p.strategy).title}${'adaptive' in p && p.adaptive ? ', adaptive' : ''}`,
-    unitOf(p.strategy).describe(p.config),
-    p.failureMode,
-    p.group === undefined ? '–' : `\`${p.group}\``,
-  ]);
+const strategyOf = (p: CompiledPolicy) =>
+  `${unitOf(p.strategy).title}${'adaptive' in p && p.adaptive ? ', adaptive' : ''}`;
+
+const KEY_SOURCE: Record<KeySource['from'], (source: KeySource) => string> = {
+  clientIp: () => 'client IP',
+  apiKey: (s) => `hash of the ${(s as { header: string }).header} header`,
+  pathParameter: (s) => `the path's {${(s as { name: string }).name}}`,
+};
+
+export interface GeneratedTable {
+  readonly doc: URL;
+  /** The marker name: `<!-- <name>:begin (npm run docs:catalogue) -->` … `<!-- <name>:end -->`. */
+  readonly name: string;
+  readonly header: readonly string[];
+  rows(): string[][];
 }
 
-export const CATALOGUE_HEADER = ['policy', 'checked by', 'strategy', 'quota', 'failure mode', 'group'];
+/** docs/configuration.md: every policy, its numbers, and who checks it. */
+const policyTable: GeneratedTable = {
+  doc: new URL('../docs/configuration.md', import.meta.url),
+  name: 'catalogue',
+  header: ['policy', 'checked by', 'strategy', 'quota', 'failure mode', 'group'],
+  rows: () =>
+    [...POLICIES].map(([name, p]) => [
+      `\`${name}\``,
+      checkedBy(name as PolicyName).join(', ') || '–',
+      strategyOf(p),
+      unitOf(p.strategy).describe(p.config),
+      p.failureMode,
+      p.group === undefined ? '–' : `\`${p.group}\``,
+    ]),
+};
 
-function renderTable(): string {
-  const line = (cells: string[]) => `| ${cells.join(' | ')} |`;
-  return [line(CATALOGUE_HEADER), line(CATALOGUE_HEADER.map(() => '---')), ...catalogueRows().map(line)].join('\n');
+/** docs/consumers.md: each consumer, where it is reached, what it checks and on what key. */
+const consumerTable: GeneratedTable = {
+  doc: new URL('../docs/consumers.md', import.meta.url),
+  name: 'consumers',
+  header: ['consumer', 'reached at', 'limits (policy: key, quota)', 'failure mode'],
+  rows: () => {
+    const limitCell = (name: string, key: string) =>
+      `\`${name}\`: ${key}, ${unitOf(policy(name).strategy).describe(policy(name).config)}`;
+    const modes = (names: readonly string[]) => [...new Set(names.map((n) => policy(n).failureMode))].join(', ');
+    const routeRows = routes.map((route) => {
+      const middleware = route.limits.map((limit) =>
+        typeof limit.policy === 'string'
+          ? limitCell(limit.policy, KEY_SOURCE[limit.key.from](limit.key))
+          : Object.entries(API_ROLES)
+              .map(([role, name]) => `${limitCell(name, KEY_SOURCE[limit.key.from](limit.key))} (role ${role})`)
+              .join('; '),
+      );
+      const inHandler = route.inHandler.map((check) =>
+        check.map((name) => limitCell(name, 'in the handler')).join(' + '),
+      );
+      const names = checksOf(route).flat();
+      return [
+        route.id,
+        `\`${route.methods.join('\\|')} ${route.path}\``,
+        [...middleware, ...inHandler].join('; '),
+        modes(names),
+      ];
+    });
+    const workerRows = [
+      ...scheduled.map((w) => ({ w, at: 'a schedule' })),
+      ...services.map((w) => ({ w, at: 'a service' })),
+    ].map(({ w, at }) => [
+      w.id,
+      at,
+      w.policies.map((name) => limitCell(name, 'its scope')).join('; '),
+      modes(w.policies),
+    ]);
+    return [...routeRows, ...workerRows];
+  },
+};
+
+/** docs/architecture.md: the registered strategies, and where each lives. */
+const strategyTable: GeneratedTable = {
+  doc: new URL('../docs/architecture.md', import.meta.url),
+  name: 'strategies',
+  header: ['strategy', 'Lua fragment', 'dispatch kind', 'own single-limit script', 'a quota in the headers'],
+  rows: () =>
+    STRATEGY_UNITS.map((unit) => [
+      `\`${unit.name}\` (${unit.title})`,
+      `\`lua/${unit.luaFragment}.lua\``,
+      `\`${unit.kind}\``,
+      'single' in unit && unit.single ? `\`lua/${unit.single.entry}.lua\`` : '–',
+      unit.quota ? 'yes' : 'no',
+    ]),
+};
+
+export const GENERATED_TABLES: readonly GeneratedTable[] = [policyTable, consumerTable, strategyTable];
+
+const markers = (table: GeneratedTable) =>
+  [`<!-- ${table.name}:begin (npm run docs:catalogue) -->`, `<!-- ${table.name}:end -->`] as const;
+
+function render(table: GeneratedTable): string {
+  const line = (cells: readonly string[]) => `| ${cells.join(' | ')} |`;
+  return [line(table.header), line(table.header.map(() => '---')), ...table.rows().map(line)].join('\n');
 }
 
-/** The cells of the table between the markers of a document. */
-export function tableInDoc(text: string): string[][] {
-  const start = text.indexOf(BEGIN);
-  const end = text.indexOf(END);
-  if (start < 0 || end < start) throw new Error('docs/configuration.md has no catalogue markers');
+/** The cells of a table between its markers in its document. */
+export function tableInDoc(table: GeneratedTable, text = readFileSync(table.doc, 'utf8')): string[][] {
+  const [begin, end] = markers(table);
+  const start = text.indexOf(begin);
+  const stop = text.indexOf(end);
+  if (start < 0 || stop < start) throw new Error(`${table.doc.pathname} has no ${table.name} markers`);
   return text
-    .slice(start + BEGIN.length, end)
+    .slice(start + begin.length, stop)
     .split('\n')
     .filter((l) => l.trim().startsWith('|'))
     .map((l) =>
       l
         .trim()
         .slice(1, -1)
-        .split('|')
+        .split(/(?<!\\)\|/)
         .map((c) => c.trim()),
     );
 }
 
 if (import.meta.url === `file://${process.argv[1]}`) {
-  const text = readFileSync(CONFIGURATION_DOC, 'utf8');
-  const start = text.indexOf(BEGIN);
-  const end = text.indexOf(END);
-  if (start < 0 || end < start) throw new Error('docs/configuration.md has no catalogue markers');
-  writeFileSync(CONFIGURATION_DOC, `${text.slice(0, start + BEGIN.length)}\n\n${renderTable()}\n\n${text.slice(end)}`);
-  console.log(`wrote the catalogue table of ${CONFIGURATION_DOC.pathname}`);
+  for (const table of GENERATED_TABLES) {
+    const text = readFileSync(table.doc, 'utf8');
+    const [begin, end] = markers(table);
+    const start = text.indexOf(begin);
+    const stop = text.indexOf(end);
+    if (start < 0 || stop < start) throw new Error(`${table.doc.pathname} has no ${table.name} markers`);
+    writeFileSync(table.doc, `${text.slice(0, start + begin.length)}\n\n${render(table)}\n\n${text.slice(stop)}`);
+    console.log(`wrote the ${table.name} table of ${table.doc.pathname}`);
+  }
 }

@@ -14,9 +14,9 @@ import { mkdirSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { TopLevelSpec } from 'vega-lite';
-import { crawlChart, renderSvg } from '../bench/chart.ts';
 import { PLATFORM_POLICIES } from '../config/catalogue.ts';
 import { signSlackBody } from '../functions/slack/signature.ts';
+import { crawlChart, renderSvg } from './chart.ts';
 import { type Answer, call, loopbackAddress } from './http-client.ts';
 import { startRedis } from './redis-process.ts';
 

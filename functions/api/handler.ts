@@ -1,11 +1,11 @@
 /**
- * /v1/{proxy+} with `x-api-key` — SPEC §4 "Auth — API keys", fail-open.
+ * /v1/{proxy+} with `x-api-key` — docs/design.md, "The limits" (Auth — API keys), fail-open.
  *
  * - The key is looked up by its hash in the key registry. Unknown key: 401,
  *   and the attempt is counted per client IP (`api-unknown-key-ip`), so
  *   guessing keys is itself limited (429 once over).
  * - Known key: a token bucket per key hash, with the policy of the key's role
- *   (config/api-roles.json: role → policy, SPEC §7 per-role quotas); a per-key
+ *   (config/api-roles.ts: role → policy, per-role quotas); a per-key
  *   override of that policy (SSM `overrides/<policy>/<key hash>`) beats the role.
  *   RateLimit-Policy / RateLimit headers on every answer.
  * - Redis down: the request passes (fail-open), counted as DegradedOpen.

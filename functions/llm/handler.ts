@@ -1,5 +1,5 @@
 /**
- * POST /v1/llm/complete — SPEC §7: LLM calls limited by their cost, not counted
+ * POST /v1/llm/complete — docs/design.md, "The limits": LLM calls limited by their cost, not counted
  * like ordinary API calls. Behind the API key (its owner is the tenant);
  * fail-closed (the default for spend).
  *

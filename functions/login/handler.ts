@@ -1,5 +1,5 @@
 /**
- * POST /auth/login — SPEC §4 "Auth — login", fail-closed.
+ * POST /auth/login — docs/design.md, "The limits" (Auth — login), fail-closed.
  *
  * 1. Before anything is parsed: the exact sliding window per client IP
  *    (`login-ip`, the route's middleware), counted for every attempt,

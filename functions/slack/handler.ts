@@ -1,5 +1,5 @@
 /**
- * POST /webhooks/slack — SPEC §4 "Messenger inbound", fail-closed.
+ * POST /webhooks/slack — docs/design.md, "The limits" (Messenger inbound), fail-closed.
  *
  * 1. Before verification: the per-IP window `slack-ip` (the route's
  *    middleware), a cheap first line against floods of unsigned junk.

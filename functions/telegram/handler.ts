@@ -1,5 +1,5 @@
 /**
- * POST /webhooks/telegram/{bot} — SPEC §4 "Messenger inbound", fail-closed.
+ * POST /webhooks/telegram/{bot} — docs/design.md, "The limits" (Messenger inbound), fail-closed.
  *
  * 1. Before verification: the per-IP window `telegram-ip` (the route's middleware).
  * 2. `X-Telegram-Bot-Api-Secret-Token` (set with setWebhook(secret_token))

@@ -36,7 +36,7 @@ export {
   MisconfiguredCheckError,
   RateLimitError,
 } from './errors.ts';
-export { DEFAULT_FAILURE_MODE, type FailureMode } from './failure-mode.ts';
+export { combinedFailureMode, DEFAULT_FAILURE_MODE, type FailureMode } from './failure-mode.ts';
 export { assertKeyPart, budgetKeys, counterKey, rateKey } from './keys.ts';
 export {
   FUNCTIONS_COMMANDS,

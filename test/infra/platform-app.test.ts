@@ -1,6 +1,6 @@
 /**
  * The CDK app, synthesized offline from the built artefacts: what the
- * templates must say for the limiter to hold (SPEC §5, §8), for both durable
+ * templates must say for the limiter to hold (docs/design.md, "The outer line" and "The durable Redis on AWS"), for both durable
  * stores, and cdk-nag as a gate that an unacknowledged finding fails.
  */
 import assert from 'node:assert/strict';

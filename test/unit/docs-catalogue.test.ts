@@ -1,20 +1,27 @@
 /**
- * The policy catalogue in docs/configuration.md is config/policies.json:
- * every policy, every number, and who checks it (scripts/catalogue-table.ts
- * renders it; `npm run docs:catalogue` writes it). A policy added, removed or
- * changed without the docs fails here.
+ * The tables the docs hold about the catalogue are the catalogue: the
+ * policies of docs/configuration.md (every policy, every number, who checks
+ * it), the consumers of docs/consumers.md (what each checks, on what key) and
+ * the strategies of docs/architecture.md (scripts/catalogue-table.ts renders
+ * them; `npm run docs:catalogue` writes them). A policy, route or strategy
+ * added, removed or changed without the docs fails here.
  */
 import assert from 'node:assert/strict';
-import { readFileSync } from 'node:fs';
 import { describe, it } from 'node:test';
 import catalogue from '../../config/policies.json' with { type: 'json' };
-import { CATALOGUE_HEADER, CONFIGURATION_DOC, catalogueRows, tableInDoc } from '../../scripts/catalogue-table.ts';
+import { GENERATED_TABLES, tableInDoc } from '../../scripts/catalogue-table.ts';
 
-describe('The catalogue table of docs/configuration.md', () => {
-  it('lists every policy of config/policies.json, with its numbers and consumers, and nothing else', () => {
-    const [header, , ...rows] = tableInDoc(readFileSync(CONFIGURATION_DOC, 'utf8'));
-    assert.deepEqual(header, CATALOGUE_HEADER);
-    assert.deepEqual(rows, catalogueRows(), 'run npm run docs:catalogue');
-    assert.equal(rows.length, Object.keys(catalogue).length);
+describe('The generated tables of the docs', () => {
+  for (const table of GENERATED_TABLES) {
+    it(`${table.name} (${table.doc.pathname.split('/').slice(-2).join('/')}) equals its rendering from the catalogue`, () => {
+      const [header, , ...rows] = tableInDoc(table);
+      assert.deepEqual(header, table.header);
+      assert.deepEqual(rows, table.rows(), 'run npm run docs:catalogue');
+    });
+  }
+
+  it('the policy table lists every policy of config/policies.json', () => {
+    const policies = GENERATED_TABLES.find((t) => t.name === 'catalogue');
+    assert.equal(policies && tableInDoc(policies).length - 2, Object.keys(catalogue).length);
   });
 });
