@@ -166,29 +166,142 @@ function table(state: Record<string, unknown>): string {
     .join('\n');
 }
 
-async function run(argv: string[], io: CliOutput): Promise<number> {
-  const { values, positionals } = parseArgs({
-    args: argv,
-    allowPositionals: true,
-    strict: true,
-    options: {
-      email: { type: 'string' },
-      'api-key': { type: 'string' },
-      scope: { type: 'string' },
-      set: { type: 'string' },
-      increase: { type: 'boolean' },
-      decrease: { type: 'boolean' },
-      pause: { type: 'string' },
-      ssm: { type: 'boolean' },
-      json: { type: 'boolean' },
-      help: { type: 'boolean', short: 'h' },
-    },
+const CLI_OPTIONS = {
+  email: { type: 'string' },
+  'api-key': { type: 'string' },
+  scope: { type: 'string' },
+  set: { type: 'string' },
+  increase: { type: 'boolean' },
+  decrease: { type: 'boolean' },
+  pause: { type: 'string' },
+  ssm: { type: 'boolean' },
+  json: { type: 'boolean' },
+  help: { type: 'boolean', short: 'h' },
+} as const;
+
+type CliValues = ReturnType<
+  typeof parseArgs<{ options: typeof CLI_OPTIONS; allowPositionals: true; strict: true }>
+>['values'];
+
+/** Every policy in force, each field with where its value comes from (optionally for one key). */
+async function policiesCommand(context: Context, rest: readonly string[], values: CliValues): Promise<number> {
+  const key =
+    rest[0] === undefined && !values.email && !values['api-key'] ? undefined : keyOf(context, rest[0], values);
+  const names = context.store.policyNames();
+  const all = Object.fromEntries(names.map((name) => [name, context.store.explain(name, key)]));
+  const human = names
+    .map((name) => {
+      const sources = all[name]?.sources ?? {};
+      const lines = Object.entries(sources).map(
+        ([field, from]) =>
+          `  ${field.padEnd(22)} ${JSON.stringify(valueAt(all[name]?.config, field)).padEnd(24)} ${from}`,
+      );
+      return [`${name}${key ? ` (key ${key})` : ''}`, ...lines].join('\n');
+    })
+    .join('\n\n');
+  out(context, human, all);
+  return EXIT.ok;
+}
+
+/** Where one key of a policy stands, without debiting it. */
+async function inspectCommand(context: Context, rest: readonly string[], values: CliValues): Promise<number> {
+  const [policy, given] = rest;
+  if (!policy) throw new CliError(EXIT.usage, 'inspect <policy> <key>');
+  const state = await inspect(context, policy, keyOf(context, given, values), values.scope);
+  out(context, table(state), state);
+  return EXIT.ok;
+}
+
+/** Forgets one key of a policy (its counter, budget holds and runtime rate), audited. */
+async function resetCommand(context: Context, rest: readonly string[], values: CliValues): Promise<number> {
+  const [policy, given] = rest;
+  if (!policy) throw new CliError(EXIT.usage, 'reset <policy> <key>');
+  const key = keyOf(context, given, values);
+  const before = await inspect(context, policy, key, values.scope);
+  const counter = counterKey(limiterOf(context).policyFor(policy, key), key, values.scope);
+  // every key the policy may hold for it: counter (or budget and its holds) and runtime rate
+  await (context.redis as RedisClient).del(...budgetKeys(counter), rateKey(counter));
+  const after = await inspect(context, policy, key, values.scope);
+  audit(context, 'reset', { policy, key, before, after });
+  out(context, `reset ${policy} ${key}\n${table(after)}`, { before, after });
+  return EXIT.ok;
+}
+
+/** Sets or steps an adaptive bucket's runtime rate for one key, audited. */
+async function rateCommand(context: Context, rest: readonly string[], values: CliValues): Promise<number> {
+  const [policy, given] = rest;
+  if (!policy) throw new CliError(EXIT.usage, 'rate <policy> <key> --set N | --increase | --decrease [--pause 30s]');
+  const key = keyOf(context, given, values);
+  const chosen = [values.set !== undefined, values.increase === true, values.decrease === true].filter(Boolean).length;
+  if (chosen !== 1) throw new CliError(EXIT.usage, 'exactly one of --set N, --increase, --decrease');
+  const pauseMs =
+    values.pause === undefined
+      ? undefined
+      : parseDuration(values.pause.replace(/^(\d+(?:\.\d+)?)(ms|s|m|h)$/, '$1 $2'));
+  if (values.pause !== undefined && pauseMs === undefined)
+    throw new CliError(EXIT.usage, '--pause takes a duration such as 30s or 2m');
+  const change: RateChange =
+    values.set !== undefined
+      ? { set: Number(values.set) }
+      : values.increase
+        ? { increase: true }
+        : { decrease: true, ...(pauseMs === undefined ? {} : { pauseMs }) };
+  const options = values.scope === undefined ? {} : { scope: values.scope };
+  const limiter = limiterOf(context);
+  const current = await limiter.currentRate(policy, key, options);
+  const before = current.decided ? current.ratePerSecond : undefined;
+  const outcome = await limiter.changeRate(policy, key, change, options);
+  if (!outcome.decided) throw new CliError(EXIT.unavailable, `Redis could not answer (${outcome.reason})`);
+  audit(context, 'rate', { policy, key, change, before, after: outcome.ratePerSecond });
+  out(context, `${policy} ${key}: ${before}/s -> ${outcome.ratePerSecond}/s`, {
+    before,
+    after: outcome.ratePerSecond,
   });
-  const [command, ...rest] = positionals;
-  if (values.help || command === undefined || command === 'help') {
-    io.stdout(`${USAGE}\n`);
-    return command === undefined && !values.help ? EXIT.usage : EXIT.ok;
+  return EXIT.ok;
+}
+
+/** Writes a policy override (or a per-key one) where the store reads it, after checking it compiles, audited. */
+async function overrideCommand(context: Context, rest: readonly string[], _values: CliValues): Promise<number> {
+  const [policy, ...tail] = rest;
+  const [key, text] = tail.length >= 2 ? [tail[0], tail[1]] : [undefined, tail[0]];
+  if (!policy || text === undefined) throw new CliError(EXIT.usage, "override <policy> [<key>] '<json>'");
+  let patch: unknown;
+  try {
+    patch = JSON.parse(text);
+  } catch (error) {
+    throw new CliError(EXIT.refused, `not JSON: ${(error as Error).message}`);
   }
+  const base = context.store.explain(policy)?.config;
+  if (base === undefined) throw new CliError(EXIT.refused, `no policy "${policy}" to override`);
+  compilePolicy(policy, mergeOverride(base, patch)); // throws InvalidPolicyError with the reason
+  if (key !== undefined) assertKeyPart(key); // an InvalidCheckError: refused, exit 3
+  const name = overrideParameter(context.prefix, policy, key);
+  const before = (await context.source.fetchAll(context.prefix))[name];
+  await context.source.put(name, JSON.stringify(patch));
+  audit(context, 'override', { parameter: name, before: before ?? null, after: patch });
+  out(context, `wrote ${name}: ${JSON.stringify(patch)} (was ${before ?? 'unset'})`, {
+    parameter: name,
+    before: before ?? null,
+    after: patch,
+  });
+  return EXIT.ok;
+}
+
+const COMMANDS: Readonly<
+  Record<string, (context: Context, rest: readonly string[], values: CliValues) => Promise<number>>
+> = {
+  policies: policiesCommand,
+  inspect: inspectCommand,
+  reset: resetCommand,
+  rate: rateCommand,
+  override: overrideCommand,
+};
+
+/** The commands that talk to Redis, and so wait for its connection first. */
+const REDIS_COMMANDS = new Set(['inspect', 'reset', 'rate']);
+
+/** The store, the parameter source and (for a deployed Redis, or a command that needs it) the Redis client. */
+async function openContext(command: string, values: CliValues, io: CliOutput): Promise<Context> {
   const settings = readSettings();
   const source = values.ssm
     ? new SsmParameterSource()
@@ -203,7 +316,7 @@ async function run(argv: string[], io: CliOutput): Promise<number> {
     context.redis = createRedisClient(settings.redis);
     await authenticateFromSecret(context.redis, settings.redisAuthSecretId, secretReader(settings));
   }
-  if (command === 'inspect' || command === 'reset' || command === 'rate') {
+  if (REDIS_COMMANDS.has(command)) {
     // An operator waits for the connection (TLS, a cluster's every master) rather than have the
     // first command degrade within a policy's 100 ms budget; bounded, then commands answer as they can.
     context.redis ??= createRedisClient(settings.redis);
@@ -212,108 +325,21 @@ async function run(argv: string[], io: CliOutput): Promise<number> {
       .catch(() => {});
     await Promise.race([connected, new Promise((resolve) => setTimeout(resolve, 5000).unref())]);
   }
+  return context;
+}
+
+async function run(argv: string[], io: CliOutput): Promise<number> {
+  const { values, positionals } = parseArgs({ args: argv, allowPositionals: true, strict: true, options: CLI_OPTIONS });
+  const [command, ...rest] = positionals;
+  if (values.help || command === undefined || command === 'help') {
+    io.stdout(`${USAGE}\n`);
+    return command === undefined && !values.help ? EXIT.usage : EXIT.ok;
+  }
+  const handler = COMMANDS[command];
+  if (!handler) throw new CliError(EXIT.usage, `unknown command "${command}"\n\n${USAGE}`);
+  const context = await openContext(command, values, io);
   try {
-    switch (command) {
-      case 'policies': {
-        const key =
-          rest[0] === undefined && !values.email && !values['api-key'] ? undefined : keyOf(context, rest[0], values);
-        const names = store.policyNames();
-        const all = Object.fromEntries(names.map((name) => [name, store.explain(name, key)]));
-        const human = names
-          .map((name) => {
-            const sources = all[name]?.sources ?? {};
-            const lines = Object.entries(sources).map(
-              ([field, from]) =>
-                `  ${field.padEnd(22)} ${JSON.stringify(valueAt(all[name]?.config, field)).padEnd(24)} ${from}`,
-            );
-            return [`${name}${key ? ` (key ${key})` : ''}`, ...lines].join('\n');
-          })
-          .join('\n\n');
-        out(context, human, all);
-        return EXIT.ok;
-      }
-      case 'inspect': {
-        const [policy, given] = rest;
-        if (!policy) throw new CliError(EXIT.usage, 'inspect <policy> <key>');
-        const state = await inspect(context, policy, keyOf(context, given, values), values.scope);
-        out(context, table(state), state);
-        return EXIT.ok;
-      }
-      case 'reset': {
-        const [policy, given] = rest;
-        if (!policy) throw new CliError(EXIT.usage, 'reset <policy> <key>');
-        const key = keyOf(context, given, values);
-        const before = await inspect(context, policy, key, values.scope);
-        const counter = counterKey(limiterOf(context).policyFor(policy, key), key, values.scope);
-        // every key the policy may hold for it: counter (or budget and its holds) and runtime rate
-        await (context.redis as RedisClient).del(...budgetKeys(counter), rateKey(counter));
-        const after = await inspect(context, policy, key, values.scope);
-        audit(context, 'reset', { policy, key, before, after });
-        out(context, `reset ${policy} ${key}\n${table(after)}`, { before, after });
-        return EXIT.ok;
-      }
-      case 'rate': {
-        const [policy, given] = rest;
-        if (!policy)
-          throw new CliError(EXIT.usage, 'rate <policy> <key> --set N | --increase | --decrease [--pause 30s]');
-        const key = keyOf(context, given, values);
-        const chosen = [values.set !== undefined, values.increase === true, values.decrease === true].filter(
-          Boolean,
-        ).length;
-        if (chosen !== 1) throw new CliError(EXIT.usage, 'exactly one of --set N, --increase, --decrease');
-        const pauseMs =
-          values.pause === undefined
-            ? undefined
-            : parseDuration(values.pause.replace(/^(\d+(?:\.\d+)?)(ms|s|m|h)$/, '$1 $2'));
-        if (values.pause !== undefined && pauseMs === undefined)
-          throw new CliError(EXIT.usage, '--pause takes a duration such as 30s or 2m');
-        const change: RateChange =
-          values.set !== undefined
-            ? { set: Number(values.set) }
-            : values.increase
-              ? { increase: true }
-              : { decrease: true, ...(pauseMs === undefined ? {} : { pauseMs }) };
-        const options = values.scope === undefined ? {} : { scope: values.scope };
-        const limiter = limiterOf(context);
-        const current = await limiter.currentRate(policy, key, options);
-        const before = current.decided ? current.ratePerSecond : undefined;
-        const outcome = await limiter.changeRate(policy, key, change, options);
-        if (!outcome.decided) throw new CliError(EXIT.unavailable, `Redis could not answer (${outcome.reason})`);
-        audit(context, 'rate', { policy, key, change, before, after: outcome.ratePerSecond });
-        out(context, `${policy} ${key}: ${before}/s -> ${outcome.ratePerSecond}/s`, {
-          before,
-          after: outcome.ratePerSecond,
-        });
-        return EXIT.ok;
-      }
-      case 'override': {
-        const [policy, ...tail] = rest;
-        const [key, text] = tail.length >= 2 ? [tail[0], tail[1]] : [undefined, tail[0]];
-        if (!policy || text === undefined) throw new CliError(EXIT.usage, "override <policy> [<key>] '<json>'");
-        let patch: unknown;
-        try {
-          patch = JSON.parse(text);
-        } catch (error) {
-          throw new CliError(EXIT.refused, `not JSON: ${(error as Error).message}`);
-        }
-        const base = store.explain(policy)?.config;
-        if (base === undefined) throw new CliError(EXIT.refused, `no policy "${policy}" to override`);
-        compilePolicy(policy, mergeOverride(base, patch)); // throws InvalidPolicyError with the reason
-        if (key !== undefined) assertKeyPart(key); // an InvalidCheckError: refused, exit 3
-        const name = overrideParameter(context.prefix, policy, key);
-        const before = (await source.fetchAll(context.prefix))[name];
-        await source.put(name, JSON.stringify(patch));
-        audit(context, 'override', { parameter: name, before: before ?? null, after: patch });
-        out(context, `wrote ${name}: ${JSON.stringify(patch)} (was ${before ?? 'unset'})`, {
-          parameter: name,
-          before: before ?? null,
-          after: patch,
-        });
-        return EXIT.ok;
-      }
-      default:
-        throw new CliError(EXIT.usage, `unknown command "${command}"\n\n${USAGE}`);
-    }
+    return await handler(context, rest, values);
   } finally {
     context.redis?.disconnect();
   }

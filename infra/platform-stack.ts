@@ -26,7 +26,7 @@ import type { Construct } from 'constructs';
 import type { OuterLine } from '../config/outer-line.ts';
 import { readPaths, type SecretName } from '../config/secrets.ts';
 import { checksOf, type Route } from '../functions/routes.ts';
-import { operated, scheduled, services } from '../functions/workers.ts';
+import { type OperatorFunction, operated, scheduled, services } from '../functions/workers.ts';
 import { acknowledgeTracing, consumerFunctionBase } from './consumer-function.ts';
 import type { DeployContext } from './context.ts';
 import type { DurableStore } from './durable-store.ts';
@@ -79,7 +79,14 @@ export function observedPolicies(
   return [...observed].map(([name, { degradedAs }]) => ({ name, degradedAs }));
 }
 
+/** What a consumer reading these secrets is told and allowed. */
+type LimiterAccess = (secrets: readonly SecretName[]) => {
+  statements: PolicyStatement[];
+  environment: Record<string, string>;
+};
+
 export class PlatformStack extends Stack {
+  readonly #props: PlatformStackProps;
   readonly functions = new Map<string, LambdaFunction>();
   readonly layer: LayerVersion;
   readonly events: Queue;
@@ -90,30 +97,63 @@ export class PlatformStack extends Stack {
 
   constructor(scope: Construct, id: string, props: PlatformStackProps) {
     super(scope, id, props);
-    const { context, store } = props;
+    this.#props = props;
+    const { context } = props;
     const name = `ratelimit-${context.stage}`;
     const prefix = parameterPath(context.stage);
+    this.layer = this.#layerVersion(name);
+    const queues = this.#eventQueues();
+    this.events = queues.events;
+    this.#shipPolicyDefaults(prefix);
+    const access = this.#limiterAccess(prefix);
+    const apiKeysPath = `/platform/${context.stage}/api-keys`;
+    for (const route of props.routes)
+      this.functions.set(route.id, this.#routeFunction(route, name, access, apiKeysPath));
+    for (const admin of operated) this.functions.set(admin.id, this.#adminFunction(admin, name, access, prefix));
+    this.api = new PublicApi(this, 'Public', {
+      name,
+      stage: context.stage,
+      outerLine: props.outerLine,
+      routes: props.routes,
+      functionOf: (route) => this.functions.get(route.id) as LambdaFunction,
+    });
+    if (context.harvester || context.mattermostUrl) this.streamConsumers = this.#streamConsumers(name, access);
+    this.observability = this.#observability(name, queues.deadLetters);
+    this.#acknowledge(prefix, access.pathsInUse, apiKeysPath);
+  }
 
-    this.layer = new LayerVersion(this, 'RateLimitLayer', {
+  /** The layer: the limiter, its client, config and middleware, one asset for every function. */
+  #layerVersion(name: string): LayerVersion {
+    const { context } = this.#props;
+    return new LayerVersion(this, 'RateLimitLayer', {
       layerVersionName: `${name}-layer`,
       description: '@platform/rate-limit: the Lua limiter, its client, config and Middy middleware',
       code: Code.fromAsset(join(context.dist, 'layer')),
       compatibleRuntimes: [Runtime.NODEJS_24_X],
       compatibleArchitectures: [Architecture.ARM_64],
     });
+  }
 
+  /** The queue accepted webhook events go to, and its dead letters. */
+  #eventQueues(): { events: Queue; deadLetters: Queue } {
     const deadLetters = new Queue(this, 'EventsDeadLetters', {
       encryption: QueueEncryption.SQS_MANAGED,
       enforceSSL: true,
       retentionPeriod: Duration.days(14),
     });
-    this.events = new Queue(this, 'Events', {
+    const events = new Queue(this, 'Events', {
       encryption: QueueEncryption.SQS_MANAGED,
       enforceSSL: true,
       visibilityTimeout: Duration.minutes(5),
       deadLetterQueue: { queue: deadLetters, maxReceiveCount: 5 },
     });
 
+    return { events, deadLetters };
+  }
+
+  /** One SSM parameter per policy of the catalogue, as shipped: the store reads them under defaults/. */
+  #shipPolicyDefaults(prefix: string): void {
+    const props = this.#props;
     for (const [policy, config] of Object.entries(props.policies)) {
       new StringParameter(this, `Default-${policy}`, {
         parameterName: defaultParameter(prefix, policy),
@@ -121,7 +161,15 @@ export class PlatformStack extends Stack {
         stringValue: JSON.stringify(config),
       });
     }
+  }
 
+  /**
+   * What each consumer is told and allowed (by the secrets it reads), and
+   * every parameter path some consumer reads (for the cdk-nag acknowledgements).
+   */
+  #limiterAccess(prefix: string): LimiterAccess & { pathsInUse: ReadonlySet<string> } {
+    const props = this.#props;
+    const { store } = props;
     // Granted on the functions' side only: a grant through the key or secret policy would tie the data stack to this one.
     const readRedisAuth = new PolicyStatement({
       actions: ['secretsmanager:GetSecretValue'],
@@ -174,108 +222,114 @@ export class PlatformStack extends Stack {
       ];
       return { statements, environment: { ...limiterEnvironment, RATE_LIMIT_READ_PATHS: paths.join(',') } };
     };
-    const apiKeysPath = `/platform/${context.stage}/api-keys`;
-    for (const route of props.routes) {
-      const fn = new LambdaFunction(this, `Fn-${route.id}`, {
-        ...consumerFunctionBase(this, route.id, { dist: context.dist, layer: this.layer }),
-        functionName: `${name}-${route.id}`,
-        description: `${route.methods.join(',')} ${route.path}`,
-        timeout: Duration.seconds(10),
-        reservedConcurrentExecutions: route.reservedConcurrency,
-        vpc: props.vpc,
-        vpcSubnets: { subnetType: SubnetType.PRIVATE_ISOLATED },
-        securityGroups: [props.functionsSecurityGroup],
-        environment: {
-          ...limiterAccess(route.secrets).environment,
-          ...(route.uses.includes('eventQueue') ? { EVENT_QUEUE_URL: this.events.queueUrl } : {}),
-          ...(route.uses.includes('apiKeyRegistry') ? { API_KEYS_PARAMETER_PATH: apiKeysPath } : {}),
-          // Declared empty so `sam local start-api --env-vars` may set them (it overrides declared variables only).
-          REDIS_URL: '',
-          RATE_LIMIT_PARAMETERS_FILE: '',
-        },
-      });
-      for (const statement of limiterAccess(route.secrets).statements) fn.addToRolePolicy(statement);
-      acknowledgeTracing(fn);
-      if (route.uses.includes('eventQueue')) this.events.grantSendMessages(fn);
-      if (route.uses.includes('apiKeyRegistry')) {
-        fn.addToRolePolicy(
-          new PolicyStatement({
-            actions: ['ssm:GetParameter'],
-            resources: [
-              this.formatArn({
-                service: 'ssm',
-                resource: 'parameter',
-                resourceName: `${apiKeysPath.slice(1)}/*`,
-              }),
-            ],
-          }),
-        );
-      }
-      this.functions.set(route.id, fn);
-    }
+    return Object.assign(limiterAccess, { pathsInUse: readPathsInUse });
+  }
 
-    // The operator's path to Redis (docs/runbook.md, "Reaching a deployed stage"): invoked through IAM only.
-    for (const admin of operated) {
-      const fn = new LambdaFunction(this, `Fn-${admin.id}`, {
-        ...consumerFunctionBase(this, admin.id, { dist: context.dist, layer: this.layer }),
-        functionName: `${name}-${admin.id}`,
-        description: 'npx ratelimit against this stage: invoke with {"argv": [...]} (IAM only, no route)',
-        timeout: Duration.seconds(30),
-        reservedConcurrentExecutions: admin.reservedConcurrency,
-        vpc: props.vpc,
-        vpcSubnets: { subnetType: SubnetType.PRIVATE_ISOLATED },
-        securityGroups: [props.functionsSecurityGroup],
-        environment: { ...limiterAccess(admin.secrets).environment, POWERTOOLS_SERVICE_NAME: 'admin' },
-      });
-      for (const statement of limiterAccess(admin.secrets).statements) fn.addToRolePolicy(statement);
-      // `override` writes where the store reads overrides, and nowhere else
+  /** The function of one route, with exactly what the route says it uses. */
+  #routeFunction(route: Route, name: string, limiterAccess: LimiterAccess, apiKeysPath: string): LambdaFunction {
+    const props = this.#props;
+    const { context } = props;
+    const fn = new LambdaFunction(this, `Fn-${route.id}`, {
+      ...consumerFunctionBase(this, route.id, { dist: context.dist, layer: this.layer }),
+      functionName: `${name}-${route.id}`,
+      description: `${route.methods.join(',')} ${route.path}`,
+      timeout: Duration.seconds(10),
+      reservedConcurrentExecutions: route.reservedConcurrency,
+      vpc: props.vpc,
+      vpcSubnets: { subnetType: SubnetType.PRIVATE_ISOLATED },
+      securityGroups: [props.functionsSecurityGroup],
+      environment: {
+        ...limiterAccess(route.secrets).environment,
+        ...(route.uses.includes('eventQueue') ? { EVENT_QUEUE_URL: this.events.queueUrl } : {}),
+        ...(route.uses.includes('apiKeyRegistry') ? { API_KEYS_PARAMETER_PATH: apiKeysPath } : {}),
+        // Declared empty so `sam local start-api --env-vars` may set them (it overrides declared variables only).
+        REDIS_URL: '',
+        RATE_LIMIT_PARAMETERS_FILE: '',
+      },
+    });
+    for (const statement of limiterAccess(route.secrets).statements) fn.addToRolePolicy(statement);
+    acknowledgeTracing(fn);
+    if (route.uses.includes('eventQueue')) this.events.grantSendMessages(fn);
+    if (route.uses.includes('apiKeyRegistry')) {
       fn.addToRolePolicy(
         new PolicyStatement({
-          actions: ['ssm:GetParameter', 'ssm:PutParameter'],
+          actions: ['ssm:GetParameter'],
           resources: [
             this.formatArn({
               service: 'ssm',
               resource: 'parameter',
-              resourceName: `${folderPrefix(prefix, 'overrides').slice(1)}*`,
+              resourceName: `${apiKeysPath.slice(1)}/*`,
             }),
           ],
         }),
       );
-      acknowledgeTracing(fn);
-      this.functions.set(admin.id, fn);
     }
+    return fn;
+  }
 
-    this.api = new PublicApi(this, 'Public', {
-      name,
-      stage: context.stage,
-      outerLine: props.outerLine,
-      routes: props.routes,
-      functionOf: (route) => this.functions.get(route.id) as LambdaFunction,
+  /** The operator's path to Redis (docs/runbook.md, "Reaching a deployed stage"): invoked through IAM only. */
+  #adminFunction(admin: OperatorFunction, name: string, limiterAccess: LimiterAccess, prefix: string): LambdaFunction {
+    const props = this.#props;
+    const { context } = props;
+    const fn = new LambdaFunction(this, `Fn-${admin.id}`, {
+      ...consumerFunctionBase(this, admin.id, { dist: context.dist, layer: this.layer }),
+      functionName: `${name}-${admin.id}`,
+      description: 'npx ratelimit against this stage: invoke with {"argv": [...]} (IAM only, no route)',
+      timeout: Duration.seconds(30),
+      reservedConcurrentExecutions: admin.reservedConcurrency,
+      vpc: props.vpc,
+      vpcSubnets: { subnetType: SubnetType.PRIVATE_ISOLATED },
+      securityGroups: [props.functionsSecurityGroup],
+      environment: { ...limiterAccess(admin.secrets).environment, POWERTOOLS_SERVICE_NAME: 'admin' },
     });
+    for (const statement of limiterAccess(admin.secrets).statements) fn.addToRolePolicy(statement);
+    // `override` writes where the store reads overrides, and nowhere else
+    fn.addToRolePolicy(
+      new PolicyStatement({
+        actions: ['ssm:GetParameter', 'ssm:PutParameter'],
+        resources: [
+          this.formatArn({
+            service: 'ssm',
+            resource: 'parameter',
+            resourceName: `${folderPrefix(prefix, 'overrides').slice(1)}*`,
+          }),
+        ],
+      }),
+    );
+    acknowledgeTracing(fn);
+    return fn;
+  }
 
-    if (context.harvester || context.mattermostUrl) {
-      const harvester = scheduled.find((w) => w.id === 'harvester');
-      const listener = services.find((w) => w.id === 'mattermost-listener');
-      this.streamConsumers = new StreamConsumers(this, 'StreamConsumers', {
-        name,
-        dist: context.dist,
-        vpc: props.vpc,
-        functionsSecurityGroup: props.functionsSecurityGroup,
-        layer: this.layer,
-        events: this.events,
-        access: limiterAccess,
-        ...(context.harvester && harvester ? { harvester: { worker: harvester, ...context.harvester } } : {}),
-        ...(context.mattermostUrl && listener
-          ? { listener: { service: listener, mattermostUrl: context.mattermostUrl } }
-          : {}),
-      });
-    }
+  /** The harvester and the Mattermost listener, when the context deploys them. */
+  #streamConsumers(name: string, limiterAccess: LimiterAccess): StreamConsumers {
+    const props = this.#props;
+    const { context } = props;
+    const harvester = scheduled.find((w) => w.id === 'harvester');
+    const listener = services.find((w) => w.id === 'mattermost-listener');
+    return new StreamConsumers(this, 'StreamConsumers', {
+      name,
+      dist: context.dist,
+      vpc: props.vpc,
+      functionsSecurityGroup: props.functionsSecurityGroup,
+      layer: this.layer,
+      events: this.events,
+      access: limiterAccess,
+      ...(context.harvester && harvester ? { harvester: { worker: harvester, ...context.harvester } } : {}),
+      ...(context.mattermostUrl && listener
+        ? { listener: { service: listener, mattermostUrl: context.mattermostUrl } }
+        : {}),
+    });
+  }
 
+  /** Alarms and the dashboard over what the deployed consumers publish. */
+  #observability(name: string, deadLetters: Queue): Observability {
+    const props = this.#props;
+    const { context, store } = props;
     const workers = [
       ...(context.harvester ? scheduled.filter((w) => w.id === 'harvester') : []),
       ...(context.mattermostUrl ? services.filter((w) => w.id === 'mattermost-listener') : []),
     ];
-    this.observability = new Observability(this, 'Observability', {
+    return new Observability(this, 'Observability', {
       name,
       store,
       policies: observedPolicies(props.routes, workers, props.policies),
@@ -289,7 +343,10 @@ export class PlatformStack extends Stack {
       deadLetters,
       notify: { emails: context.alarmEmails, urls: context.alarmUrls },
     });
+  }
 
+  /** cdk-nag: what is granted wider than one resource, and why. */
+  #acknowledge(prefix: string, readPathsInUse: ReadonlySet<string>, apiKeysPath: string): void {
     const partition = 'arn:<AWS::Partition>';
     Validations.of(this).acknowledge(
       ...['AWSLambdaBasicExecutionRole', 'AWSLambdaVPCAccessExecutionRole', 'AmazonAPIGatewayPushToCloudWatchLogs'].map(
