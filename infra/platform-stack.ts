@@ -225,6 +225,16 @@ export class PlatformStack extends Stack {
     return Object.assign(limiterAccess, { pathsInUse: readPathsInUse });
   }
 
+  /** Where every function runs: the isolated subnets, beside Redis, behind the functions' security group. */
+  #inVpc() {
+    const props = this.#props;
+    return {
+      vpc: props.vpc,
+      vpcSubnets: { subnetType: SubnetType.PRIVATE_ISOLATED },
+      securityGroups: [props.functionsSecurityGroup],
+    };
+  }
+
   /** The function of one route, with exactly what the route says it uses. */
   #routeFunction(route: Route, name: string, limiterAccess: LimiterAccess, apiKeysPath: string): LambdaFunction {
     const props = this.#props;
@@ -235,9 +245,7 @@ export class PlatformStack extends Stack {
       description: `${route.methods.join(',')} ${route.path}`,
       timeout: Duration.seconds(10),
       reservedConcurrentExecutions: route.reservedConcurrency,
-      vpc: props.vpc,
-      vpcSubnets: { subnetType: SubnetType.PRIVATE_ISOLATED },
-      securityGroups: [props.functionsSecurityGroup],
+      ...this.#inVpc(),
       environment: {
         ...limiterAccess(route.secrets).environment,
         ...(route.uses.includes('eventQueue') ? { EVENT_QUEUE_URL: this.events.queueUrl } : {}),
@@ -277,9 +285,7 @@ export class PlatformStack extends Stack {
       description: 'npx ratelimit against this stage: invoke with {"argv": [...]} (IAM only, no route)',
       timeout: Duration.seconds(30),
       reservedConcurrentExecutions: admin.reservedConcurrency,
-      vpc: props.vpc,
-      vpcSubnets: { subnetType: SubnetType.PRIVATE_ISOLATED },
-      securityGroups: [props.functionsSecurityGroup],
+      ...this.#inVpc(),
       environment: { ...limiterAccess(admin.secrets).environment, POWERTOOLS_SERVICE_NAME: 'admin' },
     });
     for (const statement of limiterAccess(admin.secrets).statements) fn.addToRolePolicy(statement);

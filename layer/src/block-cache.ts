@@ -1,4 +1,4 @@
-import type { Limited, LimitStatus } from './decision.ts';
+import { type Limited, type LimitStatus, limitedBy } from './decision.ts';
 import type { ResolvedLimit } from './lua-contract.ts';
 
 /** Bound of the cache per container; the oldest entry goes first. */
@@ -49,15 +49,7 @@ export class BlockCache {
         resetAfterMs: waitMs,
         windowSeconds: limit.policy.windowSeconds,
       };
-      return {
-        outcome: 'limited',
-        decided: true,
-        allowed: false,
-        degraded: false,
-        binding,
-        limits: [binding],
-        retryAfterMs: waitMs,
-      };
+      return limitedBy(binding, [binding], waitMs);
     }
     return undefined;
   }

@@ -89,3 +89,14 @@ export function degradedBy(failureMode: FailureMode, reason: DegradedReason, ret
     retryAfterMs: allowed ? 0 : retryAfterMs,
   };
 }
+
+/** Every limit admitted: the binding one is the closest to refusing (least remaining). */
+export function allowedBy(limits: readonly LimitStatus[]): Allowed {
+  const binding = limits.reduce((a, b) => (b.remaining < a.remaining ? b : a));
+  return { outcome: 'allowed', decided: true, allowed: true, degraded: false, binding, limits, retryAfterMs: 0 };
+}
+
+/** Refused by `binding` (the refusing limit with the longest wait): nothing was debited. */
+export function limitedBy(binding: LimitStatus, limits: readonly LimitStatus[], retryAfterMs: number): Limited {
+  return { outcome: 'limited', decided: true, allowed: false, degraded: false, binding, limits, retryAfterMs };
+}

@@ -6,7 +6,7 @@
  * in strategies/; nothing else in the layer knows an ARGV position. Change a
  * script's header and its packer together.
  */
-import type { Allowed, Limited, LimitStatus } from './decision.ts';
+import { type Allowed, allowedBy, type Limited, type LimitStatus, limitedBy } from './decision.ts';
 import { budgetKeys, rateKey } from './keys.ts';
 import type { CompiledFailureBackoff, CompiledPolicy, CompiledTokenBucket } from './policy.ts';
 import { ENTRY_SCRIPTS } from './scripts.ts';
@@ -137,25 +137,7 @@ export function parseReserveReply(policy: CompiledTokenBucket, reply: unknown): 
   if (code === 2) return 'id-used';
   const status = budgetStatus(policy, remaining as number, resetUs as number, retryUs);
   const shown = { ...status, remaining: Math.max(0, status.remaining) };
-  if (code === 1)
-    return {
-      outcome: 'allowed',
-      decided: true,
-      allowed: true,
-      degraded: false,
-      binding: shown,
-      limits: [shown],
-      retryAfterMs: 0,
-    };
-  return {
-    outcome: 'limited',
-    decided: true,
-    allowed: false,
-    degraded: false,
-    binding: shown,
-    limits: [shown],
-    retryAfterMs: shown.retryAfterMs,
-  };
+  return code === 1 ? allowedBy([shown]) : limitedBy(shown, [shown], shown.retryAfterMs);
 }
 
 export type SettleResult = 'settled' | 'late' | 'duplicate' | 'unknown';
@@ -212,20 +194,8 @@ export function parseCheckReply(policies: readonly CompiledPolicy[], reply: unkn
     retryAfterMs: usToMs(n[5 + 3 * i] as number),
     windowSeconds: policy.windowSeconds,
   }));
-  if (n[0] === 1) {
-    const binding = limits.reduce((a, b) => (b.remaining < a.remaining ? b : a));
-    return { outcome: 'allowed', decided: true, allowed: true, degraded: false, binding, limits, retryAfterMs: 0 };
-  }
-  const binding = limits[(n[1] as number) - 1] as LimitStatus;
-  return {
-    outcome: 'limited',
-    decided: true,
-    allowed: false,
-    degraded: false,
-    binding,
-    limits,
-    retryAfterMs: usToMs(n[2] as number),
-  };
+  if (n[0] === 1) return allowedBy(limits);
+  return limitedBy(limits[(n[1] as number) - 1] as LimitStatus, limits, usToMs(n[2] as number));
 }
 
 /** record_failure's reply: the next wait in µs, as ms. */
