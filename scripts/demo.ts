@@ -485,9 +485,8 @@ export async function runDemo(options: DemoOptions = {}): Promise<{ results: Sce
     POWERTOOLS_LOG_LEVEL: 'ERROR',
     POWERTOOLS_METRICS_DISABLED: 'true',
   });
-  const { startGateway } = await import('./gateway.ts');
   // imported once the environment above is set: the platform reads it when first made
-  const { closeAllPlatforms } = await import('../functions/shared/platform.ts');
+  const { startGateway, closeAllPlatforms } = await import('./gateway.ts');
   const gateway = await startGateway({ port: 0 });
   const stage: DemoStage = { base: gateway.url, redis, options };
   const results: ScenarioResult[] = [];

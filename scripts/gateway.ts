@@ -8,12 +8,29 @@
  * 3000; REDIS_URL); `npm start` runs it beside its own durable Redis.
  * GATEWAY_TRUSTED_PROXY names a proxy of ours (nginx) whose X-Real-IP is believed.
  */
+
 import { randomUUID } from 'node:crypto';
+import type { EventEmitter } from 'node:events';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import { type AddressInfo, isIP } from 'node:net';
 import type { APIGatewayProxyEvent, APIGatewayProxyResult, Context } from 'aws-lambda';
 import { type OuterLine, readOuterLine, type Throttle } from '../config/outer-line.ts';
 import { type HttpMethod, type Route, routes } from '../functions/routes.ts';
+import { PLATFORM_MADE, type Platform } from '../functions/shared/platform.ts';
+
+/**
+ * Every platform the handlers of this process made, whichever copy of
+ * functions/shared/platform.ts made it (each bundle has its own): closed with
+ * the last gateway. The registry lives here, not in the functions.
+ */
+const platforms = new Set<Platform>();
+(process as EventEmitter).on(PLATFORM_MADE, (made: Platform) => platforms.add(made));
+
+/** Closes the Redis connection of every platform in this process. */
+export function closeAllPlatforms(): void {
+  for (const p of platforms) p.redis.disconnect();
+  platforms.clear();
+}
 
 type Handler = (event: APIGatewayProxyEvent, context: Context) => Promise<APIGatewayProxyResult>;
 
@@ -276,7 +293,6 @@ export async function startGateway(options: GatewayOptions = {}): Promise<Gatewa
       await new Promise<void>((resolve) => server.close(() => resolve()));
       openGateways--;
       if (openGateways > 0) return; // the handlers (and their connections) still serve another gateway
-      const { closeAllPlatforms } = await import('../functions/shared/platform.ts');
       closeAllPlatforms();
     },
   };

@@ -5,7 +5,7 @@
  * JSON line. Start several for one site: they share the pace through Redis.
  */
 import { parseArgs } from 'node:util';
-import { closeAllPlatforms } from '../shared/platform.ts';
+import { closePlatform } from '../shared/platform.ts';
 import { runHarvest } from './job.ts';
 
 const { values } = parseArgs({
@@ -25,4 +25,4 @@ const report = await runHarvest({
   stop: stop.signal,
 });
 console.log(JSON.stringify(report));
-closeAllPlatforms();
+closePlatform();

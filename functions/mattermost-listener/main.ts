@@ -6,7 +6,7 @@
  * SIGTERM (how Fargate stops a task) and SIGINT stop it cleanly: exit 0.
  */
 import { Metrics, MetricUnit } from '@aws-lambda-powertools/metrics';
-import { closeAllPlatforms, platform } from '../shared/platform.ts';
+import { closePlatform, platform } from '../shared/platform.ts';
 import { type CatchUpReport, MattermostListener } from './listener.ts';
 
 const url = process.env.MATTERMOST_URL;
@@ -41,7 +41,7 @@ const listener = new MattermostListener({
 });
 const stop = async () => {
   await listener.stop();
-  closeAllPlatforms();
+  closePlatform();
   process.exit(0);
 };
 process.once('SIGTERM', stop);

@@ -1,3 +1,4 @@
+import type { EventEmitter } from 'node:events';
 import { Logger } from '@aws-lambda-powertools/logger';
 import { Metrics } from '@aws-lambda-powertools/metrics';
 import {
@@ -36,8 +37,10 @@ export interface Platform {
    * is made or has failed (bounded by the connect timeout). Started when the
    * platform is made, i.e. during a Lambda's init, which runs with full CPU:
    * the first check then pays no connection set-up (TLS, cluster slots)
-   * against its time budget. It never rejects: a failure is logged, and
-   * checks then degrade by each policy's failure mode.
+   * against its time budget. It never rejects, and settles within
+   * READY_WAIT_MS even when Redis takes the connection but never answers (a
+   * stalled server): a failure is logged, and checks then degrade by each
+   * policy's failure mode.
    */
   readonly ready: Promise<void>;
 }
@@ -45,27 +48,25 @@ export interface Platform {
 let current: Platform | undefined;
 
 /**
- * Every platform of this process, whichever copy of this module made it: the
- * local gateway may load several bundles, each with its own copy, and closes
- * them all when it stops (in Lambda there is one per container, never closed).
+ * The process event a platform is announced with once made: a host that
+ * loads several bundles, each with its own copy of this module (the local
+ * gateway), collects them to close them all. Nothing listens in Lambda (one
+ * platform per container, never closed).
  */
-const REGISTRY = Symbol.for('rate-limit.platforms');
-const processGlobals = globalThis as unknown as Record<symbol, Set<Platform> | undefined>;
-processGlobals[REGISTRY] ??= new Set<Platform>();
-const everyPlatform = processGlobals[REGISTRY];
+export const PLATFORM_MADE = 'rate-limit:platform-made';
 
 export function platform(): Platform {
   if (!current) {
     current = createPlatform();
-    everyPlatform.add(current);
+    (process as EventEmitter).emit(PLATFORM_MADE, current);
   }
   return current;
 }
 
-/** Closes the Redis connection of every platform in this process (the local gateway's shutdown). */
-export function closeAllPlatforms(): void {
-  for (const p of everyPlatform) p.redis.disconnect();
-  everyPlatform.clear();
+/** Closes this module's platform (a worker process's shutdown). */
+export function closePlatform(): void {
+  current?.redis.disconnect();
+  current = undefined;
 }
 
 /** Tests and the local gateway may build the platform from their own parts. */
@@ -86,6 +87,14 @@ function redisCredentials(redis: RedisClient, logger: Logger): Promise<void> {
       error: error instanceof Error ? error.message : String(error),
     });
   });
+}
+
+/** The longest the platform waits for Redis before its first check: past it, checks decide under their own budget. */
+export const READY_WAIT_MS = 2000;
+
+/** `work`, or nothing once `ms` have passed (the timer never holds the process open). */
+function withinMs(ms: number, work: Promise<void>): Promise<void> {
+  return Promise.race([work, new Promise<void>((resolve) => setTimeout(resolve, ms).unref())]);
 }
 
 export function createPlatform(overrides: Partial<Platform> = {}): Platform {
@@ -111,7 +120,7 @@ export function createPlatform(overrides: Partial<Platform> = {}): Platform {
     ready:
       overrides.ready ??
       redisCredentials(redis, logger)
-        .then(() => ioredisConnection(redis).whenReady())
+        .then(() => withinMs(READY_WAIT_MS, ioredisConnection(redis).whenReady()))
         .catch(() => {}),
   };
 }

@@ -104,10 +104,10 @@ describe('The harvester Lambda handler (EventBridge schedule)', () => {
       POWERTOOLS_METRICS_DISABLED: 'true',
     });
     const { handler, STOP_BEFORE_TIMEOUT_MS } = await import('../../functions/harvester/handler.ts');
-    const { closeAllPlatforms } = await import('../../functions/shared/platform.ts');
+    const { closePlatform } = await import('../../functions/shared/platform.ts');
     const started = Date.now();
     const report = await handler({}, { getRemainingTimeInMillis: () => STOP_BEFORE_TIMEOUT_MS + 1500 });
-    closeAllPlatforms();
+    closePlatform();
     const took = Date.now() - started;
     assert.ok(took >= 1500 && took < 4000, `stopped on time: ${took} ms`);
     for (const site of ['lambda-a', 'lambda-b']) {
@@ -186,6 +186,34 @@ describe('The harvester with Redis stalled (SIGSTOP)', () => {
       (reports as Awaited<typeof running>).every((r) => r.stats.local > 0),
       'each worker counted its local turns',
     );
+  });
+});
+
+describe('A harvester started while Redis is stalled (SIGSTOP)', () => {
+  let redis: RedisProcess;
+  before(async () => {
+    redis = await startRedis();
+  });
+  after(() => redis.stop());
+
+  it('does not wait on its connection past the platform ready wait: it harvests at the local pace and stops on time', async () => {
+    const site = 'stalled-at-start';
+    source.setCapacity(site, 1000);
+    const seconds = 4;
+    redis.pause(); // the port takes the connection; the ready check is never answered
+    let reports: Awaited<ReturnType<typeof runWorkers>> | 'hung';
+    try {
+      reports = await Promise.race([
+        runWorkers({ count: 1, source: source.url, site, seconds, redisUrl: redis.url }),
+        new Promise<'hung'>((resolve) => setTimeout(() => resolve('hung'), (seconds + 10) * 1000).unref()),
+      ]);
+    } finally {
+      redis.resume();
+    }
+    assert.notEqual(reports, 'hung', 'the worker returned');
+    const served = source.stats(site).served;
+    assert.ok(served >= 1 && served <= seconds + 2, `pages fetched at the local pace: ${served}`);
+    assert.ok(((reports as Awaited<ReturnType<typeof runWorkers>>)[0]?.stats.local ?? 0) > 0, 'its turns were local');
   });
 });
 

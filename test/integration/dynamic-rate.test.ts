@@ -45,7 +45,7 @@ for (const target of targets) {
       for (let i = 0; i < 10; i++) await worker.check({ policy: 'harvest', key });
       const before = await worker.check({ policy: 'harvest', key });
       assert.equal(before.retryAfterMs, 1000); // one token per second
-      assert.deepEqual(await operator.changeRate('harvest', key, { set: 10 }), { changed: true, ratePerSecond: 10 });
+      assert.deepEqual(await operator.changeRate('harvest', key, { set: 10 }), { decided: true, ratePerSecond: 10 });
       const afterChange = await worker.check({ policy: 'harvest', key });
       assert.equal(afterChange.outcome, 'limited');
       assert.equal(afterChange.retryAfterMs, 100); // still empty, now refilling 10 per second
@@ -61,24 +61,24 @@ for (const target of targets) {
       }
       assert.deepEqual(rates, [2, 3, 1.5, 0.75]);
       assert.deepEqual(await operator.changeRate('harvest', key, { decrease: true }), {
-        changed: true,
+        decided: true,
         ratePerSecond: 0.5,
       });
-      assert.deepEqual(await operator.changeRate('harvest', key, { set: 1e6 }), { changed: true, ratePerSecond: 100 });
+      assert.deepEqual(await operator.changeRate('harvest', key, { set: 1e6 }), { decided: true, ratePerSecond: 100 });
     });
 
     it('step several increments or decrements at once (a slow start and its end), within the bounds', async () => {
       const { operator, key } = workers();
       assert.deepEqual(await operator.changeRate('harvest', key, { increase: true, steps: 4 }), {
-        changed: true,
+        decided: true,
         ratePerSecond: 5,
       });
       assert.deepEqual(await operator.changeRate('harvest', key, { increase: true, steps: 100 }), {
-        changed: true,
+        decided: true,
         ratePerSecond: 100,
       });
       assert.deepEqual(await operator.changeRate('harvest', key, { decrease: true, steps: 3 }), {
-        changed: true,
+        decided: true,
         ratePerSecond: 12.5,
       });
     });
@@ -128,7 +128,7 @@ for (const target of targets) {
       const { clock, operator, worker, key } = workers();
       assert.equal((await worker.check({ policy: 'lapsing', key, cost: 10 })).outcome, 'allowed');
       assert.deepEqual(await operator.changeRate('lapsing', key, { set: 0.05 }), {
-        changed: true,
+        decided: true,
         ratePerSecond: 0.05,
       });
       // Act: the minute passes; 3 tokens came back at 0.05/s

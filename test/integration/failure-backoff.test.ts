@@ -55,13 +55,13 @@ for (const target of targets) {
       const { clock, limiter, account, attempt } = login();
       for (let i = 0; i < 4; i++) await limiter.recordFailure('login-account', account);
       assert.equal((await attempt()).outcome, 'limited');
-      assert.equal(await limiter.clearFailures('login-account', account), true);
+      assert.deepEqual(await limiter.clearFailures('login-account', account), { decided: true });
       assert.equal((await attempt()).outcome, 'allowed');
 
       for (let i = 0; i < 4; i++) await limiter.recordFailure('login-account', account);
       clock.nowUs += 15 * 60 * 1_000_000;
       assert.equal((await attempt()).outcome, 'allowed');
-      assert.deepEqual(await limiter.recordFailure('login-account', account), { recorded: true, nextWaitMs: 0 });
+      assert.deepEqual(await limiter.recordFailure('login-account', account), { decided: true, nextWaitMs: 0 });
     });
 
     it('answers alike for an account that has never been seen (existence is not revealed)', async () => {

@@ -150,7 +150,7 @@ for (const target of targets) {
                 const outcome = await limiter.recordFailure('p-bo', `${run}-${c.key}`, { scope: run });
                 const expected = model.recordFailure(boLimit(c.key), clock.nowUs);
                 assert.equal(recorded.last(), expected);
-                assert.deepEqual(outcome, { recorded: true, nextWaitMs: Math.ceil(expected / 1000) });
+                assert.deepEqual(outcome, { decided: true, nextWaitMs: Math.ceil(expected / 1000) });
                 break;
               }
               case 'burst':
@@ -167,7 +167,9 @@ for (const target of targets) {
                 }
                 break;
               case 'clear':
-                assert.equal(await limiter.clearFailures('p-bo', `${run}-${c.key}`, { scope: run }), true);
+                assert.deepEqual(await limiter.clearFailures('p-bo', `${run}-${c.key}`, { scope: run }), {
+                  decided: true,
+                });
                 model.clearFailures(`${run}-${c.key}`);
                 break;
               case 'check':
