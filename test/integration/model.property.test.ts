@@ -56,6 +56,8 @@ function modelLimit(config: PolicyConfig, key: string, cost: number): ModelLimit
         free: config.freeFailures,
         memoryUs: toUs(config.memory),
       };
+    case 'quota':
+      return { kind: 'qt', key, limit: config.limit, period: config.period, offsetUs: 0, cost };
   }
 }
 

@@ -18,7 +18,33 @@ export function modelInterval(everyUs: number, tokens: number): number {
 export type ModelLimit =
   | { kind: 'tb'; key: string; capacity: number; intervalUs: number; cost: number }
   | { kind: 'sw'; key: string; limit: number; windowUs: number; cost: number }
-  | { kind: 'bo'; key: string; baseUs: number; maxUs: number; free: number; memoryUs: number };
+  | { kind: 'bo'; key: string; baseUs: number; maxUs: number; free: number; memoryUs: number }
+  | { kind: 'qt'; key: string; limit: number; period: 'day' | 'week' | 'month'; offsetUs: number; cost: number };
+
+const DAY_MS = 86_400_000;
+
+/**
+ * The calendar period holding `nowUs`, [start, end) in UTC µs, from the
+ * JavaScript calendar (Date.UTC): a day, an ISO week from Monday, or a
+ * calendar month, in local time `offsetUs` ahead of UTC.
+ */
+export function quotaPeriodUs(nowUs: number, period: 'day' | 'week' | 'month', offsetUs: number): [number, number] {
+  const local = new Date(Math.floor((nowUs + offsetUs) / 1000));
+  const [y, m, d] = [local.getUTCFullYear(), local.getUTCMonth(), local.getUTCDate()];
+  let start: number;
+  let end: number;
+  if (period === 'day') {
+    start = Date.UTC(y, m, d);
+    end = start + DAY_MS;
+  } else if (period === 'week') {
+    start = Date.UTC(y, m, d - ((local.getUTCDay() + 6) % 7));
+    end = start + 7 * DAY_MS;
+  } else {
+    start = Date.UTC(y, m, 1);
+    end = Date.UTC(y, m + 1, 1);
+  }
+  return [start * 1000 - offsetUs, end * 1000 - offsetUs];
+}
 
 interface Evaluation {
   allowed: boolean;
@@ -34,6 +60,7 @@ export class ReferenceModel {
   readonly #tat = new Map<string, number>();
   readonly #events = new Map<string, number[]>();
   readonly #failures = new Map<string, { count: number; lastUs: number }>();
+  readonly #quotas = new Map<string, { startUs: number; count: number }>();
 
   /** The check script's reply for these limits at `nowUs`. */
   check(limits: readonly ModelLimit[], nowUs: number, debit = true): number[] {
@@ -71,7 +98,32 @@ export class ReferenceModel {
         return this.#slidingWindow(limit, nowUs);
       case 'bo':
         return this.#backoff(limit, nowUs);
+      case 'qt':
+        return this.#quota(limit, nowUs);
     }
+  }
+
+  #quota(limit: Extract<ModelLimit, { kind: 'qt' }>, now: number): Evaluation {
+    const [startUs, endUs] = quotaPeriodUs(now, limit.period, limit.offsetUs);
+    const stored = this.#quotas.get(limit.key);
+    const count = stored?.startUs === startUs ? stored.count : 0;
+    if (count + limit.cost <= limit.limit) {
+      return {
+        allowed: true,
+        remaining: limit.limit - count - limit.cost,
+        resetUs: endUs - now,
+        retryUs: 0,
+        apply: () => this.#quotas.set(limit.key, { startUs, count: count + limit.cost }),
+        standing: { remaining: limit.limit - count, resetUs: count === 0 ? 0 : endUs - now },
+      };
+    }
+    return {
+      allowed: false,
+      remaining: limit.limit - count,
+      resetUs: endUs - now,
+      retryUs: endUs - now,
+      apply: () => {},
+    };
   }
 
   #tokenBucket(limit: Extract<ModelLimit, { kind: 'tb' }>, now: number): Evaluation {

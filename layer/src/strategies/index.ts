@@ -5,11 +5,12 @@
  */
 import * as v from 'valibot';
 import { failureBackoff } from './failure-backoff.ts';
+import { quota } from './quota.ts';
 import { slidingWindow } from './sliding-window.ts';
 import type { CompiledCommon, StrategyUnit } from './strategy.ts';
 import { tokenBucket } from './token-bucket.ts';
 
-export const STRATEGY_UNITS = [tokenBucket, slidingWindow, failureBackoff] as const;
+export const STRATEGY_UNITS = [tokenBucket, slidingWindow, failureBackoff, quota] as const;
 
 type Unit = (typeof STRATEGY_UNITS)[number];
 export type Strategy = Unit['name'];
