@@ -23,6 +23,9 @@ import { PLATFORM_MADE, type Platform } from '../functions/shared/platform.ts';
  * functions/shared/platform.ts made it (each bundle has its own): closed with
  * the last gateway. The registry lives here, not in the functions.
  */
+/** The timeout the local gateway gives every route, as the CDK app does (its remaining-time signal counts down from it). */
+const LOCAL_TIMEOUT_MS = 10_000;
+
 const platforms = new Set<Platform>();
 (process as EventEmitter).on(PLATFORM_MADE, (made: Platform) => platforms.add(made));
 
@@ -268,7 +271,13 @@ export async function startGateway(options: GatewayOptions = {}): Promise<Gatewa
         return answer(response, 400, { message: 'Bad Request' }); // a malformed %-escape
       }
       const event = restEvent(request, entry.route, url, params, body);
-      const context = { functionName: entry.route.id, awsRequestId: event.requestContext.requestId } as Context;
+      // as Lambda gives it: the remaining-time signal counts down from the function's timeout (10 s, infra)
+      const deadline = Date.now() + LOCAL_TIMEOUT_MS;
+      const context = {
+        functionName: entry.route.id,
+        awsRequestId: event.requestContext.requestId,
+        getRemainingTimeInMillis: () => Math.max(0, deadline - Date.now()),
+      } as Context;
       try {
         const result = await entry.handler(event, context);
         log({ route: entry.route.id, status: result.statusCode });

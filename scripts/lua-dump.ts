@@ -19,6 +19,7 @@ const SHARED_EXAMPLES: Record<keyof typeof ENTRY_SCRIPTS, string> = {
     "'rl:{llm:t}' 'rl:{llm:t}:holds' 'rl:{llm:t}:amounts' 'rl:{llm:t}:released' 'rl:{llm:t}:settled' , r1 300 1000 3600 300000000 86400000000",
   settle:
     "'rl:{llm:t}' 'rl:{llm:t}:holds' 'rl:{llm:t}:amounts' 'rl:{llm:t}:released' 'rl:{llm:t}:settled' , r1 120 1000 3600 86400000000",
+  release: "'rl:{llm-inflight:t}' , 5d5c9a0e-lease",
 };
 
 /** Each entry file's `redis-cli --eval` example: the shared scripts', then each strategy's single-limit script's. */

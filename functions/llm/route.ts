@@ -9,6 +9,6 @@ export const route = {
   limits: [],
   uses: ['apiKeyRegistry'],
   secrets: [],
-  inHandler: [['llm-budget'], ['api-unknown-key-ip']],
+  inHandler: [['llm-in-flight', 'llm-budget'], ['api-unknown-key-ip']],
   reservedConcurrency: 20,
 } as const satisfies Route;

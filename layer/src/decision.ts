@@ -15,6 +15,8 @@ export interface LimitStatus {
   readonly resetAfterMs: number;
   /** The quota's window in seconds, as `RateLimit-Policy` states it. */
   readonly windowSeconds: number;
+  /** An admitted in-flight limit: the lease this request holds until it is released (Limiter.release). */
+  readonly lease?: string;
 }
 
 /** Every limit admitted; all were debited. */

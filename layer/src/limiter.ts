@@ -1,8 +1,11 @@
+import { randomUUID } from 'node:crypto';
 import * as v from 'valibot';
 import { BlockCache } from './block-cache.ts';
 import type { Guarded } from './deadline.ts';
 import {
+  type Allowed,
   type Answer,
+  allowedBy,
   type Decision,
   type Degraded,
   type DegradedReason,
@@ -17,11 +20,13 @@ import {
   parseCheckReply,
   parseRateReply,
   parseRecordFailureReply,
+  parseReleaseReply,
   parseReserveReply,
   parseSettleReply,
   type RateCommand,
   type ResolvedLimit,
   recordFailureCall,
+  releaseCall,
   reserveCall,
   type ScriptCall,
   type SettleResult,
@@ -32,6 +37,7 @@ import { type CompiledPolicy, type CompiledTokenBucket, POLICY_BOUNDS, type Stra
 import { DEFAULT_MAX_ABANDONED_COMMANDS, guardedRedis, type RedisAccess } from './redis-access.ts';
 import { type RedisClient, runScript } from './run-script.ts';
 import type { ScriptSet } from './scripts.ts';
+import { unitOf } from './strategies/index.ts';
 
 /** One limit to check: which policy, for which key, at what cost. */
 export interface CheckRequest {
@@ -59,7 +65,15 @@ export interface PolicyResolver {
 
 /** A limiter operation Redis could not carry out; the failure mode decided. */
 export interface DegradedEvent {
-  readonly operation: 'check' | 'recordFailure' | 'clearFailures' | 'changeRate' | 'currentRate' | 'reserve' | 'settle';
+  readonly operation:
+    | 'check'
+    | 'recordFailure'
+    | 'clearFailures'
+    | 'changeRate'
+    | 'currentRate'
+    | 'reserve'
+    | 'settle'
+    | 'release';
   readonly policies: readonly string[];
   readonly reason: DegradedReason;
   readonly failureMode: FailureMode;
@@ -224,7 +238,10 @@ export class Limiter {
           `cost must be a whole number from 1 to ${policy.maxCost} for policy "${policy.name}"`,
         );
       }
-      return { policy, key: request.key, counter: counterKey(policy, request.key, options.scope), cost };
+      const counter = counterKey(policy, request.key, options.scope);
+      return unitOf(policy.strategy).leases
+        ? { policy, key: request.key, counter, cost, lease: randomUUID() }
+        : { policy, key: request.key, counter, cost };
     });
   }
 
@@ -246,7 +263,28 @@ export class Limiter {
     );
     if (!result.ok) return this.#degradedDecision(policies, result.reason);
     if (result.reply.outcome === 'limited') this.#blocks.remember(limits, result.reply);
+    if (result.reply.outcome === 'allowed' && debit && limits.some((l) => l.lease))
+      return withLeases(result.reply, limits);
     return result.reply;
+  }
+
+  /**
+   * Gives back the lease an admitted in-flight check named
+   * (`decision.limits[i].lease`), so the slot is free at once rather than at
+   * the lease's TTL. Idempotent: `released` is false when the lease was not
+   * held any more (released already, or lapsed).
+   */
+  async release(
+    policyName: string,
+    key: string,
+    lease: string,
+    options: CheckOptions = {},
+  ): Promise<Answer<{ readonly released: boolean }>> {
+    const policy = this.#policy(policyName, key, 'concurrency');
+    assertKeyPart(lease, 'lease');
+    const call = releaseCall(counterKey(policy, key, options.scope), lease);
+    const result = await this.#run('release', [policy], call, parseReleaseReply);
+    return result.ok ? { decided: true, released: result.reply } : { decided: false, reason: result.reason };
   }
 
   /** Counts a failed attempt for a failure-backoff policy (after the handler ran). */
@@ -386,6 +424,7 @@ export class Limiter {
     key: string,
     strategy: 'failureBackoff',
   ): Extract<CompiledPolicy, { strategy: 'failureBackoff' }>;
+  #policy(name: string, key: string, strategy: 'concurrency'): Extract<CompiledPolicy, { strategy: 'concurrency' }>;
   #policy(name: string, key: string, strategy?: Strategy): CompiledPolicy {
     assertKeyPart(key);
     const policy = typeof name === 'string' ? this.#policies.resolve(name, key) : undefined;
@@ -435,6 +474,15 @@ export class Limiter {
     }
     return result;
   }
+}
+
+/** An admitted decision whose in-flight limits name the lease each took. */
+function withLeases(decision: Allowed, limits: readonly ResolvedLimit[]): Allowed {
+  const statuses = decision.limits.map((status, i) => {
+    const lease = limits[i]?.lease;
+    return lease === undefined ? status : { ...status, lease };
+  });
+  return allowedBy(statuses);
 }
 
 /** Limits decided in one script share one hash slot: one group, one scope, no counter twice. */

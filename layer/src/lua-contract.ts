@@ -211,3 +211,14 @@ export function parseRateReply(reply: unknown): number {
   if (!(rate > 0)) throw new TypeError(`unexpected set_rate reply: ${JSON.stringify(reply)}`);
   return rate;
 }
+
+/** lua/release.lua: leases; lease id. */
+export function releaseCall(counter: string, lease: string): ScriptCall {
+  return { script: ENTRY_SCRIPTS.release, keys: [counter], args: [lease] };
+}
+
+/** release's reply: whether the lease was held until now. */
+export function parseReleaseReply(reply: unknown): boolean {
+  if (reply !== 0 && reply !== 1) throw new TypeError(`unexpected release reply: ${JSON.stringify(reply)}`);
+  return reply === 1;
+}

@@ -23,6 +23,7 @@ export const ENTRY_SCRIPTS = {
   setRate: 'set_rate',
   reserve: 'reserve',
   settle: 'settle',
+  release: 'release',
 } as const;
 
 /** A script by its entry file: the shared ones and each strategy's single-limit script. */

@@ -7,6 +7,7 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { setTimeout as wait } from 'node:timers/promises';
+import { FakeProvider, type LlmProvider } from '../../functions/llm/provider.ts';
 import { consumers, type TestPlatform } from '../support/consumers.ts';
 import { call, loopbackAddress } from '../support/http.ts';
 
@@ -16,6 +17,7 @@ before(async () => {
     parameters: {
       '/ratelimit/local/overrides/llm-budget': { capacity: 1000, refill: { tokens: 1000, every: '2 s' } },
       '/ratelimit/local/overrides/llm-budget/globex': { refill: { tokens: 1, every: '1 h' } },
+      '/ratelimit/local/overrides/llm-in-flight/globex': { limit: 2 },
     },
   });
 });
@@ -72,5 +74,75 @@ describe('LLM calls against a cost budget (POST /v1/llm/complete)', () => {
     assert.equal(dear.status, 400);
     assert.equal(dear.json().error, 'over_budget_capacity');
     assert.equal((await complete('nobody', { model: 'fake-small', prompt: 'x', max_tokens: 1 })).status, 401);
+  });
+});
+
+describe('LLM calls against an in-flight limit beside the budget (globex: 2 at once)', () => {
+  /** A provider that holds every call until the gate opens, counting the calls it holds. */
+  function gatedProvider() {
+    let open: () => void = () => {};
+    const opened = new Promise<void>((resolve) => {
+      open = resolve;
+    });
+    const state = { waiting: 0 };
+    const provider: LlmProvider = {
+      async complete(request) {
+        state.waiting++;
+        await opened;
+        return new FakeProvider().complete(request);
+      },
+    };
+    return { provider, state, open };
+  }
+  // imported after the platform's settings are in the environment (before()): it makes the platform
+  const useProvider = async (provider: LlmProvider) =>
+    (await import('../../functions/llm/handler.ts')).useProvider(provider);
+  after(() => useProvider(new FakeProvider()));
+  /** Resolves once the provider holds `count` calls. */
+  async function untilHeld(state: { waiting: number }, count: number): Promise<void> {
+    while (state.waiting < count) await new Promise((resolve) => setImmediate(resolve));
+  }
+
+  it('refuses a third call while two run (429 from llm-in-flight), and admits again once they finish', async () => {
+    const gate = gatedProvider();
+    await useProvider(gate.provider);
+    const small = { model: 'fake-small', prompt: 'e'.repeat(8), max_tokens: 2 };
+    const running = [complete('demo-partner-key', small), complete('demo-partner-key', small)];
+    await Promise.race([
+      untilHeld(gate.state, 2),
+      Promise.all(running).then((answers) =>
+        assert.fail(`answered before the gate opened: ${answers.map((a) => a.body)}`),
+      ),
+    ]);
+    const third = await complete('demo-partner-key', small);
+    assert.equal(third.status, 429, third.body);
+    assert.equal(third.json().policy, 'llm-in-flight');
+    assert.ok(Number(third.headers['retry-after']) >= 1, 'a Retry-After: at the latest when the oldest lease lapses');
+    gate.open();
+    for (const answer of await Promise.all(running)) assert.equal(answer.status, 200, answer.body);
+    await useProvider(new FakeProvider());
+    assert.equal((await complete('demo-partner-key', small)).status, 200, 'both slots were given back');
+  });
+
+  it('gives the slot back when the budget refuses the call: both limits, or neither', async () => {
+    await useProvider(new FakeProvider());
+    const dear = { model: 'fake-small', prompt: 'f'.repeat(8), max_tokens: 330 }; // 1000 µUSD: more than is left
+    for (let i = 0; i < 3; i++) {
+      const refused = await complete('demo-partner-key', dear);
+      assert.equal(refused.status, 429, refused.body);
+      assert.equal(refused.json().policy, 'llm-budget');
+    }
+    const gate = gatedProvider();
+    await useProvider(gate.provider);
+    const small = { model: 'fake-small', prompt: 'g'.repeat(8), max_tokens: 2 };
+    const running = [complete('demo-partner-key', small), complete('demo-partner-key', small)];
+    await Promise.race([
+      untilHeld(gate.state, 2),
+      Promise.all(running).then((answers) =>
+        assert.fail(`answered before the gate opened: ${answers.map((a) => a.body)}`),
+      ),
+    ]);
+    gate.open();
+    for (const answer of await Promise.all(running)) assert.equal(answer.status, 200, 'no slot was kept by a refusal');
   });
 });

@@ -334,9 +334,13 @@ describe('The CDK app (ElastiCache for Valkey, the default)', () => {
       assert.ok(alarms.includes(`ratelimit-prod CheckLatencyP99-${name}`), name);
     }
     // a degraded verdict names its check's first policy: the workspace, never the channel
-    for (const name of ['login-ip', 'login-account', 'slack-workspace', 'telegram-bot', 'llm-budget']) {
+    for (const name of ['login-ip', 'login-account', 'slack-workspace', 'telegram-bot', 'llm-in-flight']) {
       assert.ok(alarms.includes(`ratelimit-prod DegradedClosed-${name}`), name);
     }
+    assert.ok(
+      !alarms.includes('ratelimit-prod DegradedClosed-llm-budget'),
+      'the budget is decided after its in-flight slot',
+    );
     assert.ok(!alarms.includes('ratelimit-prod DegradedClosed-slack-channel'), 'an alarm that could never fire');
     assert.ok(!alarms.some((a) => /harvester-source|mattermost-channel/.test(a)), 'no alarm for a worker not deployed');
     assert.ok(alarms.includes('ratelimit-prod RedisMemory'));

@@ -58,6 +58,8 @@ function modelLimit(config: PolicyConfig, key: string, cost: number): ModelLimit
       };
     case 'quota':
       return { kind: 'qt', key, limit: config.limit, period: config.period, offsetUs: 0, cost };
+    case 'concurrency':
+      throw new TypeError('in-flight limits have their own model test (concurrency.property.test.ts)');
   }
 }
 

@@ -19,7 +19,8 @@ export type ModelLimit =
   | { kind: 'tb'; key: string; capacity: number; intervalUs: number; cost: number }
   | { kind: 'sw'; key: string; limit: number; windowUs: number; cost: number }
   | { kind: 'bo'; key: string; baseUs: number; maxUs: number; free: number; memoryUs: number }
-  | { kind: 'qt'; key: string; limit: number; period: 'day' | 'week' | 'month'; offsetUs: number; cost: number };
+  | { kind: 'qt'; key: string; limit: number; period: 'day' | 'week' | 'month'; offsetUs: number; cost: number }
+  | { kind: 'cc'; key: string; limit: number; ttlUs: number; lease: string };
 
 const DAY_MS = 86_400_000;
 
@@ -61,6 +62,8 @@ export class ReferenceModel {
   readonly #events = new Map<string, number[]>();
   readonly #failures = new Map<string, { count: number; lastUs: number }>();
   readonly #quotas = new Map<string, { startUs: number; count: number }>();
+  /** In-flight limits: per key, each lease and the µs it lapses. */
+  readonly #leases = new Map<string, Map<string, number>>();
 
   /** The check script's reply for these limits at `nowUs`. */
   check(limits: readonly ModelLimit[], nowUs: number, debit = true): number[] {
@@ -100,7 +103,55 @@ export class ReferenceModel {
         return this.#backoff(limit, nowUs);
       case 'qt':
         return this.#quota(limit, nowUs);
+      case 'cc':
+        return this.#inFlight(limit, nowUs);
     }
+  }
+
+  /** Gives a lease back: 1 when it was held until now, 0 otherwise; it is gone either way. */
+  release(key: string, lease: string, nowUs: number): 0 | 1 {
+    const leases = this.#leases.get(key);
+    const expires = leases?.get(lease);
+    leases?.delete(lease);
+    return expires !== undefined && expires > nowUs ? 1 : 0;
+  }
+
+  #inFlight(limit: Extract<ModelLimit, { kind: 'cc' }>, now: number): Evaluation {
+    const leases = this.#leases.get(limit.key) ?? new Map<string, number>();
+    const live = [...leases.values()].filter((expires) => expires > now).sort((a, b) => a - b);
+    const held = live.length;
+    const mine = leases.get(limit.lease);
+    if (mine !== undefined && mine > now) {
+      return {
+        allowed: true,
+        remaining: limit.limit - held,
+        resetUs: limit.ttlUs,
+        retryUs: 0,
+        apply: () => {},
+        standing: { remaining: limit.limit - held, resetUs: limit.ttlUs },
+      };
+    }
+    if (held + 1 <= limit.limit) {
+      return {
+        allowed: true,
+        remaining: limit.limit - held - 1,
+        resetUs: limit.ttlUs,
+        retryUs: 0,
+        apply: () => {
+          for (const [lease, expires] of leases) if (expires <= now) leases.delete(lease);
+          leases.set(limit.lease, now + limit.ttlUs);
+          this.#leases.set(limit.key, leases);
+        },
+        standing: { remaining: limit.limit - held, resetUs: held === 0 ? 0 : limit.ttlUs },
+      };
+    }
+    return {
+      allowed: false,
+      remaining: limit.limit - held,
+      resetUs: (live.at(-1) as number) - now,
+      retryUs: (live[0] as number) - now,
+      apply: () => {},
+    };
   }
 
   #quota(limit: Extract<ModelLimit, { kind: 'qt' }>, now: number): Evaluation {

@@ -13,13 +13,30 @@ export interface PolicyExplanation {
   readonly config: unknown;
   /** Each value's source, by its dotted path (`refill.tokens`). */
   readonly sources: Readonly<Record<string, PolicySource>>;
+  /** When an override in force ends by itself (its `until`), ISO 8601. */
+  readonly expires?: { readonly 'policy override'?: string; readonly 'per-key override'?: string };
 }
 
 interface PolicyLayers {
   base: unknown;
   baseSource: 'shipped default' | 'SSM default';
   policyPatch?: unknown;
+  policyUntil?: number;
   keyPatches: Map<string, unknown>;
+  keyUntils: Map<string, number>;
+}
+
+/**
+ * An override's patch and, when it carries `until` (an ISO 8601 time), when
+ * it ends: after it the value falls back by the normal precedence, without
+ * anyone acting. Throws for an `until` that is not a time.
+ */
+export function overridePatch(value: unknown): { patch: unknown; until?: number } {
+  if (!isPlain(value) || !('until' in value)) return { patch: value };
+  const { until, ...patch } = value;
+  const at = typeof until === 'string' ? Date.parse(until) : Number.NaN;
+  if (!Number.isFinite(at)) throw new Error('until must be an ISO 8601 time, such as "2026-12-02T06:00Z"');
+  return { patch, until: at };
 }
 
 /** Where a rejected parameter or a failed refresh is reported: one line each. */
@@ -109,6 +126,10 @@ export class PolicyStore implements PolicyResolver {
   readonly #reported = new Map<string, string>();
   #fetchedAt = Number.NEGATIVE_INFINITY;
   #refreshing: Promise<void> | undefined;
+  /** The parameters last fetched, applied again when an override in force reaches its `until`. */
+  #parameters: Record<string, string> = {};
+  /** The earliest `until` of an override in force (ms); Infinity when none ends. */
+  #nextExpiry = Number.POSITIVE_INFINITY;
 
   constructor(options: PolicyStoreOptions) {
     this.#prefix = options.prefix.replace(/\/+$/, '');
@@ -123,7 +144,10 @@ export class PolicyStore implements PolicyResolver {
   }
 
   resolve(policy: string, key: string): CompiledPolicy | undefined {
-    if (this.#now() - this.#fetchedAt >= this.#ttlMs) void this.refresh();
+    const now = this.#now();
+    if (now - this.#fetchedAt >= this.#ttlMs) void this.refresh();
+    // an override ended: the values fall back now, not at the next refresh
+    if (now >= this.#nextExpiry) this.#apply(this.#parameters);
     return this.#perKey.get(policy)?.get(key) ?? this.#policies.get(policy);
   }
 
@@ -139,10 +163,12 @@ export class PolicyStore implements PolicyResolver {
    * limiter's to tell). Undefined for an unknown policy.
    */
   explain(policy: string, key?: string): PolicyExplanation | undefined {
+    if (this.#now() >= this.#nextExpiry) this.#apply(this.#parameters);
     const layer: PolicyLayers = this.#layers.get(policy) ?? {
       base: this.#defaults[policy],
       baseSource: 'shipped default',
       keyPatches: new Map(),
+      keyUntils: new Map(),
     };
     if (layer.base === undefined) return undefined;
     const sources: Record<string, PolicySource> = {};
@@ -162,7 +188,12 @@ export class PolicyStore implements PolicyResolver {
       mark(keyPatch, 'per-key override');
       config = mergeOverride(config, keyPatch);
     }
-    return { config, sources };
+    const keyUntil = key === undefined ? undefined : layer.keyUntils.get(key);
+    const expires = {
+      ...(layer.policyUntil === undefined ? {} : { 'policy override': new Date(layer.policyUntil).toISOString() }),
+      ...(keyUntil === undefined ? {} : { 'per-key override': new Date(keyUntil).toISOString() }),
+    };
+    return Object.keys(expires).length > 0 ? { config, sources, expires } : { config, sources };
   }
 
   /** A secret parameter (decrypted), or undefined when none is configured. */
@@ -206,10 +237,22 @@ export class PolicyStore implements PolicyResolver {
       return;
     }
     this.#fetchedAt = this.#now();
+    this.#parameters = parameters;
     this.#apply(parameters);
   }
 
   #apply(parameters: Record<string, string>): void {
+    const now = this.#now();
+    let nextExpiry = Number.POSITIVE_INFINITY;
+    /** The patch of an accepted override, or undefined once its `until` has passed. */
+    const inForce = (accepted: unknown): { patch: unknown; until?: number } | undefined => {
+      if (accepted === undefined) return undefined;
+      const split = overridePatch(accepted);
+      if (split.until === undefined) return split;
+      if (split.until <= now) return undefined;
+      nextExpiry = Math.min(nextExpiry, split.until);
+      return split;
+    };
     const defaults = folderPrefix(this.#prefix, 'defaults');
     const overrides = folderPrefix(this.#prefix, 'overrides');
     const secrets = folderPrefix(this.#prefix, 'secrets');
@@ -218,7 +261,12 @@ export class PolicyStore implements PolicyResolver {
     const layersOf = (policy: string): PolicyLayers => {
       let entry = layers.get(policy);
       if (!entry) {
-        entry = { base: baseConfigs.get(policy), baseSource: 'shipped default', keyPatches: new Map() };
+        entry = {
+          base: baseConfigs.get(policy),
+          baseSource: 'shipped default',
+          keyPatches: new Map(),
+          keyUntils: new Map(),
+        };
         layers.set(policy, entry);
       }
       return entry;
@@ -251,14 +299,19 @@ export class PolicyStore implements PolicyResolver {
       let config = base;
       let compiled = compilePolicy(policy, base);
       const patch = policyPatches.get(policy);
-      const accepted =
-        patch && this.#accept(patch[0], patch[1], (value) => compilePolicy(policy, mergeOverride(base, value)));
-      const patched = accepted === undefined ? undefined : tryCompile(policy, mergeOverride(base, accepted));
+      const accepted = inForce(
+        patch &&
+          this.#accept(patch[0], patch[1], (value) =>
+            compilePolicy(policy, mergeOverride(base, overridePatch(value).patch)),
+          ),
+      );
+      const patched = accepted === undefined ? undefined : tryCompile(policy, mergeOverride(base, accepted.patch));
       const layer = layersOf(policy);
       layer.base = base;
-      if (patched) {
-        [config, compiled] = [mergeOverride(base, accepted), patched];
-        layer.policyPatch = accepted;
+      if (patched && accepted) {
+        [config, compiled] = [mergeOverride(base, accepted.patch), patched];
+        layer.policyPatch = accepted.patch;
+        if (accepted.until !== undefined) layer.policyUntil = accepted.until;
       }
       configs.set(policy, config);
       policies.set(policy, compiled);
@@ -274,22 +327,26 @@ export class PolicyStore implements PolicyResolver {
         this.#reject(name, raw, `no policy "${policy}" to override`);
         continue;
       }
-      const patch = this.#accept(name, raw, (value) => {
-        assertKeyPart(key);
-        return compilePolicy(policy, mergeOverride(base, value));
-      });
-      const compiled = patch === undefined ? undefined : tryCompile(policy, mergeOverride(base, patch));
-      if (!compiled) continue;
+      const patch = inForce(
+        this.#accept(name, raw, (value) => {
+          assertKeyPart(key);
+          return compilePolicy(policy, mergeOverride(base, overridePatch(value).patch));
+        }),
+      );
+      const compiled = patch === undefined ? undefined : tryCompile(policy, mergeOverride(base, patch.patch));
+      if (!compiled || !patch) continue;
       const byKey = perKey.get(policy) ?? new Map<string, CompiledPolicy>();
       byKey.set(key, compiled);
       perKey.set(policy, byKey);
-      layersOf(policy).keyPatches.set(key, patch);
+      layersOf(policy).keyPatches.set(key, patch.patch);
+      if (patch.until !== undefined) layersOf(policy).keyUntils.set(key, patch.until);
     }
     this.#layers = layers;
 
     this.#policies = policies;
     this.#perKey = perKey;
     this.#secrets = nextSecrets;
+    this.#nextExpiry = nextExpiry;
   }
 
   /**

@@ -16,6 +16,7 @@ export {
 } from './extractors.ts';
 export { rateLimitHeaders, retryAfterSeconds } from './headers.ts';
 export { gatewaySourceIp, type HttpEvent, header, jsonBody } from './http-event.ts';
+export { type HeldLeases, type HoldOptions, holdLeases } from './leases.ts';
 export { OBSERVER_METRICS, powertoolsObserver } from './observer.ts';
 export {
   ERROR_CODES,

@@ -5,6 +5,7 @@ import type { CheckRequest, Limiter } from '../limiter.ts';
 import { type KeyExtractor, MissingKeyError } from './extractors.ts';
 import { rateLimitHeaders, retryAfterSeconds, withRateLimitHeaders } from './headers.ts';
 import type { HttpEvent } from './http-event.ts';
+import { type HeldLeases, holdLeases } from './leases.ts';
 
 /** The Lambda context, as Middy hands it to middlewares (an earlier one may have put what it found on it). */
 type Context = Request<HttpEvent>['context'];
@@ -41,6 +42,13 @@ export const ERROR_CODES = {
 
 const PACKAGE = '@platform/rate-limit';
 const INTERNAL = 'rateLimitVerdict';
+const LEASES = 'rateLimitLeases';
+
+/** Gives back the leases the request's check took (its in-flight limits), if any. */
+function releaseLeases(request: Request<HttpEvent>): Promise<void> {
+  const held = (request.internal as Record<string, unknown>)[LEASES] as HeldLeases | undefined;
+  return held ? held.release() : Promise.resolve();
+}
 
 type HttpResponse = { statusCode?: number; headers?: Record<string, string | number | boolean>; body?: unknown };
 
@@ -115,9 +123,19 @@ export function rateLimit(options: RateLimitOptions): MiddlewareObj<HttpEvent> {
   const { limiter, limits, observer } = options;
 
   const rateLimitMiddlewareBefore = async (request: Request<HttpEvent>): Promise<void> => {
-    const verdict = await verdictFor(request.event, request.context);
+    const checked = await verdictFor(request.event, request.context);
+    const { verdict } = checked;
     (request.internal as Record<string, unknown>)[INTERNAL] = verdict;
     if (!verdict.proceed) throw rateLimitRefusal(verdict);
+    if (checked.checks.length > 0) {
+      // in-flight limits: their leases are held while the handler runs, and given back after it
+      const remaining = request.context?.getRemainingTimeInMillis;
+      const held = holdLeases(limiter, checked.checks, verdict, {
+        ...(checked.scope === undefined ? {} : { scope: checked.scope }),
+        ...(typeof remaining === 'function' ? { remainingMs: () => remaining.call(request.context) } : {}),
+      });
+      if (held.count > 0) (request.internal as Record<string, unknown>)[LEASES] = held;
+    }
   };
 
   /**
@@ -126,7 +144,10 @@ export function rateLimit(options: RateLimitOptions): MiddlewareObj<HttpEvent> {
    * is decided by the failure mode (logged once); only a fault of this code
    * itself can still throw.
    */
-  const verdictFor = async (event: HttpEvent, context: Context): Promise<Verdict> => {
+  const verdictFor = async (
+    event: HttpEvent,
+    context: Context,
+  ): Promise<{ verdict: Verdict; checks: readonly CheckRequest[]; scope?: string }> => {
     const named = limits.flatMap((limit) =>
       typeof limit.policy === 'string' ? [{ policy: limit.policy, key: '-' }] : [],
     );
@@ -137,9 +158,12 @@ export function rateLimit(options: RateLimitOptions): MiddlewareObj<HttpEvent> {
         key: limit.key(event),
         ...(limit.cost ? { cost: limit.cost(event) } : {}),
       }));
-      return await enforce(limiter, checks, { observer, ...(scope === undefined ? {} : { scope }) });
+      const verdict = await enforce(limiter, checks, { observer, ...(scope === undefined ? {} : { scope }) });
+      return { verdict, checks, ...(scope === undefined ? {} : { scope }) };
     } catch (error) {
-      if (error instanceof MisconfiguredCheckError) return misconfiguredVerdict(limiter, named, error, { observer });
+      if (error instanceof MisconfiguredCheckError) {
+        return { verdict: misconfiguredVerdict(limiter, named, error, { observer }), checks: [] };
+      }
       if (error instanceof MissingKeyError || error instanceof InvalidCheckError) {
         throw httpError(400, { error: ERROR_CODES.badRequest, message: error.message }, {});
       }
@@ -147,7 +171,8 @@ export function rateLimit(options: RateLimitOptions): MiddlewareObj<HttpEvent> {
     }
   };
 
-  const rateLimitMiddlewareAfter = (request: Request<HttpEvent>): void => {
+  const rateLimitMiddlewareAfter = async (request: Request<HttpEvent>): Promise<void> => {
+    await releaseLeases(request);
     const verdict = (request.internal as Record<string, unknown>)[INTERNAL] as Verdict | undefined;
     const response = request.response as HttpResponse | undefined;
     if (verdict && response && typeof response === 'object') {
@@ -157,7 +182,8 @@ export function rateLimit(options: RateLimitOptions): MiddlewareObj<HttpEvent> {
   };
 
   /** An error after an admitted check (a 400 from the handler) still tells the caller where its quota stands. */
-  const rateLimitMiddlewareOnError = (request: Request<HttpEvent>): void => {
+  const rateLimitMiddlewareOnError = async (request: Request<HttpEvent>): Promise<void> => {
+    await releaseLeases(request);
     const verdict = (request.internal as Record<string, unknown>)[INTERNAL] as Verdict | undefined;
     const error = request.error as { headers?: Record<string, string> } | null | undefined;
     if (verdict?.proceed && error && typeof error === 'object') {

@@ -4,13 +4,14 @@
  * this list. Adding a strategy is one line here (see docs/architecture.md).
  */
 import * as v from 'valibot';
+import { concurrency } from './concurrency.ts';
 import { failureBackoff } from './failure-backoff.ts';
 import { quota } from './quota.ts';
 import { slidingWindow } from './sliding-window.ts';
 import type { CompiledCommon, StrategyUnit } from './strategy.ts';
 import { tokenBucket } from './token-bucket.ts';
 
-export const STRATEGY_UNITS = [tokenBucket, slidingWindow, failureBackoff, quota] as const;
+export const STRATEGY_UNITS = [tokenBucket, slidingWindow, failureBackoff, quota, concurrency] as const;
 
 type Unit = (typeof STRATEGY_UNITS)[number];
 export type Strategy = Unit['name'];

@@ -113,6 +113,8 @@ export interface ResolvedLimit<P extends CompiledCommon = CompiledCommon> {
   readonly counter: string;
   /** Whole units this request takes, 1..policy.maxCost. */
   readonly cost: number;
+  /** The lease this request takes, for a strategy that leases (see StrategyUnit.leases). */
+  readonly lease?: string;
 }
 
 /**
@@ -148,6 +150,12 @@ export interface StrategyUnit<Name extends string, Schema extends v.GenericSchem
   readonly schema: Schema;
   /** Whether its limits are quotas in the RateLimit headers and near-limit metrics (a backoff is not). */
   readonly quota: boolean;
+  /**
+   * An admission holds a lease until released (an in-flight limit): the
+   * limiter gives each such limit a lease id, and an admitted decision names
+   * it on the limit's status. @default false
+   */
+  readonly leases?: boolean;
   /** The domain numbers a check needs, computed once; throws InvalidPolicyError for what the schema cannot say. */
   compile(common: CommonSettings, config: v.InferOutput<Schema>): Compiled;
   /**

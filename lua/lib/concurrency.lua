@@ -1,0 +1,44 @@
+-- In-flight (concurrency) limit: at most `limit` leases held at once per key.
+-- State: a sorted set, lease id -> µs its lease expires. A lease is released
+-- by its holder (lua/release.lua), or lapses at its expiry: a holder that
+-- crashed (a Lambda killed at its timeout) never keeps a slot past its TTL.
+-- Lapsed leases are reclaimed lazily by the next admission. A check that
+-- names a lease already held (a retried acquire) holds it once.
+-- Complexity: O(log n + n) per check, n the live leases (at most `limit`).
+
+-- As a strategy of lua/check.lua (see its header): check, apply, unwritten.
+-- Record fields: limit, lease TTL µs, lease id.
+local function cc_check(key, cost, now, limit, ttl_us, lease)
+  limit, ttl_us = tonumber(limit), tonumber(ttl_us)
+  local live = redis.call('ZRANGEBYSCORE', key, '(' .. string.format('%d', now), '+inf', 'WITHSCORES')
+  local held = #live / 2
+  local r = { key = key, cost = cost, limit = limit, held = held, lease = lease, ttl_us = ttl_us }
+  local mine = redis.call('ZSCORE', key, lease)
+  if mine and tonumber(mine) > now then
+    -- a retried acquire: the slot is this lease's already
+    r.allowed, r.remaining, r.retry_us, r.reset_us, r.again = true, limit - held, 0, ttl_us, true
+    return r
+  end
+  if held + cost <= limit then
+    r.allowed, r.remaining, r.retry_us, r.reset_us = true, limit - held - cost, 0, ttl_us
+  else
+    -- truthful: the earliest live lease lapses then at the latest (a release may free one sooner)
+    r.allowed, r.remaining = false, limit - held
+    r.retry_us = tonumber(live[2]) - now
+    r.reset_us = tonumber(live[#live]) - now
+  end
+  return r
+end
+
+local function cc_apply(r, now)
+  if r.again then return end
+  redis.call('ZREMRANGEBYSCORE', r.key, '-inf', string.format('%d', now))
+  redis.call('ZADD', r.key, string.format('%d', now + r.ttl_us), r.lease)
+  -- every lease has the same TTL: the set lives as long as the one just taken
+  redis.call('PEXPIRE', r.key, key_ttl_ms(math.max(1, math.ceil(r.ttl_us / 1000))))
+end
+
+local function cc_unwritten(r)
+  r.remaining = r.limit - r.held
+  if r.held == 0 then r.reset_us = 0 end
+end
