@@ -6,6 +6,7 @@
  *   reset <policy> <key>                     forget a key's counter (unlock an account, clear a window)
  *   rate <policy> <key> --set N | --increase | --decrease [--pause 30s]
  *   override <policy> [<key>] '<json>'       write an override, validated as the store validates it
+ *     [--until <ISO time> | --for 8h]         ... that ends by itself then
  *
  * A key may be given raw and is then hashed as the consumers hash it, never
  * printed back: --email <address> (peppered), --api-key <key>. --scope <id>
@@ -47,6 +48,7 @@ import {
   createPolicyStore,
   FileParameterSource,
   mergeOverride,
+  overridePatch,
   type ParameterSource,
   type ParameterWriter,
   type PolicyStore,
@@ -72,7 +74,10 @@ const USAGE = `usage: ratelimit <command> [options]
   reset <policy> <key>                    forget a key's counter (unlock an account, clear a window)
   rate <policy> <key> --set N | --increase | --decrease [--pause 30s]
                                           change an adaptive bucket's rate for every worker
-  override <policy> [<key>] '<json>'      write a policy (or per-key) override, validated first
+  override <policy> [<key>] '<json>' [--until 2026-12-02T06:00Z | --for 8h]
+                                          write a policy (or per-key) override, validated first;
+                                          with --until/--for it ends by itself then
+  top <policy> [--since 1h]               the keys a policy refused most (local refusal log)
 
 options:
   --email <address>   the key is this email, hashed with the pepper as login does
@@ -174,6 +179,9 @@ const CLI_OPTIONS = {
   increase: { type: 'boolean' },
   decrease: { type: 'boolean' },
   pause: { type: 'string' },
+  until: { type: 'string' },
+  for: { type: 'string' },
+  since: { type: 'string' },
   ssm: { type: 'boolean' },
   json: { type: 'boolean' },
   help: { type: 'boolean', short: 'h' },
@@ -196,7 +204,8 @@ async function policiesCommand(context: Context, rest: readonly string[], values
         ([field, from]) =>
           `  ${field.padEnd(22)} ${JSON.stringify(valueAt(all[name]?.config, field)).padEnd(24)} ${from}`,
       );
-      return [`${name}${key ? ` (key ${key})` : ''}`, ...lines].join('\n');
+      const expires = Object.entries(all[name]?.expires ?? {}).map(([layer, at]) => `  ${layer} ends ${at}`);
+      return [`${name}${key ? ` (key ${key})` : ''}`, ...lines, ...expires].join('\n');
     })
     .join('\n\n');
   out(context, human, all);
@@ -261,19 +270,46 @@ async function rateCommand(context: Context, rest: readonly string[], values: Cl
 }
 
 /** Writes a policy override (or a per-key one) where the store reads it, after checking it compiles, audited. */
-async function overrideCommand(context: Context, rest: readonly string[], _values: CliValues): Promise<number> {
+/** When an override written now ends: `--until <ISO time>` or `--for <duration>`; undefined for one that stays. */
+function overrideEnd(values: CliValues, now = Date.now()): string | undefined {
+  if (values.until !== undefined && values.for !== undefined) throw new CliError(EXIT.usage, 'one of --until, --for');
+  if (values.for !== undefined) {
+    const ms = parseDuration(values.for.replace(/^(\d+(?:\.\d+)?)(ms|s|m|h)$/, '$1 $2'));
+    if (ms === undefined || ms <= 0) throw new CliError(EXIT.usage, '--for takes a duration such as 8h or 30m');
+    return new Date(now + ms).toISOString();
+  }
+  if (values.until === undefined) return undefined;
+  const at = Date.parse(values.until);
+  if (!Number.isFinite(at)) throw new CliError(EXIT.usage, '--until takes an ISO 8601 time such as 2026-12-02T06:00Z');
+  if (at <= now) throw new CliError(EXIT.refused, `--until ${values.until} has passed: the override would never apply`);
+  return new Date(at).toISOString();
+}
+
+async function overrideCommand(context: Context, rest: readonly string[], values: CliValues): Promise<number> {
   const [policy, ...tail] = rest;
   const [key, text] = tail.length >= 2 ? [tail[0], tail[1]] : [undefined, tail[0]];
   if (!policy || text === undefined) throw new CliError(EXIT.usage, "override <policy> [<key>] '<json>'");
+  const until = overrideEnd(values);
   let patch: unknown;
   try {
     patch = JSON.parse(text);
   } catch (error) {
     throw new CliError(EXIT.refused, `not JSON: ${(error as Error).message}`);
   }
+  if (until !== undefined) {
+    if (typeof patch !== 'object' || patch === null || Array.isArray(patch))
+      throw new CliError(EXIT.refused, 'an override that ends is a JSON object');
+    patch = { ...patch, until };
+  }
   const base = context.store.explain(policy)?.config;
   if (base === undefined) throw new CliError(EXIT.refused, `no policy "${policy}" to override`);
-  compilePolicy(policy, mergeOverride(base, patch)); // throws InvalidPolicyError with the reason
+  let applied: unknown;
+  try {
+    applied = overridePatch(patch).patch; // an `until` of the JSON's own is checked too
+  } catch (error) {
+    throw new CliError(EXIT.refused, (error as Error).message);
+  }
+  compilePolicy(policy, mergeOverride(base, applied)); // throws InvalidPolicyError with the reason
   if (key !== undefined) assertKeyPart(key); // an InvalidCheckError: refused, exit 3
   const name = overrideParameter(context.prefix, policy, key);
   const before = (await context.source.fetchAll(context.prefix))[name];

@@ -124,6 +124,33 @@ describe('ratelimit (the admin CLI)', () => {
     assert.equal(readFileSync(parameters, 'utf8'), before, 'nothing written');
   });
 
+  it('writes an override that ends by itself (--for, --until), lists when it ends, and refuses one already over', async () => {
+    const hashed = 'partner-hash-0001';
+    const written = await ratelimit(['override', 'api-key', hashed, '{"capacity": 5000}', '--for', '8h', '--json']);
+    assert.equal(written.code, 0, written.stderr);
+    const until = Date.parse((JSON.parse(written.stdout) as { after: { until: string } }).after.until);
+    assert.ok(Math.abs(until - (Date.now() + 8 * 3_600_000)) < 60_000, 'ends 8 hours from now');
+    const listed = JSON.parse((await ratelimit(['policies', hashed, '--json'])).stdout) as Record<
+      string,
+      { config: { capacity: number }; expires?: Record<string, string> }
+    >;
+    assert.equal(listed['api-key']?.config.capacity, 5000);
+    assert.equal(listed['api-key']?.expires?.['per-key override'], new Date(until).toISOString());
+    const human = await ratelimit(['policies', hashed]);
+    assert.match(human.stdout, /per-key override ends \d{4}-\d{2}-\d{2}T/);
+    const tonight = await ratelimit(['override', 'login-ip', '{"limit": 40}', '--until', '2099-01-01T06:00Z']);
+    assert.equal(tonight.code, 0, tonight.stderr);
+    const before = readFileSync(parameters, 'utf8');
+    assert.equal((await ratelimit(['override', 'login-ip', '{"limit": 40}', '--until', '2020-01-01T00:00Z'])).code, 3);
+    assert.equal((await ratelimit(['override', 'login-ip', '{"limit": 40}', '--until', 'tonight'])).code, 2);
+    assert.equal(
+      (await ratelimit(['override', 'login-ip', '{"limit": 40}', '--for', '8h', '--until', '2099-01-01'])).code,
+      2,
+    );
+    assert.equal((await ratelimit(['override', 'login-ip', '{"limit": 40, "until": "soon"}'])).code, 3);
+    assert.equal(readFileSync(parameters, 'utf8'), before, 'nothing written by a refusal');
+  });
+
   it('answers bad arguments with exit 2 and help, and an unreachable Redis with exit 1', async () => {
     assert.equal((await ratelimit([])).code, 2);
     assert.equal((await ratelimit(['--help'])).code, 0);

@@ -13,6 +13,7 @@ export type { ParameterSource, ParameterWriter } from './parameter-source.ts';
 export {
   type ConfigLogger,
   mergeOverride,
+  overridePatch,
   type PolicyExplanation,
   type PolicySource,
   PolicyStore,
