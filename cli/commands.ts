@@ -18,6 +18,7 @@
  * arguments, 3 refused (an invalid override or key: nothing written).
  * Every write is logged to stderr as one JSON line: who, what, before, after.
  */
+import { readFileSync } from 'node:fs';
 import { userInfo } from 'node:os';
 import { parseArgs } from 'node:util';
 import {
@@ -53,9 +54,10 @@ import {
   type ParameterWriter,
   type PolicyStore,
 } from '@platform/rate-limit/config';
-import { hashApiKey, hashEmail } from '@platform/rate-limit/middleware';
+import { hashApiKey, hashEmail, REFUSAL_LOG, type RefusalRecord } from '@platform/rate-limit/middleware';
 import { SsmParameterSource } from '@platform/rate-limit/ssm';
 import { PLATFORM_POLICIES } from '../config/catalogue.ts';
+import { LOCAL_REFUSAL_LOG, readConsumerSettings } from '../functions/shared/settings.ts';
 
 const EXIT = { ok: 0, unavailable: 1, usage: 2, refused: 3 } as const;
 
@@ -323,6 +325,54 @@ async function overrideCommand(context: Context, rest: readonly string[], values
   return EXIT.ok;
 }
 
+/**
+ * The keys a policy refused most since `--since` (default 1 h), from the
+ * local refusal log (RATE_LIMIT_REFUSAL_LOG; `npm start` writes
+ * .local/refusals.jsonl): keys as they are stored, never a raw secret. In AWS
+ * the same lines feed the Contributor Insights rule of the dashboard.
+ */
+async function topCommand(context: Context, rest: readonly string[], values: CliValues): Promise<number> {
+  const [policy] = rest;
+  if (!policy) throw new CliError(EXIT.usage, 'top <policy> [--since 1h]');
+  const sinceMs = parseDuration((values.since ?? '1h').replace(/^(\d+(?:\.\d+)?)(ms|s|m|h)$/, '$1 $2'));
+  if (sinceMs === undefined || sinceMs <= 0)
+    throw new CliError(EXIT.usage, '--since takes a duration such as 1h or 15m');
+  const file = readConsumerSettings().refusalLog ?? LOCAL_REFUSAL_LOG;
+  let text: string;
+  try {
+    text = readFileSync(file, 'utf8');
+  } catch {
+    throw new CliError(
+      EXIT.unavailable,
+      `no refusal log at ${file} (npm start writes one; RATE_LIMIT_REFUSAL_LOG names another)`,
+    );
+  }
+  const from = Date.now() - sinceMs;
+  const counts = new Map<string, number>();
+  for (const line of text.split('\n')) {
+    let record: Partial<RefusalRecord>;
+    try {
+      record = JSON.parse(line) as Partial<RefusalRecord>;
+    } catch {
+      continue; // a line cut short by a crash, or not a refusal
+    }
+    if (record.message !== REFUSAL_LOG.message || record.policy !== policy || typeof record.key !== 'string') continue;
+    if (!(Date.parse(String(record.time)) >= from)) continue;
+    counts.set(record.key, (counts.get(record.key) ?? 0) + 1);
+  }
+  const top = [...counts].sort((a, b) => b[1] - a[1] || a[0].localeCompare(b[0])).slice(0, 10);
+  const human =
+    top.length === 0
+      ? `no refusals of ${policy} since ${values.since ?? '1h'} ago`
+      : top.map(([key, n]) => `${String(n).padStart(8)}  ${key}`).join('\n');
+  out(context, human, {
+    policy,
+    since: new Date(from).toISOString(),
+    top: top.map(([key, refused]) => ({ key, refused })),
+  });
+  return EXIT.ok;
+}
+
 const COMMANDS: Readonly<
   Record<string, (context: Context, rest: readonly string[], values: CliValues) => Promise<number>>
 > = {
@@ -331,6 +381,7 @@ const COMMANDS: Readonly<
   reset: resetCommand,
   rate: rateCommand,
   override: overrideCommand,
+  top: topCommand,
 };
 
 /** The commands that talk to Redis, and so wait for its connection first. */

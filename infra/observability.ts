@@ -7,10 +7,14 @@
  * policy nobody checks could never fire; store, function, API, WAF and queue
  * metrics are AWS's own for the resources deployed.
  */
-import { Duration, Stack } from 'aws-cdk-lib';
+
+import { REFUSAL_LOG } from '@platform/rate-limit/middleware';
+import { Aws, Duration, Stack } from 'aws-cdk-lib';
 import {
   Alarm,
+  CfnInsightRule,
   ComparisonOperator,
+  ConcreteWidget,
   Dashboard,
   GraphWidget,
   type IMetric,
@@ -23,6 +27,7 @@ import { SnsAction } from 'aws-cdk-lib/aws-cloudwatch-actions';
 import { ServicePrincipal } from 'aws-cdk-lib/aws-iam';
 import { Key } from 'aws-cdk-lib/aws-kms';
 import type { IFunction } from 'aws-cdk-lib/aws-lambda';
+import type { ILogGroup } from 'aws-cdk-lib/aws-logs';
 import { Topic } from 'aws-cdk-lib/aws-sns';
 import { EmailSubscription, UrlSubscription } from 'aws-cdk-lib/aws-sns-subscriptions';
 import type { IQueue } from 'aws-cdk-lib/aws-sqs';
@@ -76,6 +81,8 @@ export interface ObservabilityProps {
   readonly policies: readonly ObservedPolicy[];
   /** Every deployed function, by its id (errors and throttles). */
   readonly functions: ReadonlyMap<string, IFunction>;
+  /** The log groups the consumers write their refusal lines to (REFUSAL_LOG): the top-offenders rule reads them. */
+  readonly refusalLogGroups: readonly ILogGroup[];
   /** The REST API's name and stage (5XX, latency). */
   readonly api: { readonly name: string; readonly stage: string };
   /** The WAF web ACL's metric name (blocked requests). */
@@ -86,8 +93,42 @@ export interface ObservabilityProps {
   readonly notify: { readonly emails: readonly string[]; readonly urls: readonly string[] };
 }
 
+/** A dashboard graph of a Contributor Insights rule's top contributors (no CDK construct draws one). */
+class TopContributorsWidget extends ConcreteWidget {
+  readonly #title: string;
+  readonly #ruleName: string;
+  constructor(props: { title: string; ruleName: string; width: number }) {
+    super(props.width, 6);
+    this.#title = props.title;
+    this.#ruleName = props.ruleName;
+  }
+
+  toJson(): unknown[] {
+    return [
+      {
+        type: 'metric',
+        width: this.width,
+        height: this.height,
+        x: this.x,
+        y: this.y,
+        properties: {
+          title: this.#title,
+          region: Aws.REGION,
+          view: 'timeSeries',
+          stacked: false,
+          period: 60,
+          insightRule: { maxContributorCount: 10, orderBy: 'Sum', ruleName: this.#ruleName },
+          legend: { position: 'right' },
+        },
+      },
+    ];
+  }
+}
+
 export class Observability extends Construct {
   readonly dashboard: Dashboard;
+  /** The Contributor Insights rule of the refusal log (top offenders per policy). */
+  readonly topOffenders: CfnInsightRule;
   readonly alarms: Alarm[] = [];
   /** Every alarm's action: the topic operators subscribe to. */
   readonly topic: Topic;
@@ -148,6 +189,28 @@ export class Observability extends Construct {
         title: 'Check latency p99 per policy (ms)',
         width: 12,
         left: props.policies.map((p) => limiterMetric('CheckLatency', p.name, 'p99')),
+      }),
+    );
+    this.topOffenders = new CfnInsightRule(this, 'TopOffenders', {
+      ruleName: `${props.name}-top-offenders`,
+      ruleState: 'ENABLED',
+      // Contributor Insights over the structured refusal log: which keys each policy refused most
+      ruleBody: Stack.of(this).toJsonString({
+        Schema: { Name: 'CloudWatchLogRule', Version: 1 },
+        LogGroupNames: props.refusalLogGroups.map((group) => group.logGroupName),
+        LogFormat: 'JSON',
+        Contribution: {
+          Keys: REFUSAL_LOG.keyFields.map((field) => `$.${field}`),
+          Filters: [{ Match: '$.message', In: [REFUSAL_LOG.message] }],
+        },
+        AggregateOn: 'Count',
+      }),
+    });
+    this.dashboard.addWidgets(
+      new TopContributorsWidget({
+        title: 'Top offenders: the (policy, key) pairs refused most (docs/runbook.md, "Who is being limited")',
+        ruleName: this.topOffenders.ruleName as string,
+        width: 24,
       }),
     );
     const storeGraph = (title: string, metric: StoreMetric) =>

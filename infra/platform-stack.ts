@@ -343,6 +343,10 @@ export class PlatformStack extends Stack {
         ...this.functions,
         ...(this.streamConsumers?.harvester ? [['harvester', this.streamConsumers.harvester] as const] : []),
       ]),
+      refusalLogGroups: [
+        ...[...this.functions.values()].map((fn) => fn.logGroup),
+        ...(this.streamConsumers?.harvester ? [this.streamConsumers.harvester.logGroup] : []),
+      ],
       api: { name, stage: context.stage },
       webAclMetricName: name,
       events: this.events,

@@ -9,6 +9,7 @@
  *   RATE_LIMIT_PARAMETERS_FILE (default config/local-parameters.json): overrides
  *   and secrets with the names SSM has in production, re-read every 60 s
  *   EVENT_SINK_FILE (default .local/events.jsonl): where accepted webhook events go
+ *   RATE_LIMIT_REFUSAL_LOG (default .local/refusals.jsonl): every refusal, for `npx ratelimit top`
  *   --bundles: serve the built Lambda bundles (npm run build, first) instead of the source
  *   --prod-shape (or RATE_LIMIT_PROD_SHAPE=1): instead of the single durable
  *   node, the production shape (scripts/redis-prod-shape.ts): a TLS-only Redis
@@ -89,6 +90,7 @@ if (redisUrl) {
 process.env.RATE_LIMIT_PARAMETER_PATH ||= '/ratelimit/local';
 process.env.RATE_LIMIT_PARAMETERS_FILE ||= join(ROOT, 'config/local-parameters.json');
 process.env.EVENT_SINK_FILE ||= join(dataDir, 'events.jsonl');
+process.env.RATE_LIMIT_REFUSAL_LOG ||= join(dataDir, 'refusals.jsonl');
 process.env.LOGIN_USERS_FILE ||= join(ROOT, 'config/local-users.json');
 process.env.API_KEYS_FILE ||= join(ROOT, 'config/local-api-keys.json');
 

@@ -69,7 +69,7 @@ export const apiKeyAuth: MiddlewareObj<HttpEvent, unknown, Error, AuthenticatedC
     // Store's throughput (real lookups and policy refreshes share it).
     if (!keys.remembers(keyHash) && ip !== undefined) {
       const guessing = await limiter.peek([{ policy: UNKNOWN_KEY_POLICY, key: ip }]);
-      if (guessing.outcome === 'limited') throw rateLimitRefusal(verdictFor(guessing, UNKNOWN_KEY_POLICY));
+      if (guessing.outcome === 'limited') throw rateLimitRefusal(verdictFor(guessing, UNKNOWN_KEY_POLICY, 0, ip));
     }
     let found: KeyOwner | undefined;
     try {

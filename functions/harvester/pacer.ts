@@ -93,7 +93,7 @@ export class AdaptivePacer {
     for (;;) {
       const started = performance.now();
       const decision = await this.#limiter.check({ policy: this.#policy, key: scope });
-      this.#observer?.observe(verdictFor(decision, this.#policy, performance.now() - started));
+      this.#observer?.observe(verdictFor(decision, this.#policy, performance.now() - started, scope));
       if (decision.outcome === 'allowed') {
         this.stats.shared++;
         return 'shared';

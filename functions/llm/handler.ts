@@ -105,7 +105,7 @@ async function completeWithinBudget(
       throw httpError(400, 'over_budget_capacity', `this call may cost ${estimate} µUSD, more than the whole budget`);
     throw error;
   }
-  const verdict = verdictFor(reserved, BUDGET);
+  const verdict = verdictFor(reserved, BUDGET, 0, tenant);
   observer.observe(verdict);
   if (!verdict.proceed) throw rateLimitRefusal(verdict);
   let completion: Awaited<ReturnType<LlmProvider['complete']>>;

@@ -462,7 +462,9 @@ export class MattermostListener {
     if (claim === 'claimed') {
       const started = performance.now();
       const decision = await limiter.check({ policy: MATTERMOST_POLICY, key: post.channel_id });
-      this.#options.observer?.observe(verdictFor(decision, MATTERMOST_POLICY, performance.now() - started));
+      this.#options.observer?.observe(
+        verdictFor(decision, MATTERMOST_POLICY, performance.now() - started, post.channel_id),
+      );
       if (decision.outcome === 'allowed') {
         try {
           await sink.put({ source: 'mattermost', id: post.id, scope: post.channel_id, payload: post });

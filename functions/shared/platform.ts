@@ -1,4 +1,6 @@
 import type { EventEmitter } from 'node:events';
+import { appendFileSync, mkdirSync } from 'node:fs';
+import { dirname } from 'node:path';
 import { Logger } from '@aws-lambda-powertools/logger';
 import { Metrics } from '@aws-lambda-powertools/metrics';
 import {
@@ -12,7 +14,7 @@ import {
   sharedRedis,
 } from '@platform/rate-limit';
 import { createPolicyStore, type PolicyStore } from '@platform/rate-limit/config';
-import { powertoolsObserver } from '@platform/rate-limit/middleware';
+import { powertoolsObserver, type RefusalRecord } from '@platform/rate-limit/middleware';
 import { PLATFORM_POLICIES } from '../../config/catalogue.ts';
 import { AcceptedOnce } from './once.ts';
 import { readConsumerSettings } from './settings.ts';
@@ -89,6 +91,12 @@ function redisCredentials(redis: RedisClient, logger: Logger): Promise<void> {
   });
 }
 
+/** Appends each refusal as one JSON line (a local run's refusal log, read by `npx ratelimit top`). */
+function appendTo(file: string): (record: RefusalRecord) => void {
+  mkdirSync(dirname(file), { recursive: true });
+  return (record) => appendFileSync(file, `${JSON.stringify(record)}\n`);
+}
+
 /** The longest the platform waits for Redis before its first check: past it, checks decide under their own budget. */
 export const READY_WAIT_MS = 2000;
 
@@ -112,7 +120,11 @@ export function createPlatform(overrides: Partial<Platform> = {}): Platform {
     limiter,
     observer:
       overrides.observer ??
-      powertoolsObserver({ metrics: new Metrics({ namespace: 'RateLimit', serviceName: 'platform' }), logger }),
+      powertoolsObserver({
+        metrics: new Metrics({ namespace: 'RateLimit', serviceName: 'platform' }),
+        logger,
+        ...(settings.refusalLog ? { refusals: appendTo(settings.refusalLog) } : {}),
+      }),
     sink:
       overrides.sink ??
       (settings.sink.kind === 'sqs' ? new SqsEventSink(settings.sink.queueUrl) : new FileEventSink(settings.sink.file)),

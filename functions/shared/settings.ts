@@ -12,12 +12,18 @@ import { InvalidSettingError } from '@platform/rate-limit';
  * | `LOGIN_USERS_FILE`        | scrypt hashes of the local demo users                                | `config/local-users.json`    |
  * | `API_KEYS_PARAMETER_PATH` | SSM path of the API key registry (`<path>/<key hash>` → owner, role) | none: the file below         |
  * | `API_KEYS_FILE`           | the API key registry as a JSON file (local runs)                     | `config/local-api-keys.json` |
+ * | `RATE_LIMIT_REFUSAL_LOG`  | JSON-lines file each refusal is also written to (local runs; `npx ratelimit top` reads it) | none (`npm start`: `.local/refusals.jsonl`) |
  */
 export interface ConsumerSettings {
   readonly sink: { readonly kind: 'sqs'; readonly queueUrl: string } | { readonly kind: 'file'; readonly file: string };
   readonly usersFile: string;
   readonly apiKeys: { readonly kind: 'ssm'; readonly path: string } | { readonly kind: 'file'; readonly file: string };
+  /** Where refusals are also written locally; in AWS they are log lines only (CloudWatch Contributor Insights reads them). */
+  readonly refusalLog: string | undefined;
 }
+
+/** The refusal log `npm start` writes and `npx ratelimit top` reads by default. */
+export const LOCAL_REFUSAL_LOG = `${new URL('../../', import.meta.url).pathname}.local/refusals.jsonl`;
 
 const ROOT = new URL('../../', import.meta.url).pathname;
 type Env = Readonly<Record<string, string | undefined>>;
@@ -45,5 +51,6 @@ export function readConsumerSettings(env: Env = process.env): ConsumerSettings {
     apiKeys: keysPath
       ? { kind: 'ssm', path: keysPath }
       : { kind: 'file', file: env.API_KEYS_FILE || `${ROOT}config/local-api-keys.json` },
+    refusalLog: env.RATE_LIMIT_REFUSAL_LOG || undefined,
   };
 }

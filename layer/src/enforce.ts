@@ -23,6 +23,8 @@ export interface Verdict {
   readonly limits: readonly LimitStatus[];
   /** The policy that decided: the binding one, or the first when degraded. */
   readonly policy: string;
+  /** The key the deciding policy was checked for, as stored (what the refusal log names). */
+  readonly key?: string;
   /** Milliseconds the check took, Redis included. */
   readonly latencyMs: number;
 }
@@ -75,8 +77,9 @@ function verdictOf(
  * The verdict of one decision taken outside `enforce` (a cost budget's
  * reservation), so callers map it to HTTP and metrics like any check.
  */
-export function verdictFor(decision: Decision, policy: string, latencyMs = 0): Verdict {
-  return verdictOf(decision, undefined, policy, latencyMs);
+export function verdictFor(decision: Decision, policy: string, latencyMs = 0, key?: string): Verdict {
+  const verdict = verdictOf(decision, undefined, policy, latencyMs);
+  return key === undefined ? verdict : { ...verdict, key };
 }
 
 /**
@@ -107,7 +110,9 @@ export async function enforce(
     if (!(error instanceof MisconfiguredCheckError)) throw error;
     return misconfiguredVerdict(limiter, requests, error, options, started);
   }
-  const verdict = verdictOf(decision, shadowDecision, firstPolicy, performance.now() - started);
+  const decided = verdictOf(decision, shadowDecision, firstPolicy, performance.now() - started);
+  const key = requests.find((r) => r.policy === decided.policy)?.key;
+  const verdict = key === undefined ? decided : { ...decided, key };
   options.observer?.observe(verdict);
   return verdict;
 }

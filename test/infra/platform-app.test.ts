@@ -322,6 +322,22 @@ describe('The CDK app (ElastiCache for Valkey, the default)', () => {
     });
   });
 
+  it('has a Contributor Insights rule over the refusal log (top offenders per policy), in the dashboard', () => {
+    const rules = Object.values(app.platform.toJSON().Resources as Resources).filter(
+      (r) => r.Type === 'AWS::CloudWatch::InsightRule',
+    );
+    assert.equal(rules.length, 1);
+    const body = JSON.stringify(rules[0]?.Properties?.RuleBody);
+    for (const part of ['CloudWatchLogRule', '$.policy', '$.key', '$.message', 'rate limited', 'LogGroupNames']) {
+      assert.ok(body.includes(part), `${part} in ${body}`);
+    }
+    const dashboard = JSON.stringify(
+      Object.values(app.platform.toJSON().Resources as Resources).find((r) => r.Type === 'AWS::CloudWatch::Dashboard')
+        ?.Properties?.DashboardBody,
+    );
+    assert.ok(dashboard.includes('insightRule'), 'the dashboard draws the top offenders');
+  });
+
   it('has the queue with its dead-letter queue, and the alarms of the runbook', () => {
     app.platform.hasResourceProperties('AWS::SQS::Queue', {
       RedrivePolicy: Match.objectLike({ maxReceiveCount: 5 }),

@@ -23,19 +23,42 @@ const METRIC = {
 export const OBSERVER_METRICS = { outcomes: METRIC, latency: 'CheckLatency', nearLimit: 'NearLimit' } as const;
 
 /**
+ * The structured refusal log: one line per refused (or shadow-refused)
+ * check, `message` = REFUSAL_LOG.message, with the deciding policy and the key
+ * as it is stored (an IP, or a hash of an API key or email: never a raw
+ * secret). The CDK app's Contributor Insights rule and `npx ratelimit top`
+ * both read these fields; nothing is written to the counters.
+ */
+export const REFUSAL_LOG = { message: 'rate limited', keyFields: ['policy', 'key'] } as const;
+
+export interface RefusalRecord {
+  readonly message: typeof REFUSAL_LOG.message;
+  /** ISO 8601. */
+  readonly time: string;
+  readonly policy: string;
+  /** The refused key as stored; '-' when the check named none the observer knows. */
+  readonly key: string;
+  readonly outcome: 'limited' | 'shadow-limited';
+  readonly retryAfterMs: number;
+}
+
+/**
  * EMF metrics per policy through Powertools: one of Allowed, Limited,
  * ShadowLimited, DegradedOpen, DegradedClosed, plus NearLimit and
  * CheckLatency, with the deciding policy as dimension; one EMF line per
  * invocation and policy (`flush`; a handler that checks a second policy after
  * the middleware's starts a second line, since one line has one dimension
- * value). Logs carry policy names and outcomes, never a key. Degraded checks
+ * value). A refusal is one structured log line (REFUSAL_LOG) with the key as
+ * stored, the input of "top offenders"; nothing else logs a key. Degraded checks
  * are already logged once by the limiter (`onDegraded`).
  */
 export function powertoolsObserver(options: {
   metrics: Metrics;
   logger?: Logger;
+  /** Also told about every refusal (a local run writes them to a file). */
+  refusals?: (record: RefusalRecord) => void;
 }): RateLimitObserver & { flush(): void } {
-  const { metrics, logger } = options;
+  const { metrics, logger, refusals } = options;
   let batchPolicy: string | undefined;
   return {
     observe(verdict) {
@@ -50,11 +73,17 @@ export function powertoolsObserver(options: {
         metrics.addMetric('NearLimit', MetricUnit.Count, 1);
       }
       if (verdict.outcome === 'limited' || verdict.outcome === 'shadow-limited') {
-        logger?.debug('rate limited', {
+        const record: RefusalRecord = {
+          message: REFUSAL_LOG.message,
+          time: new Date().toISOString(),
           policy: verdict.policy,
+          key: verdict.key ?? '-',
           outcome: verdict.outcome,
           retryAfterMs: verdict.retryAfterMs,
-        });
+        };
+        const { message, ...fields } = record;
+        logger?.info(message, fields);
+        refusals?.(record);
       }
     },
     flush() {
