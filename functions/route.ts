@@ -11,6 +11,7 @@
  * `inHandler`, with the same policy constants the handler uses: not the
  * middleware's, but the deployment alarms on them.
  */
+import type { RoleLimits } from '../config/api-roles.ts';
 import type { PolicyName } from '../config/catalogue.ts';
 import type { SecretName } from '../config/secrets.ts';
 
@@ -24,8 +25,12 @@ export type KeySource =
   | { readonly from: 'pathParameter'; readonly name: string };
 
 export interface RouteLimitSpec {
-  /** A policy of config/policies.json; `byRole` takes the policy of the API key's role instead (config/api-roles.ts). */
-  readonly policy: PolicyName | { readonly byRole: true };
+  /**
+   * A policy of config/policies.json; `byRole` takes one of the API key's
+   * role's limits instead (config/api-roles.ts): its `rate`, or its `quota`
+   * (not checked for a role that has none).
+   */
+  readonly policy: PolicyName | { readonly byRole: keyof RoleLimits };
   readonly key: KeySource;
 }
 
@@ -54,6 +59,8 @@ export interface Route {
   readonly rawBody: boolean;
   /** Limits the middleware checks before the handler, all-or-nothing. */
   readonly limits: readonly RouteLimitSpec[];
+  /** The hash tag of the middleware's check, when its policies share a group (see layer/src/keys.ts). */
+  readonly scope?: KeySource;
   /** What the handler uses beyond the limiter. */
   readonly uses: readonly PlatformResource[];
   /** The secrets it reads (config/secrets.ts): its function is granted their folder and no other. */

@@ -5,7 +5,7 @@
  * function per entry, and the local gateway (scripts/gateway.ts) mounts the
  * same entries; a test fails if either serves a route this table lacks.
  */
-import { API_ROLES } from '../config/api-roles.ts';
+import { API_ROLES, type RoleLimits } from '../config/api-roles.ts';
 import type { PolicyName } from '../config/catalogue.ts';
 import { route as api } from './api/route.ts';
 import { route as llm } from './llm/route.ts';
@@ -26,11 +26,15 @@ export const routes: readonly Route[] = [login, llm, api, slack, telegram];
  */
 export function checksOf(route: Route): (readonly PolicyName[])[] {
   const named = route.limits.flatMap((limit) => (typeof limit.policy === 'string' ? [limit.policy] : []));
-  const byRole = named.length < route.limits.length;
-  const middleware = byRole
-    ? Object.values(API_ROLES).map((policy) => [policy, ...named])
-    : named.length > 0
-      ? [named]
-      : [];
+  const byRole = route.limits.flatMap((limit) => (typeof limit.policy === 'string' ? [] : [limit.policy.byRole]));
+  const middleware =
+    byRole.length > 0
+      ? Object.values(API_ROLES).map((role: RoleLimits) => [
+          ...byRole.flatMap((part) => (role[part] === undefined ? [] : [role[part] as PolicyName])),
+          ...named,
+        ])
+      : named.length > 0
+        ? [named]
+        : [];
   return [...middleware, ...route.inHandler];
 }

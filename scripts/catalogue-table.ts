@@ -9,7 +9,7 @@
  */
 import { readFileSync, writeFileSync } from 'node:fs';
 import { type CompiledPolicy, compilePolicies, STRATEGY_UNITS, unitOf } from '@platform/rate-limit';
-import { API_ROLES } from '../config/api-roles.ts';
+import { API_ROLES, type RoleLimits } from '../config/api-roles.ts';
 import type { PolicyName } from '../config/catalogue.ts';
 import catalogue from '../config/policies.json' with { type: 'json' };
 import type { KeySource } from '../functions/route.ts';
@@ -73,8 +73,13 @@ const consumerTable: GeneratedTable = {
       const middleware = route.limits.map((limit) =>
         typeof limit.policy === 'string'
           ? limitCell(limit.policy, KEY_SOURCE[limit.key.from](limit.key))
-          : Object.entries(API_ROLES)
-              .map(([role, name]) => `${limitCell(name, KEY_SOURCE[limit.key.from](limit.key))} (role ${role})`)
+          : Object.entries(API_ROLES as Record<string, RoleLimits>)
+              .flatMap(([role, limits]) => {
+                const name = limits[(limit.policy as { byRole: keyof RoleLimits }).byRole];
+                return name === undefined
+                  ? []
+                  : [`${limitCell(name, KEY_SOURCE[limit.key.from](limit.key))} (role ${role})`];
+              })
               .join('; '),
       );
       const inHandler = route.inHandler.map((check) =>

@@ -16,7 +16,7 @@ import {
   rateLimitRefusal,
 } from '@platform/rate-limit/middleware';
 import type { Context } from 'aws-lambda';
-import { rolePolicy } from '../../config/api-roles.ts';
+import { type RoleLimits, roleLimits } from '../../config/api-roles.ts';
 import type { PolicyName } from '../../config/catalogue.ts';
 import { httpError } from '../shared/http.ts';
 import { platform } from '../shared/platform.ts';
@@ -41,9 +41,9 @@ function keyRegistry(): KeyRegistry {
   return registry;
 }
 
-/** The caller an API key names: its owner, its role, and the policy of that role. */
+/** The caller an API key names: its owner, its role, and the limits of that role. */
 export interface ApiCaller extends KeyOwner {
-  readonly ratePolicy: PolicyName;
+  readonly limits: RoleLimits;
 }
 
 /** The context of a handler behind `apiKeyAuth`: the caller is known. */
@@ -83,6 +83,6 @@ export const apiKeyAuth: MiddlewareObj<HttpEvent, unknown, Error, AuthenticatedC
       if (verdict.outcome === 'limited') throw rateLimitRefusal(verdict);
       throw httpError(401, 'unknown_api_key', 'This API key is not known.', rateLimitHeaders(verdict.limits));
     }
-    (request.context as { caller: ApiCaller }).caller = { ...found, ratePolicy: rolePolicy(found.role) };
+    (request.context as { caller: ApiCaller }).caller = { ...found, limits: roleLimits(found.role) };
   },
 };

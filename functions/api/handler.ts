@@ -31,6 +31,6 @@ export const handler = routeHandler<AuthenticatedContext>(
   },
   {
     before: [apiKeyAuth],
-    rolePolicy: (_event, { caller }) => caller.ratePolicy,
+    roleLimits: (_event, { caller }) => caller.limits,
   },
 );

@@ -6,7 +6,11 @@ export const route = {
   path: '/v1/{proxy+}',
   handler: 'api/handler.ts',
   rawBody: false,
-  limits: [{ policy: { byRole: true }, key: { from: 'apiKey', header: 'x-api-key' } }],
+  limits: [
+    { policy: { byRole: 'rate' }, key: { from: 'apiKey', header: 'x-api-key' } },
+    { policy: { byRole: 'quota' }, key: { from: 'apiKey', header: 'x-api-key' } },
+  ],
+  scope: { from: 'apiKey', header: 'x-api-key' },
   uses: ['apiKeyRegistry'],
   secrets: [],
   inHandler: [['api-unknown-key-ip']],

@@ -12,7 +12,7 @@ import {
 } from '@platform/rate-limit/middleware';
 import type { APIGatewayProxyEvent, APIGatewayProxyResult, Context } from 'aws-lambda';
 import * as v from 'valibot';
-import type { PolicyName } from '../../config/catalogue.ts';
+import type { RoleLimits } from '../../config/api-roles.ts';
 import type { KeySource, Route } from '../route.ts';
 import { platform } from './platform.ts';
 
@@ -104,8 +104,8 @@ export interface RouteOptions<C extends Context> {
    */
   // biome-ignore lint/suspicious/noExplicitAny: Middy's result type of a middleware that never answers
   readonly before?: readonly MiddlewareObj<HttpEvent, any, Error, C>[];
-  /** The policy of a `byRole` limit, from what an earlier middleware put on the context. */
-  readonly rolePolicy?: (event: HttpEvent, context: C) => PolicyName;
+  /** The limits of the caller's role (a `byRole` limit), from what an earlier middleware put on the context. */
+  readonly roleLimits?: (event: HttpEvent, context: C) => RoleLimits;
 }
 
 /**
@@ -146,9 +146,13 @@ export function routeHandler<C extends Context = Context>(
   const p = platform();
   const limits: RouteLimit[] = route.limits.map((spec) => {
     if (typeof spec.policy === 'string') return { policy: spec.policy, key: keyFrom(spec.key) };
-    const { rolePolicy } = options;
-    if (!rolePolicy) throw new Error(`route "${id}" limits by role: its handler must say where the role's policy is`);
-    return { policy: (event: HttpEvent, context: Context) => rolePolicy(event, context as C), key: keyFrom(spec.key) };
+    const { roleLimits } = options;
+    if (!roleLimits) throw new Error(`route "${id}" limits by role: its handler must say where the role's limits are`);
+    const part = spec.policy.byRole;
+    return {
+      policy: (event: HttpEvent, context: Context) => roleLimits(event, context as C)[part],
+      key: keyFrom(spec.key),
+    };
   });
   const stack = middy<HttpEvent, HttpResponse>(handler as (event: HttpEvent, context: Context) => Promise<HttpResponse>)
     .use(
@@ -166,6 +170,8 @@ export function routeHandler<C extends Context = Context>(
     .use(metricsFlush)
     .use(policiesReady);
   for (const middleware of options.before ?? []) stack.use(middleware as MiddlewareObj<HttpEvent>);
-  if (limits.length > 0) stack.use(rateLimit({ limiter: p.limiter, limits, observer: p.observer }));
+  const scope = route.scope === undefined ? undefined : keyFrom(route.scope);
+  if (limits.length > 0)
+    stack.use(rateLimit({ limiter: p.limiter, limits, observer: p.observer, ...(scope ? { scope } : {}) }));
   return stack;
 }

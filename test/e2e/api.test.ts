@@ -9,8 +9,12 @@ import { consumers, type TestPlatform } from '../support/consumers.ts';
 import { call, loopbackAddress } from '../support/http.ts';
 
 let platform: TestPlatform;
+// globex's partner key: a monthly quota of 10 (per-key override), so the month's cap is reached here
+const MONTHLY = 10;
 before(async () => {
-  platform = await consumers();
+  platform = await consumers({
+    parameters: { '/ratelimit/local/overrides/api-partner-month/X3su10qXNqU4pvtaWhp2rw': { limit: MONTHLY } },
+  });
 });
 after(() => platform.close());
 
@@ -25,7 +29,11 @@ describe('Public API (/v1)', () => {
     assert.equal(standard.headers['ratelimit-policy'], '"api-key";q=120;w=120');
     const partner = await get('/v1/items', 'demo-partner-key');
     assert.equal(partner.status, 200);
-    assert.equal(partner.headers['ratelimit-policy'], '"api-partner";q=600;w=120');
+    assert.equal(
+      partner.headers['ratelimit-policy'],
+      `"api-partner";q=600;w=120, "api-partner-month";q=${MONTHLY};w=2592000`,
+      'the partner role: its bucket and its monthly quota',
+    );
     const premium = await get('/v1/whoami', 'demo-premium-key');
     assert.equal(premium.headers['ratelimit-policy'], '"api-key";q=1200;w=120', 'override of the role policy');
   });
@@ -57,6 +65,27 @@ describe('Public API (/v1)', () => {
     const answer = await get('/v1/nothing-here', 'demo-partner-key');
     assert.equal(answer.status, 404);
     assert.equal(answer.json().error, 'not_found');
-    assert.match(answer.headers.ratelimit ?? '', /^"api-partner";r=\d+;t=\d+$/);
+    assert.match(answer.headers.ratelimit ?? '', /^"api-partner";r=\d+;t=\d+, "api-partner-month";r=\d+;t=\d+$/);
+  });
+});
+
+describe('A role with a monthly quota (partner)', () => {
+  it('is refused at the month total with 429 from api-partner-month and a Retry-After to the 1st, taking no token', async () => {
+    let answer = await get('/v1/items', 'demo-partner-key');
+    for (let i = 0; answer.status === 200 && i < MONTHLY + 5; i++) answer = await get('/v1/items', 'demo-partner-key');
+    assert.equal(answer.status, 429, answer.body);
+    assert.equal(answer.json().policy, 'api-partner-month');
+    const now = new Date();
+    const firstOfNextMonth = Date.UTC(now.getUTCFullYear(), now.getUTCMonth() + 1, 1);
+    const retryAfter = Number(answer.headers['retry-after']);
+    assert.ok(
+      Math.abs(Date.now() + retryAfter * 1000 - firstOfNextMonth) < 5_000,
+      `Retry-After ${retryAfter} s: the 1st`,
+    );
+    assert.match(answer.headers.ratelimit ?? '', /"api-partner-month";r=0;/);
+    const bucketLeft = (a: typeof answer) => Number(/"api-partner";r=(\d+)/.exec(a.headers.ratelimit ?? '')?.[1]);
+    const again = await get('/v1/items', 'demo-partner-key');
+    assert.equal(again.status, 429);
+    assert.ok(bucketLeft(again) >= bucketLeft(answer), 'a request the month refuses takes no token from the bucket');
   });
 });

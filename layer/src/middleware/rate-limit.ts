@@ -12,8 +12,12 @@ type Context = Request<HttpEvent>['context'];
 
 /** One limit of a route: a policy name and how to find its key in the request. */
 export interface RouteLimit {
-  /** The policy, or how to find it in the request (an API key's role, put on the context by an earlier middleware). */
-  readonly policy: string | ((event: HttpEvent, context: Context) => string);
+  /**
+   * The policy, or how to find it in the request (an API key's role, put on
+   * the context by an earlier middleware); undefined: this limit does not
+   * apply to this request (a role without a quota).
+   */
+  readonly policy: string | ((event: HttpEvent, context: Context) => string | undefined);
   readonly key: KeyExtractor;
   /** Units this request takes (an LLM call may weigh more). @default 1 */
   readonly cost?: (event: HttpEvent) => number;
@@ -153,11 +157,11 @@ export function rateLimit(options: RateLimitOptions): MiddlewareObj<HttpEvent> {
     );
     try {
       const scope = options.scope?.(event);
-      const checks: CheckRequest[] = limits.map((limit) => ({
-        policy: typeof limit.policy === 'string' ? limit.policy : limit.policy(event, context),
-        key: limit.key(event),
-        ...(limit.cost ? { cost: limit.cost(event) } : {}),
-      }));
+      const checks: CheckRequest[] = limits.flatMap((limit) => {
+        const policy = typeof limit.policy === 'string' ? limit.policy : limit.policy(event, context);
+        if (policy === undefined) return [];
+        return [{ policy, key: limit.key(event), ...(limit.cost ? { cost: limit.cost(event) } : {}) }];
+      });
       const verdict = await enforce(limiter, checks, { observer, ...(scope === undefined ? {} : { scope }) });
       return { verdict, checks, ...(scope === undefined ? {} : { scope }) };
     } catch (error) {
