@@ -8,6 +8,8 @@
  * cap, all-or-nothing) give the model's replies to the µs.
  */
 import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
+import { createInterface } from 'node:readline';
 import { after, describe, it } from 'node:test';
 import fc from 'fast-check';
 import { type CompiledPolicy, compilePolicy, InvalidPolicyError } from '../../layer/src/index.ts';
@@ -158,5 +160,44 @@ describe('A quota policy', () => {
         (e: unknown) => e instanceof InvalidPolicyError && reason.test(e.message),
       );
     }
+  });
+});
+
+describe('8 processes on one monthly quota across its boundary', () => {
+  it('admit exactly the limit before the 1st and exactly the limit after it, never more', async (t) => {
+    const target = targets[1] ?? (targets[0] as (typeof targets)[number]); // the production-shaped cluster
+    const name = unique('month8');
+    const limit = 50;
+    const input = {
+      redis: target.settings(),
+      catalogue: { [name]: { strategy: 'quota', limit, period: 'month', timeBudget: '5 s' } },
+      policy: name,
+      key: 'tenant',
+      boundaryUs: at('2027-01-01T00:00:00Z'),
+      attempts: 40, // 8 × 40 = 320 attempts a period for a limit of 50
+    };
+    const workers = Array.from({ length: 8 }, () =>
+      spawn(
+        process.execPath,
+        [new URL('../support/quota-worker.ts', import.meta.url).pathname, JSON.stringify(input)],
+        {
+          stdio: ['pipe', 'pipe', 'inherit'],
+        },
+      ),
+    );
+    const lineReaders = workers.map((w) => createInterface({ input: w.stdout })[Symbol.asyncIterator]());
+    const next = async () =>
+      Promise.all(lineReaders.map(async (r) => JSON.parse((await r.next()).value as string) as Record<string, number>));
+    const before = await next(); // every process has finished its checks before the boundary
+    for (const w of workers) w.stdin.write('go\n');
+    const afterBoundary = await next();
+    for (const w of workers) w.stdin.end();
+    const sum = (phase: Record<string, number>[], field: string) => phase.reduce((n, c) => n + (c[field] ?? 0), 0);
+    t.diagnostic(
+      `December: ${sum(before, 'allowed')} admitted of ${8 * 40}; January: ${sum(afterBoundary, 'allowed')} admitted of ${8 * 40}`,
+    );
+    assert.equal(sum(before, 'degraded') + sum(afterBoundary, 'degraded'), 0);
+    assert.equal(sum(before, 'allowed'), limit, 'December: exactly its limit');
+    assert.equal(sum(afterBoundary, 'allowed'), limit, 'January: exactly its limit, counted afresh');
   });
 });
