@@ -98,22 +98,26 @@ describe('LLM calls against an in-flight limit beside the budget (globex: 2 at o
   const useProvider = async (provider: LlmProvider) =>
     (await import('../../functions/llm/handler.ts')).useProvider(provider);
   after(() => useProvider(new FakeProvider()));
-  /** Resolves once the provider holds `count` calls. */
-  async function untilHeld(state: { waiting: number }, count: number): Promise<void> {
-    while (state.waiting < count) await new Promise((resolve) => setImmediate(resolve));
+  /** Two calls of the partner, sent at once; resolves once the gated provider holds both (their slots taken). */
+  async function twoHeld(gate: ReturnType<typeof gatedProvider>, body: unknown) {
+    const running = [complete('demo-partner-key', body), complete('demo-partner-key', body)];
+    const held = (async () => {
+      while (gate.state.waiting < 2) await new Promise((resolve) => setImmediate(resolve));
+    })();
+    await Promise.race([
+      held,
+      Promise.all(running).then((answers) =>
+        assert.fail(`answered before the gate opened: ${answers.map((a) => a.body)}`),
+      ),
+    ]);
+    return running;
   }
 
   it('refuses a third call while two run (429 from llm-in-flight), and admits again once they finish', async () => {
     const gate = gatedProvider();
     await useProvider(gate.provider);
     const small = { model: 'fake-small', prompt: 'e'.repeat(8), max_tokens: 2 };
-    const running = [complete('demo-partner-key', small), complete('demo-partner-key', small)];
-    await Promise.race([
-      untilHeld(gate.state, 2),
-      Promise.all(running).then((answers) =>
-        assert.fail(`answered before the gate opened: ${answers.map((a) => a.body)}`),
-      ),
-    ]);
+    const running = await twoHeld(gate, small);
     const third = await complete('demo-partner-key', small);
     assert.equal(third.status, 429, third.body);
     assert.equal(third.json().policy, 'llm-in-flight');
@@ -135,13 +139,7 @@ describe('LLM calls against an in-flight limit beside the budget (globex: 2 at o
     const gate = gatedProvider();
     await useProvider(gate.provider);
     const small = { model: 'fake-small', prompt: 'g'.repeat(8), max_tokens: 2 };
-    const running = [complete('demo-partner-key', small), complete('demo-partner-key', small)];
-    await Promise.race([
-      untilHeld(gate.state, 2),
-      Promise.all(running).then((answers) =>
-        assert.fail(`answered before the gate opened: ${answers.map((a) => a.body)}`),
-      ),
-    ]);
+    const running = await twoHeld(gate, small);
     gate.open();
     for (const answer of await Promise.all(running)) assert.equal(answer.status, 200, 'no slot was kept by a refusal');
   });
