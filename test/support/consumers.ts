@@ -6,12 +6,10 @@
  * `redisUrl` puts them on that single node instead.
  */
 
-import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { readFileSync } from 'node:fs';
 import { PLATFORM_POLICIES } from '../../config/catalogue.ts';
-import { readOuterLine } from '../../config/outer-line.ts';
-import { type GatewayOptions, startGateway } from '../../scripts/gateway.ts';
+import type { GatewayOptions } from '../../scripts/gateway.ts';
+import { startLocalPlatform } from '../../scripts/local-platform.ts';
 
 export interface TestPlatform {
   readonly base: string;
@@ -20,8 +18,6 @@ export interface TestPlatform {
   events(): { source: string; id: string; scope: string }[];
   close(): Promise<void>;
 }
-
-const LOCAL_PARAMETERS = new URL('../../config/local-parameters.json', import.meta.url);
 
 /**
  * A 2 s time budget for every policy, set as an operator would (a policy
@@ -44,28 +40,14 @@ export async function consumers(
     metrics?: boolean;
   } = {},
 ): Promise<TestPlatform> {
-  const dir = mkdtempSync(join(tmpdir(), 'rl-consumers-'));
-  const parametersFile = join(dir, 'parameters.json');
-  const local = JSON.parse(readFileSync(LOCAL_PARAMETERS, 'utf8')) as Record<string, unknown>;
-  const parameters: Record<string, unknown> = { ...generousBudgets(), ...local };
+  const parameters: Record<string, unknown> = { ...generousBudgets() };
   for (const [name, value] of Object.entries(options.parameters ?? {})) {
     const base = parameters[name];
     parameters[name] = typeof base === 'object' && typeof value === 'object' ? { ...base, ...value } : value;
   }
-  writeFileSync(parametersFile, JSON.stringify(parameters));
-  const sinkFile = join(dir, 'events.jsonl');
-  Object.assign(process.env, {
-    ...(options.redisUrl ? { REDIS_URL: options.redisUrl, REDIS_CLUSTER_NODES: '', REDIS_AUTH_SECRET_FILE: '' } : {}),
-    RATE_LIMIT_PARAMETER_PATH: '/ratelimit/local',
-    RATE_LIMIT_PARAMETERS_FILE: parametersFile,
-    EVENT_SINK_FILE: sinkFile,
-    LOGIN_USERS_FILE: new URL('../../config/local-users.json', import.meta.url).pathname,
-    API_KEYS_FILE: new URL('../../config/local-api-keys.json', import.meta.url).pathname,
-    POWERTOOLS_METRICS_DISABLED: options.metrics ? 'false' : 'true',
-  });
   // the routes' own throttles (config/outer-line.json) are the outer line's business (gateway.test.ts):
   // these tests flood one route on purpose, and draw from the stage's bucket as before
-  const gateway = await startGateway({ outerLine: { ...readOuterLine(), routeThrottles: {} }, ...options.gateway });
+  const { gateway, sinkFile } = await startLocalPlatform({ ...options, parameters });
   return {
     base: gateway.url,
     sinkFile,

@@ -1,0 +1,59 @@
+/**
+ * The consumers behind the local gateway, in this process, as Lambda gives
+ * them their settings (the environment): the tests, the load benchmark and
+ * the demo start the platform this way. Parameters are the local file's
+ * (config/local-parameters.json) with the caller's overrides merged in.
+ */
+import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { readOuterLine } from '../config/outer-line.ts';
+import { type Gateway, type GatewayOptions, startGateway } from './gateway.ts';
+
+const LOCAL_PARAMETERS = new URL('../config/local-parameters.json', import.meta.url);
+
+export interface LocalPlatform {
+  readonly gateway: Gateway;
+  /** Where accepted events go (JSON lines). */
+  readonly sinkFile: string;
+  /** Where each refusal is written (JSON lines). */
+  readonly refusalLog: string;
+}
+
+export async function startLocalPlatform(
+  options: {
+    /** A plain Redis to use; otherwise the environment's (the tests' cluster). */
+    redisUrl?: string;
+    /** Parameters by name, merged over the local file's (an object over an object, field by field). */
+    parameters?: Record<string, unknown>;
+    gateway?: GatewayOptions;
+    /** Let the consumers print their EMF metrics. @default false */
+    metrics?: boolean;
+    /** Keep each route's own throttle (config/outer-line.json). @default false: a flood of one route draws from the stage's bucket */
+    routeThrottles?: boolean;
+  } = {},
+): Promise<LocalPlatform> {
+  const dir = mkdtempSync(join(tmpdir(), 'rl-platform-'));
+  const parametersFile = join(dir, 'parameters.json');
+  const parameters = JSON.parse(readFileSync(LOCAL_PARAMETERS, 'utf8')) as Record<string, unknown>;
+  for (const [name, value] of Object.entries(options.parameters ?? {})) {
+    const base = parameters[name];
+    parameters[name] = typeof base === 'object' && typeof value === 'object' ? { ...base, ...value } : value;
+  }
+  writeFileSync(parametersFile, JSON.stringify(parameters));
+  const sinkFile = join(dir, 'events.jsonl');
+  const refusalLog = process.env.RATE_LIMIT_REFUSAL_LOG || join(dir, 'refusals.jsonl');
+  Object.assign(process.env, {
+    ...(options.redisUrl ? { REDIS_URL: options.redisUrl, REDIS_CLUSTER_NODES: '', REDIS_AUTH_SECRET_FILE: '' } : {}),
+    RATE_LIMIT_PARAMETER_PATH: '/ratelimit/local',
+    RATE_LIMIT_PARAMETERS_FILE: parametersFile,
+    EVENT_SINK_FILE: sinkFile,
+    RATE_LIMIT_REFUSAL_LOG: refusalLog,
+    LOGIN_USERS_FILE: new URL('../config/local-users.json', import.meta.url).pathname,
+    API_KEYS_FILE: new URL('../config/local-api-keys.json', import.meta.url).pathname,
+    POWERTOOLS_METRICS_DISABLED: options.metrics ? 'false' : 'true',
+  });
+  const outerLine = options.routeThrottles ? readOuterLine() : { ...readOuterLine(), routeThrottles: {} };
+  const gateway = await startGateway({ outerLine, ...options.gateway });
+  return { gateway, sinkFile, refusalLog };
+}
