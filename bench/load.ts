@@ -1,0 +1,234 @@
+/**
+ * `npm run bench:load` and `npm run bench:soak`: the platform as a whole —
+ * the local gateway, the Middy stack, the handlers and the limiter on one
+ * private redis-server — driven over HTTP by autocannon (bench/load-driver.ts,
+ * in a process of its own) with the traffic of every consumer: API keys of
+ * both roles, login attempts, signed Slack events, Telegram updates, LLM calls.
+ *
+ * Load: each route at two concurrencies: requests/s, p50/p99/p99.9 latency,
+ * the platform process's CPU per request, Redis's CPU per request.
+ * Soak: every route at once at a steady rate for BENCH_SOAK_MINUTES (10):
+ * RSS and Redis memory sampled (the slope reported), 0 5xx, and the sink
+ * holding exactly the events admitted.
+ *
+ *   --smoke            a few seconds (npm test runs it: it starts, drives, stops, and its checks hold)
+ *   BENCH_LOAD_SECONDS seconds per run (default 10)
+ *   BENCH_SOAK_MINUTES soak length (default 10)
+ *   BENCH_OUT          results directory (default bench/results/)
+ */
+import { execFile } from 'node:child_process';
+import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { promisify } from 'node:util';
+import type { Result } from 'autocannon';
+import { Redis } from 'ioredis';
+import { renderSvg } from '../scripts/chart.ts';
+import { startLocalPlatform } from '../scripts/local-platform.ts';
+import { startRedis } from '../scripts/redis-process.ts';
+import type { LoadRoute } from './load-driver.ts';
+import { redisCpuSeconds } from './measure.ts';
+
+const smoke = process.argv.includes('--smoke');
+const soak = process.argv.includes('--soak');
+const SECONDS = smoke ? 1 : Number(process.env.BENCH_LOAD_SECONDS ?? 10);
+const SOAK_MS = (smoke ? 3 / 60 : Number(process.env.BENCH_SOAK_MINUTES ?? 10)) * 60_000;
+const CONCURRENCY = smoke ? [4] : [16, 64];
+const ROUTES: readonly LoadRoute[] = ['api-standard', 'api-partner', 'login', 'slack', 'telegram', 'llm'];
+const DRIVER = new URL('./load-driver.ts', import.meta.url).pathname;
+const OUT = process.env.BENCH_OUT ?? new URL('./results/', import.meta.url).pathname;
+
+/** Limits wide enough that the admitted path carries the load (login keeps its own: refusals are traffic too). */
+const WIDE = { limit: 1_000_000 };
+const BUCKET = { capacity: 100_000_000, refill: { tokens: 1_000_000, every: '1 s' } };
+const parameters = Object.fromEntries(
+  [
+    ['api-key', BUCKET],
+    ['api-partner', BUCKET],
+    ['api-partner-month', { limit: 1_000_000_000 }],
+    ['llm-budget', BUCKET],
+    ['llm-in-flight', { limit: 10_000 }],
+    ...['slack-ip', 'slack-workspace', 'slack-channel', 'telegram-ip', 'telegram-bot', 'telegram-chat'].map(
+      (p) => [p, WIDE] as const,
+    ),
+  ].map(([policy, value]) => [`/ratelimit/local/overrides/${policy}`, value]),
+);
+
+/** Answers the gateway gave, by route and status class: what the server did, whatever the client saw by its end. */
+const answered = new Map<string, number>();
+const answeredOk = (route: string) => answered.get(`${route} 2xx`) ?? 0;
+
+const server = await startRedis();
+const redis = new Redis(server.url);
+const platform = await startLocalPlatform({
+  redisUrl: server.url,
+  parameters,
+  // the outer line is not what is measured here: a stage throttle far above the load
+  gateway: {
+    outerLine: {
+      stageThrottle: { rateLimit: 1e9, burstLimit: 1e9 },
+      ipRateRule: { limit: 1e9, evaluationWindowSeconds: 60 },
+      routeThrottles: {},
+    },
+    onRequest: ({ route, status }) => {
+      const key = `${route} ${Math.floor(status / 100)}xx`;
+      answered.set(key, (answered.get(key) ?? 0) + 1);
+    },
+  },
+});
+const base = platform.gateway.url;
+
+async function drive(route: LoadRoute, connections: number, seconds: number, rate?: number): Promise<Result> {
+  const input = JSON.stringify({ base, route, connections, seconds, ...(rate ? { rate } : {}) });
+  const { stdout } = await promisify(execFile)(process.execPath, [DRIVER, input], { maxBuffer: 64 * 1024 * 1024 });
+  return JSON.parse(stdout.trim().split('\n').at(-1) as string) as Result;
+}
+
+const sinkLines = () => {
+  try {
+    return readFileSync(platform.sinkFile, 'utf8').split('\n').filter(Boolean).length;
+  } catch {
+    return 0;
+  }
+};
+
+interface RouteFigures {
+  route: LoadRoute;
+  connections: number;
+  requestsPerSecond: number;
+  p50Ms: number;
+  p99Ms: number;
+  p999Ms: number;
+  nodeCpuUsPerRequest: number;
+  redisCpuUsPerRequest: number;
+  statuses: Record<string, number>;
+}
+
+const failures: string[] = [];
+const figures: RouteFigures[] = [];
+let soakReport: string[] = [];
+try {
+  if (!soak) {
+    for (const connections of CONCURRENCY) {
+      for (const route of ROUTES) {
+        const sinkBefore = sinkLines();
+        const okBefore = answeredOk(route);
+        const cpuBefore = process.cpuUsage();
+        const redisBefore = await redisCpuSeconds(redis);
+        const result = await drive(route, connections, SECONDS);
+        const cpu = process.cpuUsage(cpuBefore);
+        const redisCpu = (await redisCpuSeconds(redis)) - redisBefore;
+        const requests = result.requests.total;
+        const statuses = { '2xx': result['2xx'], '4xx': result['4xx'], '5xx': result['5xx'], errors: result.errors };
+        figures.push({
+          route,
+          connections,
+          requestsPerSecond: result.requests.average,
+          p50Ms: result.latency.p50,
+          p99Ms: result.latency.p99,
+          p999Ms: result.latency.p99_9,
+          nodeCpuUsPerRequest: (cpu.user + cpu.system) / Math.max(1, requests),
+          redisCpuUsPerRequest: (redisCpu * 1e6) / Math.max(1, requests),
+          statuses,
+        });
+        if (result['5xx'] > 0 || result.errors > 0)
+          failures.push(`${route} c=${connections}: ${JSON.stringify(statuses)}`);
+        if (requests === 0) failures.push(`${route} c=${connections}: no request answered`);
+        // every webhook event answered 200 was handed to the sink, once
+        if (route === 'slack' || route === 'telegram') {
+          const added = sinkLines() - sinkBefore;
+          const admitted = answeredOk(route) - okBefore;
+          if (added !== admitted) failures.push(`${route}: ${admitted} admitted, ${added} in the sink`);
+        }
+        console.log(
+          `${route.padEnd(13)} c=${String(connections).padEnd(3)} ${Math.round(result.requests.average)} req/s  p50 ${result.latency.p50} ms  p99 ${result.latency.p99} ms  ${JSON.stringify(statuses)}`,
+        );
+      }
+    }
+  } else {
+    // every route at once, at a steady total rate; memory sampled every 10 s (every second in smoke)
+    const samples: { t: number; rssMb: number; redisMb: number }[] = [];
+    const started = Date.now();
+    const sample = async () => {
+      const info = await redis.info('memory');
+      samples.push({
+        t: (Date.now() - started) / 1000,
+        rssMb: process.memoryUsage().rss / 2 ** 20,
+        redisMb: Number(/used_memory:(\d+)/.exec(info)?.[1]) / 2 ** 20,
+      });
+    };
+    const timer = setInterval(() => void sample(), smoke ? 1000 : 10_000);
+    const sinkBefore = sinkLines();
+    const eventsBefore = answeredOk('slack') + answeredOk('telegram');
+    const runs = await Promise.all(ROUTES.map((route) => drive(route, 2, Math.round(SOAK_MS / 1000), 50)));
+    clearInterval(timer);
+    await sample();
+    const fiveXx = runs.reduce((n, r) => n + r['5xx'] + r.errors, 0);
+    if (fiveXx > 0) failures.push(`soak: ${fiveXx} 5xx or errors`);
+    const admittedEvents = answeredOk('slack') + answeredOk('telegram') - eventsBefore;
+    const inSink = sinkLines() - sinkBefore;
+    if (inSink !== admittedEvents) failures.push(`soak: ${admittedEvents} events admitted, ${inSink} in the sink`);
+    const slope = (field: 'rssMb' | 'redisMb') => {
+      const n = samples.length;
+      const mt = samples.reduce((s, x) => s + x.t, 0) / n;
+      const mv = samples.reduce((s, x) => s + x[field], 0) / n;
+      const num = samples.reduce((s, x) => s + (x.t - mt) * (x[field] - mv), 0);
+      const den = samples.reduce((s, x) => s + (x.t - mt) ** 2, 0);
+      return den === 0 ? 0 : (num / den) * 60; // MiB per minute
+    };
+    soakReport = [
+      `## Soak: ${(SOAK_MS / 60_000).toFixed(1)} min, every route at once (50 req/s each, 2 connections)`,
+      '',
+      `requests: ${runs.reduce((n, r) => n + r.requests.total, 0)}; 5xx or errors: ${fiveXx}; events admitted ${admittedEvents}, in the sink ${inSink}`,
+      `RSS slope ${slope('rssMb').toFixed(3)} MiB/min (from ${samples[0]?.rssMb.toFixed(1)} to ${samples.at(-1)?.rssMb.toFixed(1)} MiB); Redis used_memory slope ${slope('redisMb').toFixed(3)} MiB/min (${samples[0]?.redisMb.toFixed(1)} to ${samples.at(-1)?.redisMb.toFixed(1)} MiB); ${samples.length} samples`,
+      '',
+    ];
+    console.log(soakReport.join('\n'));
+  }
+} finally {
+  await platform.gateway.close();
+  redis.disconnect();
+  await server.stop();
+}
+
+if (!smoke) {
+  const stamp = new Date().toISOString().replace(/:/g, '-').slice(0, 19);
+  mkdirSync(OUT, { recursive: true });
+  const lines = soak
+    ? [`# Soak ${stamp}`, '', ...soakReport]
+    : [
+        `# Load ${stamp}`,
+        '',
+        `The local platform (gateway + Middy + handler + limiter) on one redis-server, each route ${SECONDS} s per concurrency, autocannon in its own process.`,
+        '',
+        '| route | c | req/s | p50 ms | p99 ms | p99.9 ms | platform CPU µs/req | Redis CPU µs/req | answers |',
+        '|---|---|---|---|---|---|---|---|---|',
+        ...figures.map(
+          (f) =>
+            `| ${f.route} | ${f.connections} | ${Math.round(f.requestsPerSecond)} | ${f.p50Ms} | ${f.p99Ms} | ${f.p999Ms} | ${f.nodeCpuUsPerRequest.toFixed(0)} | ${f.redisCpuUsPerRequest.toFixed(1)} | ${JSON.stringify(f.statuses)} |`,
+        ),
+        '',
+        `![requests per second per route](load-${stamp}.svg)`,
+        '',
+      ];
+  writeFileSync(join(OUT, `${soak ? 'soak' : 'load'}-${stamp}.md`), `${lines.join('\n')}\n`);
+  if (!soak) {
+    const svg = await renderSvg({
+      width: 520,
+      height: 240,
+      data: { values: figures.map((f) => ({ route: f.route, c: `c=${f.connections}`, rps: f.requestsPerSecond })) },
+      mark: 'bar',
+      encoding: {
+        x: { field: 'route', type: 'nominal' },
+        xOffset: { field: 'c' },
+        y: { field: 'rps', type: 'quantitative', title: 'requests/s' },
+        color: { field: 'c', type: 'nominal' },
+      },
+    });
+    writeFileSync(join(OUT, `load-${stamp}.svg`), svg);
+  }
+  console.log(`wrote ${join(OUT, `${soak ? 'soak' : 'load'}-${stamp}.md`)}`);
+}
+if (failures.length > 0) {
+  console.error(failures.join('\n'));
+  process.exit(1);
+}
