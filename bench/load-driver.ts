@@ -21,7 +21,8 @@ const input = JSON.parse(process.argv[2] ?? '{}') as {
   rate?: number;
 };
 
-let sequence = 0;
+/** Ids never reused across runs (each run is a fresh process): a repeated id would be a redelivery, answered without counting. */
+let sequence = Date.now() * 1000;
 const REQUESTS: Record<LoadRoute, Request> = {
   'api-standard': { method: 'GET', path: '/v1/whoami', headers: { 'x-api-key': 'demo-standard-key' } },
   'api-partner': { method: 'GET', path: '/v1/items', headers: { 'x-api-key': 'demo-partner-key' } },

@@ -33,6 +33,8 @@ const soak = process.argv.includes('--soak');
 const SECONDS = smoke ? 1 : Number(process.env.BENCH_LOAD_SECONDS ?? 10);
 const SOAK_MS = (smoke ? 3 / 60 : Number(process.env.BENCH_SOAK_MINUTES ?? 10)) * 60_000;
 const CONCURRENCY = smoke ? [4] : [16, 64];
+/** Requests per second per route during the soak: steady, well below what the platform serves. */
+const SOAK_RATE = 20;
 const ROUTES: readonly LoadRoute[] = ['api-standard', 'api-partner', 'login', 'slack', 'telegram', 'llm'];
 const DRIVER = new URL('./load-driver.ts', import.meta.url).pathname;
 const OUT = process.env.BENCH_OUT ?? new URL('./results/', import.meta.url).pathname;
@@ -159,7 +161,7 @@ try {
     const timer = setInterval(() => void sample(), smoke ? 1000 : 10_000);
     const sinkBefore = sinkLines();
     const eventsBefore = answeredOk('slack') + answeredOk('telegram');
-    const runs = await Promise.all(ROUTES.map((route) => drive(route, 2, Math.round(SOAK_MS / 1000), 50)));
+    const runs = await Promise.all(ROUTES.map((route) => drive(route, 2, Math.round(SOAK_MS / 1000), SOAK_RATE)));
     clearInterval(timer);
     await sample();
     const fiveXx = runs.reduce((n, r) => n + r['5xx'] + r.errors, 0);
@@ -176,7 +178,7 @@ try {
       return den === 0 ? 0 : (num / den) * 60; // MiB per minute
     };
     soakReport = [
-      `## Soak: ${(SOAK_MS / 60_000).toFixed(1)} min, every route at once (50 req/s each, 2 connections)`,
+      `## Soak: ${(SOAK_MS / 60_000).toFixed(1)} min, every route at once (${SOAK_RATE} req/s each, 2 connections)`,
       '',
       `requests: ${runs.reduce((n, r) => n + r.requests.total, 0)}; 5xx or errors: ${fiveXx}; events admitted ${admittedEvents}, in the sink ${inSink}`,
       `RSS slope ${slope('rssMb').toFixed(3)} MiB/min (from ${samples[0]?.rssMb.toFixed(1)} to ${samples.at(-1)?.rssMb.toFixed(1)} MiB); Redis used_memory slope ${slope('redisMb').toFixed(3)} MiB/min (${samples[0]?.redisMb.toFixed(1)} to ${samples.at(-1)?.redisMb.toFixed(1)} MiB); ${samples.length} samples`,
