@@ -85,6 +85,17 @@ async function drive(route: LoadRoute, connections: number, seconds: number, rat
   return JSON.parse(stdout.trim().split('\n').at(-1) as string) as Result;
 }
 
+/** Resolves once the platform is idle: the answers it counted and the sink's lines stop changing (requests still in flight when the generator stopped finish first). */
+async function settled(): Promise<void> {
+  let last = '';
+  for (;;) {
+    const now = `${[...answered.values()].reduce((a, b) => a + b, 0)} ${sinkLines()}`;
+    if (now === last) return;
+    last = now;
+    await new Promise((resolve) => setTimeout(resolve, 200));
+  }
+}
+
 const sinkLines = () => {
   try {
     return readFileSync(platform.sinkFile, 'utf8').split('\n').filter(Boolean).length;
@@ -117,6 +128,7 @@ try {
         const cpuBefore = process.cpuUsage();
         const redisBefore = await redisCpuSeconds(redis);
         const result = await drive(route, connections, SECONDS);
+        await settled();
         const cpu = process.cpuUsage(cpuBefore);
         const redisCpu = (await redisCpuSeconds(redis)) - redisBefore;
         const requests = result.requests.total;
@@ -163,6 +175,7 @@ try {
     const eventsBefore = answeredOk('slack') + answeredOk('telegram');
     const runs = await Promise.all(ROUTES.map((route) => drive(route, 2, Math.round(SOAK_MS / 1000), SOAK_RATE)));
     clearInterval(timer);
+    await settled();
     await sample();
     const fiveXx = runs.reduce((n, r) => n + r['5xx'] + r.errors, 0);
     if (fiveXx > 0) failures.push(`soak: ${fiveXx} 5xx or errors`);
