@@ -76,7 +76,8 @@ class OuterLineGate {
   readonly #stage: ThrottleBucket;
   /** A route with a throttle of its own draws from it, not from the stage's (method throttling). */
   readonly #routes = new Map<string, ThrottleBucket>();
-  readonly #perIp = new Map<string, number[]>();
+  /** Per IP: the times of its requests still in the rule's window, oldest first, from `head` on. */
+  readonly #perIp = new Map<string, { times: number[]; head: number }>();
 
   constructor(line: OuterLine) {
     this.#line = line;
@@ -90,15 +91,19 @@ class OuterLineGate {
   refusal(ip: string, route: string | undefined): string | undefined {
     const now = performance.now();
     const windowMs = this.#line.ipRateRule.evaluationWindowSeconds * 1000;
-    const seen = (this.#perIp.get(ip) ?? []).filter((t) => now - t < windowMs);
-    if (seen.length >= this.#line.ipRateRule.limit) {
-      this.#perIp.set(ip, seen);
-      return 'ip-rate-rule';
+    // The times only ever grow: drop the expired ones from the front, O(1) amortised per request
+    // (filtering the whole window on every request made a busy IP quadratic: found by bench:load).
+    const seen = this.#perIp.get(ip) ?? { times: [], head: 0 };
+    while (seen.head < seen.times.length && now - (seen.times[seen.head] as number) >= windowMs) seen.head++;
+    if (seen.head > 1024 && seen.head * 2 > seen.times.length) {
+      seen.times = seen.times.slice(seen.head);
+      seen.head = 0;
     }
+    this.#perIp.set(ip, seen);
+    if (seen.times.length - seen.head >= this.#line.ipRateRule.limit) return 'ip-rate-rule';
     const own = route === undefined ? undefined : this.#routes.get(route);
     if (!(own ?? this.#stage).take(now)) return own ? 'route-throttle' : 'stage-throttle';
-    seen.push(now);
-    this.#perIp.set(ip, seen);
+    seen.times.push(now);
     return undefined;
   }
 }
