@@ -12,6 +12,19 @@ import { type Gateway, type GatewayOptions, startGateway } from './gateway.ts';
 
 const LOCAL_PARAMETERS = new URL('../config/local-parameters.json', import.meta.url);
 
+/** Parameters by name, `over` laid on `base`: an object over an object field by field, anything else replaces. */
+export function mergeParameters(
+  base: Readonly<Record<string, unknown>>,
+  over: Readonly<Record<string, unknown>>,
+): Record<string, unknown> {
+  const merged: Record<string, unknown> = { ...base };
+  for (const [name, value] of Object.entries(over)) {
+    const under = merged[name];
+    merged[name] = typeof under === 'object' && typeof value === 'object' ? { ...under, ...value } : value;
+  }
+  return merged;
+}
+
 export interface LocalPlatform {
   readonly gateway: Gateway;
   /** Where accepted events go (JSON lines). */
@@ -35,11 +48,10 @@ export async function startLocalPlatform(
 ): Promise<LocalPlatform> {
   const dir = mkdtempSync(join(tmpdir(), 'rl-platform-'));
   const parametersFile = join(dir, 'parameters.json');
-  const parameters = JSON.parse(readFileSync(LOCAL_PARAMETERS, 'utf8')) as Record<string, unknown>;
-  for (const [name, value] of Object.entries(options.parameters ?? {})) {
-    const base = parameters[name];
-    parameters[name] = typeof base === 'object' && typeof value === 'object' ? { ...base, ...value } : value;
-  }
+  const parameters = mergeParameters(
+    JSON.parse(readFileSync(LOCAL_PARAMETERS, 'utf8')) as Record<string, unknown>,
+    options.parameters ?? {},
+  );
   writeFileSync(parametersFile, JSON.stringify(parameters));
   const sinkFile = join(dir, 'events.jsonl');
   const refusalLog = process.env.RATE_LIMIT_REFUSAL_LOG || join(dir, 'refusals.jsonl');

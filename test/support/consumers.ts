@@ -9,7 +9,7 @@
 import { readFileSync } from 'node:fs';
 import { PLATFORM_POLICIES } from '../../config/catalogue.ts';
 import type { GatewayOptions } from '../../scripts/gateway.ts';
-import { startLocalPlatform } from '../../scripts/local-platform.ts';
+import { mergeParameters, startLocalPlatform } from '../../scripts/local-platform.ts';
 
 export interface TestPlatform {
   readonly base: string;
@@ -40,11 +40,7 @@ export async function consumers(
     metrics?: boolean;
   } = {},
 ): Promise<TestPlatform> {
-  const parameters: Record<string, unknown> = { ...generousBudgets() };
-  for (const [name, value] of Object.entries(options.parameters ?? {})) {
-    const base = parameters[name];
-    parameters[name] = typeof base === 'object' && typeof value === 'object' ? { ...base, ...value } : value;
-  }
+  const parameters = mergeParameters(generousBudgets(), options.parameters ?? {});
   // the routes' own throttles (config/outer-line.json) are the outer line's business (gateway.test.ts):
   // these tests flood one route on purpose, and draw from the stage's bucket as before
   const { gateway, sinkFile } = await startLocalPlatform({ ...options, parameters });

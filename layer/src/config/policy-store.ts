@@ -146,8 +146,7 @@ export class PolicyStore implements PolicyResolver {
   resolve(policy: string, key: string): CompiledPolicy | undefined {
     const now = this.#now();
     if (now - this.#fetchedAt >= this.#ttlMs) void this.refresh();
-    // an override ended: the values fall back now, not at the next refresh
-    if (now >= this.#nextExpiry) this.#apply(this.#parameters);
+    this.#endOverridesDue(now);
     return this.#perKey.get(policy)?.get(key) ?? this.#policies.get(policy);
   }
 
@@ -163,7 +162,7 @@ export class PolicyStore implements PolicyResolver {
    * limiter's to tell). Undefined for an unknown policy.
    */
   explain(policy: string, key?: string): PolicyExplanation | undefined {
-    if (this.#now() >= this.#nextExpiry) this.#apply(this.#parameters);
+    this.#endOverridesDue(this.#now());
     const layer: PolicyLayers = this.#layers.get(policy) ?? {
       base: this.#defaults[policy],
       baseSource: 'shipped default',
@@ -213,6 +212,11 @@ export class PolicyStore implements PolicyResolver {
     });
     await Promise.race([this.refresh(), timeout]);
     clearTimeout(timer);
+  }
+
+  /** An override in force reached its `until`: the values fall back now, not at the next refresh. */
+  #endOverridesDue(now: number): void {
+    if (now >= this.#nextExpiry) this.#apply(this.#parameters);
   }
 
   /** Fetches and applies the parameters now; one refresh at a time. Never throws. */
