@@ -5,10 +5,14 @@
 --
 -- Dispatch: every registered strategy (layer/src/strategies/index.ts) brings
 -- its fragment, and the assembler (layer/src/scripts.ts) defines
---   STRATEGIES[kind] = { check = <kind>_check, apply = <kind>_apply, unwritten = <kind>_unwritten }
+--   STRATEGIES[kind] = { check = <kind>_check, apply = <kind>_apply, unwritten = <kind>_unwritten,
+--                       value = <its unit's valueCounter> }
 -- where, for a fragment of kind `xx`:
---   xx_check(key, cost, now, field...) -> r: reads only; r.allowed, r.remaining,
---     r.reset_us, r.retry_us (what an admission would leave; the state before a refusal)
+--   xx_check(key, value, cost, now, field...) -> r: reads only; r.allowed, r.remaining,
+--     r.reset_us, r.retry_us (what an admission would leave; the state before a refusal);
+--     `value` is the counter's string value (false: no key) for a strategy
+--     registered with `value = true` (its counter is one short string), nil
+--     for the others, which read their own state
 --   xx_apply(r, now): writes an admission (every limit admitted, debit asked)
 --   xx_unwritten(r): an admission left unwritten re-expresses r.remaining and
 --     r.reset_us as the counter stands (a peek, or another limit refused)
@@ -35,18 +39,32 @@
 local limit_count = tonumber(ARGV[1])
 local debit = ARGV[2] == '1'
 
+-- First pass: each record's strategy and where it starts, and the counters
+-- kept as one short value (a bucket's TAT, a quota's count), fetched together
+-- below: one MGET costs Redis about what one GET does.
+local strategies, records, fetched = {}, {}, {}
+local a = 3
+for i = 1, limit_count do
+  local strategy = STRATEGIES[ARGV[a]]
+  if not strategy then return redis.error_reply('ERR rate limit: unknown strategy ' .. tostring(ARGV[a])) end
+  strategies[i], records[i] = strategy, a
+  if strategy.value then fetched[#fetched + 1] = KEYS[i] end
+  a = a + 3 + tonumber(ARGV[a + 2])
+end
+local values = #fetched > 0 and redis.call('MGET', unpack(fetched)) or fetched
+
 local now = now_us()
 local results = {}
 local allowed, binding, retry_max = true, 0, 0
-
-local a = 3
+local v = 0
 for i = 1, limit_count do
-  local kind, cost, field_count = ARGV[a], tonumber(ARGV[a + 1]), tonumber(ARGV[a + 2])
-  local strategy = STRATEGIES[kind]
-  if not strategy then return redis.error_reply('ERR rate limit: unknown strategy ' .. tostring(kind)) end
-  local r = strategy.check(KEYS[i], cost, now, unpack(ARGV, a + 3, a + 2 + field_count))
-  a = a + 3 + field_count
-  r.strategy = strategy
+  local strategy, at = strategies[i], records[i]
+  local value = nil
+  if strategy.value then
+    v = v + 1
+    value = values[v]
+  end
+  local r = strategy.check(KEYS[i], value, tonumber(ARGV[at + 1]), now, unpack(ARGV, at + 3, at + 2 + tonumber(ARGV[at + 2])))
   results[i] = r
   if not r.allowed then
     allowed = false
@@ -60,10 +78,10 @@ local written = allowed and debit
 for i = 1, limit_count do
   local r = results[i]
   if written then
-    r.strategy.apply(r, now)
+    strategies[i].apply(r, now)
   elseif r.allowed then
     -- nothing was written: report what is left as it stands
-    r.strategy.unwritten(r)
+    strategies[i].unwritten(r)
   end
 end
 

@@ -1,29 +1,85 @@
--- check_token_bucket: one token-bucket limit, the common case, without the
--- generic multi-limit loop (fewer closures and arguments per call).
+-- check_token_bucket: token-bucket limits only, the common cases: one bucket
+-- (most routes), or a group decided all-or-nothing (a Slack event's workspace
+-- and channel, a Telegram bot and chat). Without lua/check.lua's generic loop:
+-- no dispatch, no table per limit, every bucket read by one MGET.
 -- fragments: lib/token_bucket
--- Reply: admitted, the bucket's debt after it (µs), one integer, from which
---   the client derives what remains (it knows capacity and interval); an
---   adaptive bucket (whose interval may be a runtime one) answers an array
---   { remaining, reset µs } instead. Refused: an array { remaining, reset µs,
---   retry-after µs }. (A table reply costs Redis ~0.7 µs; one integer, almost
---   nothing: the common case gets the integer.) A peek that would admit:
---   { remaining, reset µs } of the bucket as it stands (nothing was written).
--- Complexity: O(1) time and memory.
-local bucket_key = KEYS[1] -- the bucket (its TAT)
-local rate_key = KEYS[2] -- optional: its runtime rate (adaptive buckets), same hash slot
-local cost = tonumber(ARGV[1]) -- tokens this request takes, 1..capacity
-local capacity = tonumber(ARGV[2]) -- tokens the bucket holds
-local interval_us = tonumber(ARGV[3]) -- whole µs to refill one token
-local keep_us = tonumber(ARGV[4]) -- how long a runtime rate stays in force (0: not adaptive)
-local debit = ARGV[5] == '1' -- '0': only read (peek)
+-- KEYS[1..N]   the buckets (their TATs), one hash slot
+-- KEYS[N+1..]  runtime rates of adaptive buckets, by index from their records
+-- ARGV[1]      N, the number of buckets (1..16)
+-- ARGV[2]      '1' to debit when admitted, '0' to only read (peek)
+-- ARGV[3..]    per bucket, 5 each: cost (1..capacity),
+--              then its check.lua record: capacity, interval µs (whole µs per
+--              token), keep µs (how long a runtime rate stays in force, 0:
+--              not adaptive), rate key index (0: none)
+-- Reply, one bucket: admitted, the bucket's debt after it (µs), one integer,
+--   from which the client derives what remains (it knows capacity and
+--   interval); an adaptive bucket (whose interval may be a runtime one)
+--   answers an array { remaining, reset µs } instead. Refused: an array
+--   { remaining, reset µs, retry-after µs }. (A table reply costs Redis
+--   ~0.7 µs; one integer, almost nothing: the common case gets the integer.)
+--   A peek that would admit: { remaining, reset µs } of the bucket as it stands.
+-- Reply, N > 1: lua/check.lua's, with its semantics: allowed (1|0), binding
+--   bucket (1-based, 0 when admitted: the longest retry-after, the first of
+--   equals), retry-after µs, then per bucket remaining, reset µs, retry-after
+--   µs; every bucket admits and all are debited, or nothing is written.
+-- Complexity: O(N) time, O(1) memory per bucket.
+local count = tonumber(ARGV[1])
+local debit = ARGV[2] == '1'
 
-local now = now_us()
-local admitted, remaining, reset_us, retry_us, lapsed_key, debt =
-  tb_eval(bucket_key, rate_key, capacity, interval_us, keep_us, cost, now)
-if admitted then
-  if not debit then return { remaining + cost, debt } end
-  tb_write(bucket_key, reset_us, now, lapsed_key)
-  if rate_key then return { remaining, reset_us } end
-  return reset_us
+-- Bucket i's record: cost, capacity, interval µs, keep µs, its runtime-rate key (nil: none).
+local function bucket(i)
+  local at = 3 + (i - 1) * 5
+  local rate_index = tonumber(ARGV[at + 4])
+  return tonumber(ARGV[at]), tonumber(ARGV[at + 1]), tonumber(ARGV[at + 2]), tonumber(ARGV[at + 3]),
+    rate_index > 0 and KEYS[rate_index] or nil
 end
-return { remaining, reset_us, retry_us }
+
+local values = redis.call('MGET', unpack(KEYS, 1, count))
+local now = now_us()
+
+if count == 1 then
+  local cost, capacity, interval_us, keep_us, rate_key = bucket(1)
+  local admitted, remaining, reset_us, retry_us, lapsed_key, debt =
+    tb_eval(tb_parse(values[1]), rate_key, capacity, interval_us, keep_us, cost, now)
+  if admitted then
+    if not debit then return { remaining + cost, debt } end
+    tb_write(KEYS[1], reset_us, now, lapsed_key)
+    if rate_key then return { remaining, reset_us } end
+    return reset_us
+  end
+  return { remaining, reset_us, retry_us }
+end
+
+-- A group: the reply is filled in as the buckets are read; what an admitted
+-- bucket reports unwritten (remaining, debt as it stands) is kept by index,
+-- and a lapsed rate key (rare: an adaptive bucket's) in a table made for it.
+local reply = { 1, 0, 0 }
+local unwritten, lapsed = {}, nil
+for i = 1, count do
+  local cost, capacity, interval_us, keep_us, rate_key = bucket(i)
+  local admitted, remaining, reset_us, retry_us, lapsed_key, debt =
+    tb_eval(tb_parse(values[i]), rate_key, capacity, interval_us, keep_us, cost, now)
+  local at = 3 * i
+  reply[at + 1], reply[at + 2], reply[at + 3] = remaining, reset_us, retry_us
+  if admitted then
+    unwritten[2 * i - 1], unwritten[2 * i] = remaining + cost, debt
+    if lapsed_key then
+      lapsed = lapsed or {}
+      lapsed[i] = lapsed_key
+    end
+  elseif reply[1] == 1 or retry_us > reply[3] then
+    reply[1], reply[2], reply[3] = 0, i, retry_us
+  end
+end
+
+if reply[1] == 1 and debit then
+  for i = 1, count do
+    tb_write(KEYS[i], reply[3 * i + 2], now, lapsed and lapsed[i])
+  end
+  return reply
+end
+-- nothing was written: an admitted bucket reports what is left as it stands
+for i = 1, count do
+  if unwritten[2 * i] then reply[3 * i + 1], reply[3 * i + 2] = unwritten[2 * i - 1], unwritten[2 * i] end
+end
+return reply

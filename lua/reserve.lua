@@ -28,7 +28,7 @@ if redis.call('ZSCORE', settled_key, id) or redis.call('ZSCORE', released_key, i
   local remaining, reset_us = holds_standing(budget_key, capacity, interval_us, now)
   return { 2, remaining, reset_us }
 end
-local admitted, remaining, reset_us, retry_us = tb_eval(budget_key, nil, capacity, interval_us, 0, units, now)
+local admitted, remaining, reset_us, retry_us = tb_eval(tb_stored(budget_key), nil, capacity, interval_us, 0, units, now)
 if not admitted then return { 0, remaining, reset_us, retry_us } end
 tb_write(budget_key, reset_us, now, nil)
 redis.call('ZADD', holds_key, now + hold_us, id)

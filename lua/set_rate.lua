@@ -20,7 +20,7 @@ local capacity = tonumber(ARGV[9]) -- the bucket's capacity
 
 local now = now_us()
 local tat, interval_in_force, runtime_rate, _, paused_until =
-  tb_read(bucket_key, rate_key, policy_interval_us, keep_us, now)
+  tb_read(tb_stored(bucket_key), rate_key, policy_interval_us, keep_us, now)
 local old = runtime_rate or policy_rate
 if change == 'get' then return string.format('%.17g', old) end
 

@@ -110,13 +110,15 @@ const consumerTable: GeneratedTable = {
 const strategyTable: GeneratedTable = {
   doc: new URL('../docs/architecture.md', import.meta.url),
   name: 'strategies',
-  header: ['strategy', 'Lua fragment', 'dispatch kind', 'own single-limit script', 'a quota in the headers'],
+  header: ['strategy', 'Lua fragment', 'dispatch kind', 'own script (limits)', 'a quota in the headers'],
   rows: () =>
     STRATEGY_UNITS.map((unit) => [
       `\`${unit.name}\` (${unit.title})`,
       `\`lua/${unit.luaFragment}.lua\``,
       `\`${unit.kind}\``,
-      'single' in unit && unit.single ? `\`lua/${unit.single.entry}.lua\`` : '–',
+      'ownScript' in unit && unit.ownScript
+        ? `\`lua/${unit.ownScript.entry}.lua\` (${unit.ownScript.grouped ? 'one or a group' : 'one'})`
+        : '–',
       unit.quota ? 'yes' : 'no',
     ]),
 };

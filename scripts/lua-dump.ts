@@ -22,11 +22,11 @@ const SHARED_EXAMPLES: Record<keyof typeof ENTRY_SCRIPTS, string> = {
   release: "'rl:{llm-inflight:t}' , 5d5c9a0e-lease",
 };
 
-/** Each entry file's `redis-cli --eval` example: the shared scripts', then each strategy's single-limit script's. */
+/** Each entry file's `redis-cli --eval` example: the shared scripts', then each strategy's own script's. */
 const EXAMPLES: Record<string, string> = Object.fromEntries([
   ...Object.entries(ENTRY_SCRIPTS).map(([name, entry]) => [entry, SHARED_EXAMPLES[name as keyof typeof ENTRY_SCRIPTS]]),
   ...STRATEGY_UNITS.flatMap((unit) =>
-    'single' in unit && unit.single ? [[unit.single.entry, unit.single.example]] : [],
+    'ownScript' in unit && unit.ownScript ? [[unit.ownScript.entry, unit.ownScript.example]] : [],
   ),
 ]);
 
@@ -41,7 +41,7 @@ const index = [
   '|---|---|---|---|',
 ];
 for (const entry of entryFiles()) {
-  const script = productionScripts()[entry] as LuaScript;
+  const script = productionScripts().entries[entry] as LuaScript;
   const file = `${entry}.lua`;
   writeFileSync(join(dir, file), script.source);
   index.push(`| ${entry} | ${file} | \`${script.sha}\` | \`redis-cli --eval ${file} ${EXAMPLES[entry]}\` |`);

@@ -41,6 +41,7 @@ export const FUNCTIONS_COMMANDS = [
   // inside the Lua scripts (lua/*.lua, lua/lib/*.lua)
   'time',
   'get',
+  'mget',
   'set',
   'del',
   'getrange',

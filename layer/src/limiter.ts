@@ -450,7 +450,7 @@ export class Limiter {
   ): Promise<Guarded<T>> {
     const timeArgs = this.#timeArgs();
     const args = timeArgs.length === 0 ? call.args : [...call.args, ...timeArgs];
-    const script = this.#scripts[call.script];
+    const script = this.#scripts.named(call.script);
     if (!script) throw new TypeError(`no Lua script "${call.script}"`);
     return this.#within(operation, policies, () => runScript(this.#redis, script, call.keys, args).then(parse));
   }

@@ -2,16 +2,16 @@
  * The TypeScript side of the Lua contract: for each shared script, one typed
  * function that packs its KEYS and ARGV in the order the script binds them at
  * its top, and one that reads its reply. A strategy's own fields (its record
- * in lua/check.lua, its single-limit script) are packed and read by its module
+ * in lua/check.lua, its own script) are packed and read by its module
  * in strategies/; nothing else in the layer knows an ARGV position. Change a
  * script's header and its packer together.
  */
 import { type Allowed, allowedBy, type Limited, type LimitStatus, limitedBy } from './decision.ts';
 import { budgetKeys, rateKey } from './keys.ts';
 import type { CompiledFailureBackoff, CompiledPolicy, CompiledTokenBucket } from './policy.ts';
-import { ENTRY_SCRIPTS } from './scripts.ts';
+import { checkScriptName, ENTRY_SCRIPTS } from './scripts.ts';
 import { unitOfPolicy } from './strategies/index.ts';
-import { int, isInteger, type ResolvedLimit as Resolved, usToMs } from './strategies/strategy.ts';
+import { int, isInteger, type OwnScript, type ResolvedLimit as Resolved, usToMs } from './strategies/strategy.ts';
 
 export { usToMs };
 
@@ -26,15 +26,20 @@ export interface ScriptCall {
 }
 
 /**
- * The script call of a check: a single limit whose strategy has its own
- * script gets it (the common, fast case); anything else lua/check.lua:
- * counters, then the strategies' further keys; N, debit, then per limit
- * kind, cost, field count and the strategy's fields.
+ * The script call of a check: limits all of one strategy with its own script
+ * get it (one limit, or a group if that script takes groups: the common, fast
+ * cases); anything else lua/check.lua: counters, then the strategies' further
+ * keys; N, debit, then per limit kind, cost, field count and the strategy's
+ * fields.
  */
 export function checkCall(limits: readonly ResolvedLimit[], debit: boolean): ScriptCall {
-  const only = limits.length === 1 ? (limits[0] as ResolvedLimit) : undefined;
-  const single = only && unitOfPolicy(only.policy).single;
-  if (only && single) return { script: single.entry, ...single.pack(only, debit) };
+  const own = ownScriptOf(limits.map((l) => l.policy));
+  if (own) return { script: own.entry, ...own.pack(limits, debit) };
+  return genericCheckCall(limits, debit);
+}
+
+/** lua/check.lua's call, which decides any limits (a test holds a strategy's own grouped script to it). */
+export function genericCheckCall(limits: readonly ResolvedLimit[], debit: boolean): ScriptCall {
   const keys = limits.map((l) => l.counter);
   const extraKey = (key: string) => keys.push(key);
   const args = [int(limits.length), debit ? '1' : '0'];
@@ -43,7 +48,7 @@ export function checkCall(limits: readonly ResolvedLimit[], debit: boolean): Scr
     const fields = unit.checkFields(limit, extraKey);
     args.push(unit.kind, int(limit.cost), int(fields.length), ...fields);
   }
-  return { script: ENTRY_SCRIPTS.check, keys, args };
+  return { script: checkScriptName(limits.map((l) => unitOfPolicy(l.policy).kind)), keys, args };
 }
 
 /** lua/record_failure.lua: backoff; base µs, max µs, free failures, memory µs. */
@@ -161,18 +166,25 @@ export function parseSettleReply(
   return { result, status: budgetStatus(policy, remaining, resetUs, 0) };
 }
 
+/** The own script that decides these policies' check, if their one strategy has one that can. */
+function ownScriptOf(policies: readonly CompiledPolicy[]): OwnScript<CompiledPolicy> | undefined {
+  const first = policies[0];
+  if (!first || policies.some((p) => p.strategy !== first.strategy)) return undefined;
+  const own = unitOfPolicy(first).ownScript as OwnScript<CompiledPolicy> | undefined;
+  return own && (policies.length === 1 || own.grouped) ? own : undefined;
+}
+
 /**
  * A check's answer in µs, in lua/check.lua's layout: allowed (1|0), binding
  * limit (1-based, 0 when admitted), retry µs, then per limit remaining, reset
- * µs, retry µs. A strategy's single-limit script answers shorter; its module
- * re-expresses it (strategies/, `single.layout`); the full layout is read
- * for any check. Throws TypeError on any
- * other shape.
+ * µs, retry µs. A strategy's own script answers one limit shorter; its module
+ * re-expresses it (strategies/, `ownScript.layout`); the full layout is read
+ * for any check. Throws TypeError on any other shape.
  */
 export function checkReplyLayout(policies: readonly CompiledPolicy[], reply: unknown): number[] {
   const only = policies.length === 1 ? (policies[0] as CompiledPolicy) : undefined;
-  const single = only && unitOfPolicy(only).single;
-  const layout = (only && single?.layout(only, reply)) ?? generic(policies, reply);
+  const own = only && ownScriptOf([only]);
+  const layout = (only && own?.layout(only, reply)) ?? generic(policies, reply);
   if (!layout) throw new TypeError(`unexpected check reply: ${JSON.stringify(reply)}`);
   return layout;
 }

@@ -26,25 +26,55 @@ export const ENTRY_SCRIPTS = {
   release: 'release',
 } as const;
 
-/** A script by its entry file: the shared ones and each strategy's single-limit script. */
-export type ScriptSet = Readonly<Record<string, LuaScript>>;
-
-/** Every entry file: the shared scripts, then the strategies' own single-limit scripts. */
-export function entryFiles(): string[] {
-  const singles = STRATEGY_UNITS.flatMap((unit) => ('single' in unit && unit.single ? [unit.single.entry] : []));
-  return [...Object.values(ENTRY_SCRIPTS), ...singles];
+/** The scripts of one clock: every entry file's, and lua/check.lua narrowed to the strategies a check uses. */
+export interface ScriptSet {
+  /** By entry file: the shared scripts and each strategy's own script (`npm run lua:dump` writes these). */
+  readonly entries: Readonly<Record<string, LuaScript>>;
+  /** A script by the name a ScriptCall gives: an entry file, or a narrowed check (`checkScriptName`). */
+  named(name: string): LuaScript | undefined;
 }
 
-/** lua/check.lua's dispatch: each registered strategy's kind bound to its fragment's three functions. */
-function dispatchTable(): string {
-  const rows = STRATEGY_UNITS.map(
-    ({ kind }) => `  ${kind} = { check = ${kind}_check, apply = ${kind}_apply, unwritten = ${kind}_unwritten },`,
+const NARROWED_CHECK = `${ENTRY_SCRIPTS.check}:`;
+
+/**
+ * The name of lua/check.lua assembled with only these strategies' fragments
+ * (`check:tb,qt`). Every fragment's functions are closures Redis creates
+ * again on every call of a script: the whole registry's cost a check of two
+ * limits ~3.8 µs of Redis CPU for nothing (`npm run bench:scripts`).
+ */
+export function checkScriptName(kinds: Iterable<string>): string {
+  const used = new Set(kinds);
+  return (
+    NARROWED_CHECK +
+    STRATEGY_UNITS.filter((u) => used.has(u.kind))
+      .map((u) => u.kind)
+      .join(',')
+  );
+}
+
+/** Every entry file: the shared scripts, then the strategies' own scripts. */
+export function entryFiles(): string[] {
+  const own = STRATEGY_UNITS.flatMap((unit) => ('ownScript' in unit && unit.ownScript ? [unit.ownScript.entry] : []));
+  return [...Object.values(ENTRY_SCRIPTS), ...own];
+}
+
+type Unit = (typeof STRATEGY_UNITS)[number];
+
+/** lua/check.lua's dispatch: each strategy's kind bound to its fragment's three functions. */
+function dispatchTable(units: readonly Unit[]): string {
+  const rows = units.map(
+    ({ kind, valueCounter }) =>
+      `  ${kind} = { check = ${kind}_check, apply = ${kind}_apply, unwritten = ${kind}_unwritten, value = ${valueCounter === true} },`,
   );
   return ['local STRATEGIES = {', ...rows, '}'].join('\n');
 }
 
-/** The fragments (and generated parts) an entry script names on its `-- fragments:` line, in order. */
-export function fragmentsOf(entrySource: string, entry: string): string[] {
+/**
+ * The fragments (and generated parts) an entry script names on its
+ * `-- fragments:` line, in order; `<strategies>` stands for the given units'
+ * (every registered one unless narrowed).
+ */
+export function fragmentsOf(entrySource: string, entry: string, units: readonly Unit[] = STRATEGY_UNITS): string[] {
   const line = /^-- fragments: (.+)$/m.exec(entrySource);
   if (!line) throw new Error(`lua/${entry}.lua has no "-- fragments:" line`);
   return (line[1] as string)
@@ -52,7 +82,7 @@ export function fragmentsOf(entrySource: string, entry: string): string[] {
     .split(/\s+/)
     .flatMap((name) =>
       name === '<strategies>'
-        ? [...STRATEGY_UNITS.map((unit) => readLua(unit.luaFragment)), dispatchTable()]
+        ? [...units.map((unit) => readLua(unit.luaFragment)), dispatchTable(units)]
         : [readLua(name)],
     );
 }
@@ -63,14 +93,34 @@ function luaScript(name: string, source: string): LuaScript {
 
 /**
  * All scripts with the given clock fragment in front. Production code only
- * ever uses `productionScripts()`, whose clock is Redis `TIME`.
+ * ever uses `productionScripts()`, whose clock is Redis `TIME`. A narrowed
+ * check is assembled the first time it is named, then kept.
  */
 export function assembleScripts(clockSource: string): ScriptSet {
-  const entries = entryFiles().map((entry) => {
+  const assemble = (entry: string, units?: readonly Unit[]) => {
     const body = readLua(entry);
-    return [entry, luaScript(entry, [clockSource, ...fragmentsOf(body, entry), body].join('\n'))];
-  });
-  return Object.fromEntries(entries) as ScriptSet;
+    return [clockSource, ...fragmentsOf(body, entry, units), body].join('\n');
+  };
+  const entries: Record<string, LuaScript> = Object.fromEntries(
+    entryFiles().map((entry) => [entry, luaScript(entry, assemble(entry))]),
+  );
+  const narrowed = new Map<string, LuaScript>();
+  return {
+    entries,
+    named(name) {
+      const entry = entries[name];
+      if (entry || !name.startsWith(NARROWED_CHECK)) return entry;
+      let script = narrowed.get(name);
+      if (!script) {
+        const kinds = name.slice(NARROWED_CHECK.length).split(',');
+        const units = STRATEGY_UNITS.filter((u) => kinds.includes(u.kind));
+        if (units.length !== kinds.length || checkScriptName(kinds) !== name) return undefined;
+        script = luaScript(name, assemble(ENTRY_SCRIPTS.check, units));
+        narrowed.set(name, script);
+      }
+      return script;
+    },
+  };
 }
 
 let production: ScriptSet | undefined;

@@ -8,26 +8,35 @@
 
 -- As a strategy of lua/check.lua (see its header): check, apply, unwritten.
 -- Record fields: limit, lease TTL µs, lease id.
-local function cc_check(key, cost, now, limit, ttl_us, lease)
+local function cc_check(key, _value, cost, now, limit, ttl_us, lease)
   limit, ttl_us = tonumber(limit), tonumber(ttl_us)
   local live = redis.call('ZRANGEBYSCORE', key, '(' .. string.format('%d', now), '+inf', 'WITHSCORES')
   local held = #live / 2
-  local r = { key = key, cost = cost, limit = limit, held = held, lease = lease, ttl_us = ttl_us }
+  local allowed, remaining, retry_us, reset_us, again = true, limit - held - cost, 0, ttl_us, false
   local mine = redis.call('ZSCORE', key, lease)
   if mine and tonumber(mine) > now then
     -- a retried acquire: the slot is this lease's already
-    r.allowed, r.remaining, r.retry_us, r.reset_us, r.again = true, limit - held, 0, ttl_us, true
-    return r
-  end
-  if held + cost <= limit then
-    r.allowed, r.remaining, r.retry_us, r.reset_us = true, limit - held - cost, 0, ttl_us
-  else
+    remaining, again = limit - held, true
+  elseif held + cost > limit then
     -- truthful: the earliest live lease lapses then at the latest (a release may free one sooner)
-    r.allowed, r.remaining = false, limit - held
-    r.retry_us = tonumber(live[2]) - now
-    r.reset_us = tonumber(live[#live]) - now
+    allowed, remaining = false, limit - held
+    retry_us = tonumber(live[2]) - now
+    reset_us = tonumber(live[#live]) - now
   end
-  return r
+  -- one constructor: the table is sized once (adding fields later rehashes it)
+  return {
+    key = key,
+    cost = cost,
+    limit = limit,
+    held = held,
+    lease = lease,
+    ttl_us = ttl_us,
+    again = again,
+    allowed = allowed,
+    remaining = remaining,
+    retry_us = retry_us,
+    reset_us = reset_us,
+  }
 end
 
 local function cc_apply(r, now)

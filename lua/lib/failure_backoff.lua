@@ -23,25 +23,17 @@ end
 local function bo_eval(key, base_us, max_us, free, memory_us, now)
   local failures, last = bo_read(key, memory_us, now)
   local wait = last + bo_delay_us(failures, base_us, max_us, free) - now
-  local r = { key = key, kind = 'bo', limit = 1 }
   if wait > 0 then
-    r.allowed = false
-    r.remaining = 0
-    r.retry_us = math.ceil(wait)
-    r.reset_us = r.retry_us
-  else
-    r.allowed = true
-    r.remaining = 1
-    r.retry_us = 0
-    r.reset_us = 0
+    local retry_us = math.ceil(wait)
+    return { key = key, limit = 1, allowed = false, remaining = 0, retry_us = retry_us, reset_us = retry_us }
   end
-  return r
+  return { key = key, limit = 1, allowed = true, remaining = 1, retry_us = 0, reset_us = 0 }
 end
 
 -- As a strategy of lua/check.lua (see its header): a check only reads a
 -- backoff, so nothing is applied and an unwritten admission reads the same.
 -- Record fields: base µs, max µs, free failures, memory µs.
-local function bo_check(key, _cost, now, base_us, max_us, free, memory_us)
+local function bo_check(key, _value, _cost, now, base_us, max_us, free, memory_us)
   return bo_eval(key, tonumber(base_us), tonumber(max_us), tonumber(free), tonumber(memory_us), now)
 end
 

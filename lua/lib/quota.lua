@@ -53,14 +53,14 @@ local function qt_period(now, period, offset_us)
   return first * QT_DAY_US - offset_us, next_first * QT_DAY_US - offset_us
 end
 
--- As a strategy of lua/check.lua (see its header): check, apply, unwritten.
+-- As a strategy of lua/check.lua (see its header): check, apply, unwritten;
+-- its counter is a value check.lua fetches (one MGET for a whole check).
 -- Record fields: limit, period ('d' | 'w' | 'm'), offset from UTC in µs.
-local function qt_check(key, cost, now, limit, period, offset_us)
+local function qt_check(key, stored, cost, now, limit, period, offset_us)
   limit = tonumber(limit)
   offset_us = tonumber(offset_us)
   local start, finish = qt_period(now, period, offset_us)
   local count = 0
-  local stored = redis.call('GET', key)
   if stored then
     local stored_start, stored_count = string.match(stored, '^(%-?%d+) (%d+)$')
     stored_start = tonumber(stored_start)
@@ -73,14 +73,22 @@ local function qt_check(key, cost, now, limit, period, offset_us)
       count = tonumber(stored_count)
     end
   end
-  local r = { key = key, cost = cost, limit = limit, count = count, start = start, reset_us = finish - now }
-  if count + cost <= limit then
-    r.allowed, r.remaining, r.retry_us = true, limit - count - cost, 0
-  else
+  local allowed, remaining, retry_us = true, limit - count - cost, 0
+  if count + cost > limit then
     -- nothing comes back before the boundary: waiting exactly that long admits
-    r.allowed, r.remaining, r.retry_us = false, limit - count, finish - now
+    allowed, remaining, retry_us = false, limit - count, finish - now
   end
-  return r
+  return {
+    key = key,
+    cost = cost,
+    limit = limit,
+    count = count,
+    start = start,
+    reset_us = finish - now,
+    allowed = allowed,
+    remaining = remaining,
+    retry_us = retry_us,
+  }
 end
 
 local function qt_apply(r, _now)

@@ -111,7 +111,6 @@ local function sw_eval(key, limit, window_us, cost, now)
   local header = redis.call('GETRANGE', key, 0, SW_HEADER_BYTES - 1)
   if #header == SW_HEADER_BYTES then n, h, e, w, first, newest = struct.unpack(SW_HEADER, header) end
   local window_ms = window_us / 1000
-  local r = { key = key, kind = 'sw', limit = limit, n = n, h = h, window_ms = window_ms, cost = cost }
   local times = {} -- relative position (0 = oldest stored) -> time, reads cached
 
   if n > 0 then
@@ -127,26 +126,33 @@ local function sw_eval(key, limit, window_us, cost, now)
       e = sw_first_in_window(key, n, h, e, times, now, window_us)
     end
   end
-  r.now = now
-  r.newest = newest
-  r.window_us = window_us
-  r.e = e
-  r.first = times[e]
   local in_window = n - e
-  if in_window + cost <= limit then
-    r.allowed = true
-    r.remaining = limit - in_window - cost
-    r.reset_us = window_us
-    r.retry_us = 0
-  else
-    r.allowed = false
-    r.remaining = limit - in_window
+  local allowed, remaining, reset_us, retry_us = true, limit - in_window - cost, window_us, 0
+  if in_window + cost > limit then
+    allowed, remaining = false, limit - in_window
     -- the `need` oldest events in the window must leave before `cost` fits
     local need = in_window + cost - limit
-    r.retry_us = sw_time_at(key, n, h, times, e + need - 1) + window_us - now
-    r.reset_us = newest + window_us - now
+    retry_us = sw_time_at(key, n, h, times, e + need - 1) + window_us - now
+    reset_us = newest + window_us - now
   end
-  return r
+  -- one constructor: the table is sized once (adding fields later rehashes it)
+  return {
+    key = key,
+    limit = limit,
+    n = n,
+    h = h,
+    e = e,
+    window_ms = window_ms,
+    window_us = window_us,
+    cost = cost,
+    now = now,
+    newest = newest,
+    first = times[e],
+    allowed = allowed,
+    remaining = remaining,
+    reset_us = reset_us,
+    retry_us = retry_us,
+  }
 end
 
 -- What is left as the window stands, for an admission that is not written
@@ -215,6 +221,6 @@ end
 
 -- As a strategy of lua/check.lua (see its header): check, apply, unwritten.
 -- Record fields: limit, window µs.
-local function sw_check(key, cost, now, limit, window_us)
+local function sw_check(key, _value, cost, now, limit, window_us)
   return sw_eval(key, tonumber(limit), tonumber(window_us), cost, now)
 end

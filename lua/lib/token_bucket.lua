@@ -13,12 +13,17 @@
 -- Complexity: O(1) time and memory.
 
 -- The bucket's stored state, read and written here only: its TAT (µs), or
--- no key for a full bucket. tb_stored is the raw TAT (nil: full); tb_debt what
--- the bucket owes at `now` (µs, never below 0); tb_store writes a debt, with
--- an expiry at the moment the bucket is full again (an idle key costs
--- nothing), or deletes the key when nothing is owed.
+-- no key for a full bucket. tb_parse reads a stored value (nil or false:
+-- full), tb_stored the key's raw TAT (nil: full); tb_debt what the bucket
+-- owes at `now` (µs, never below 0); tb_store writes a debt, with an expiry
+-- at the moment the bucket is full again (an idle key costs nothing), or
+-- deletes the key when nothing is owed.
+local function tb_parse(value)
+  return value and tonumber(value) or nil
+end
+
 local function tb_stored(key)
-  return tonumber(redis.call('GET', key))
+  return tb_parse(redis.call('GET', key))
 end
 
 local function tb_debt(key, now)
@@ -79,9 +84,9 @@ end
 -- At the lapse the debt run up at the runtime rate is owed in tokens and
 -- drains at the policy rate from then on (a pause still running is kept to
 -- its end); the lapsed rate key must go when the bucket is next written, or
--- the next read would fold the same debt twice.
-local function tb_read(key, rate_key, interval_us, keep_us, now)
-  local stored = tb_stored(key) -- nil: a full bucket
+-- the next read would fold the same debt twice. `stored` is the bucket's TAT
+-- as read (tb_stored, or tb_parse of a value its caller fetched; nil: full).
+local function tb_read(stored, rate_key, interval_us, keep_us, now)
   local tat = stored or now
   local runtime_rate, lapsed, paused_until = nil, false, 0
   if rate_key then
@@ -103,7 +108,7 @@ local function tb_read(key, rate_key, interval_us, keep_us, now)
   return tat, interval_us, runtime_rate, lapsed, paused_until
 end
 
---   key         the bucket; a missing key is a full bucket
+--   stored      the bucket's TAT as read (nil: a full bucket)
 --   rate_key    optional: its runtime rate (adaptive buckets)
 --   capacity    tokens the bucket holds (the burst)
 --   interval_us whole µs to refill one token (the policy's rate)
@@ -115,8 +120,13 @@ end
 -- the debt as it stands (µs): what an admission that is not written (a peek,
 -- or a grouped check another limit refused) reports as its reset, with
 -- `remaining + cost` tokens left. Nothing is written here (see tb_write).
-local function tb_eval(key, rate_key, capacity, interval_us, keep_us, cost, now)
-  local tat, interval, _, lapsed = tb_read(key, rate_key, interval_us, keep_us, now)
+local function tb_eval(stored, rate_key, capacity, interval_us, keep_us, cost, now)
+  local tat, interval, lapsed, _ = stored or now, interval_us, false, nil
+  if rate_key then
+    tat, interval, _, lapsed = tb_read(stored, rate_key, interval_us, keep_us, now)
+  elseif tat < now then
+    tat = now -- the common bucket, not adaptive: tb_read's work without its call
+  end
   local burst = capacity * interval -- how far TAT may run ahead of now
   local debt = tat - now
   local new_debt = debt + cost * interval
@@ -136,13 +146,13 @@ local function tb_write(key, debt_us, now, lapsed_key)
   if lapsed_key then redis.call('DEL', lapsed_key) end
 end
 
--- As a strategy of lua/check.lua (see its header): check, apply, unwritten.
+-- As a strategy of lua/check.lua (see its header): check, apply, unwritten;
+-- its counter is a value check.lua fetches (one MGET for a whole check).
 -- Record fields: capacity, interval µs, runtime-rate keep µs, rate key index (0: none).
-local function tb_check(key, cost, now, capacity, interval_us, keep_us, rate_index)
+local function tb_check(key, value, cost, now, capacity, interval_us, keep_us, rate_index)
   rate_index = tonumber(rate_index)
-  local r = { key = key, cost = cost }
-  r.allowed, r.remaining, r.reset_us, r.retry_us, r.lapsed_key, r.debt = tb_eval(
-    key,
+  local allowed, remaining, reset_us, retry_us, lapsed_key, debt = tb_eval(
+    tb_parse(value),
     rate_index > 0 and KEYS[rate_index] or nil,
     tonumber(capacity),
     tonumber(interval_us),
@@ -150,7 +160,17 @@ local function tb_check(key, cost, now, capacity, interval_us, keep_us, rate_ind
     cost,
     now
   )
-  return r
+  -- one constructor: the table is sized once (adding fields later rehashes it)
+  return {
+    key = key,
+    cost = cost,
+    allowed = allowed,
+    remaining = remaining,
+    reset_us = reset_us,
+    retry_us = retry_us,
+    lapsed_key = lapsed_key,
+    debt = debt,
+  }
 end
 
 local function tb_apply(r, now)

@@ -22,11 +22,14 @@ describe('npm run lua:dump', () => {
   it('writes every script byte for byte as the layer sends it, runnable with redis-cli --eval', async () => {
     await run(process.execPath, [DUMP, dir]);
     const index = readFileSync(join(dir, 'README.md'), 'utf8');
-    for (const script of Object.values(productionScripts())) {
+    for (const script of Object.values(productionScripts().entries)) {
       assert.ok(index.includes(script.sha), `${script.name} listed with its SHA`);
     }
     const tokenBucket = readFileSync(join(dir, 'check_token_bucket.lua'));
-    assert.equal(createHash('sha1').update(tokenBucket).digest('hex'), productionScripts().check_token_bucket?.sha);
+    assert.equal(
+      createHash('sha1').update(tokenBucket).digest('hex'),
+      productionScripts().entries.check_token_bucket?.sha,
+    );
     // a full bucket of 10, one token per 100 ms: cost 1 admitted, answered as one integer, the
     // bucket's debt after it (100 000 µs: 9 tokens left)
     const url = process.env.REDIS_URL as string;
@@ -38,11 +41,13 @@ describe('npm run lua:dump', () => {
       join(dir, 'check_token_bucket.lua'),
       key,
       ',',
-      '1',
-      '10',
-      '100000',
-      '0',
-      '1',
+      '1', // one bucket
+      '1', // debit
+      '1', // cost
+      '10', // capacity
+      '100000', // µs per token
+      '0', // not adaptive
+      '0', // no runtime-rate key
     ]);
     assert.equal(stdout.trim(), '100000');
   });

@@ -3,7 +3,7 @@ import { after, describe, it } from 'node:test';
 import { Redis } from 'ioredis';
 import { createLimiter } from '../../layer/src/index.ts';
 import type { RedisClient } from '../../layer/src/run-script.ts';
-import { productionScripts } from '../../layer/src/scripts.ts';
+import { checkScriptName, type LuaScript, productionScripts } from '../../layer/src/scripts.ts';
 import { connected, pinnedLimiter, policies, targets, unique } from '../support/targets.ts';
 
 function masters(redis: RedisClient): Redis[] {
@@ -17,7 +17,8 @@ for (const target of targets) {
 
     it('have the SHA that SCRIPT LOAD returns', async () => {
       await connected(redis);
-      for (const script of Object.values(productionScripts())) {
+      const narrowed = productionScripts().named(checkScriptName(['tb', 'qt'])) as LuaScript;
+      for (const script of [...Object.values(productionScripts().entries), narrowed]) {
         for (const node of masters(redis))
           assert.equal(await node.script('LOAD', script.source), script.sha, script.name);
       }
@@ -41,6 +42,22 @@ for (const target of targets) {
     });
   });
 }
+
+describe('A check narrowed to the strategies it uses', () => {
+  it('carries only their fragments, in the registry order, whatever order it is named in', () => {
+    const scripts = productionScripts();
+    assert.equal(checkScriptName(['qt', 'tb', 'tb']), 'check:tb,qt');
+    const narrowed = scripts.named('check:tb,qt')?.source as string;
+    assert.match(narrowed, /local function tb_check\(/);
+    assert.match(narrowed, /local function qt_check\(/);
+    assert.doesNotMatch(narrowed, /local function sw_check\(|local function cc_check\(|local function bo_check\(/);
+    assert.match(narrowed, /^ {2}tb = \{ check = tb_check.*\n {2}qt = \{ check = qt_check/m);
+    assert.equal(scripts.named('check:tb,qt'), scripts.named('check:tb,qt'), 'assembled once, then kept');
+    for (const name of ['check:qt,tb', 'check:xx', 'check:', 'check:tb,tb', 'nope']) {
+      assert.equal(scripts.named(name), undefined, name);
+    }
+  });
+});
 
 describe('Check replies over RESP2 and RESP3', () => {
   const resp2 = new Redis(process.env.REDIS_URL as string, { protocol: 2 });

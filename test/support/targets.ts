@@ -88,7 +88,8 @@ export interface TestClock {
   nowUs: number;
 }
 
-const pinnedScripts = assembleScripts(readFileSync(new URL('./pinned_clock.lua', import.meta.url), 'utf8'));
+/** The scripts with the pinned test clock (its time is the last ARGV). */
+export const pinnedScripts = assembleScripts(readFileSync(new URL('./pinned_clock.lua', import.meta.url), 'utf8'));
 
 /**
  * The time budget a test's policy gets when it names none. Production's 100 ms

@@ -49,6 +49,7 @@ export const quota: StrategyUnit<'quota', typeof schema, CompiledQuota> = {
   title: 'calendar quota',
   schema,
   quota: true,
+  valueCounter: true,
 
   compile(common, config) {
     return {

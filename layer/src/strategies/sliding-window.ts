@@ -63,9 +63,12 @@ export const slidingWindow: StrategyUnit<'slidingWindow', typeof schema, Compile
   },
 
   /** lua/check_sliding_window.lua: an admission answers what remains, one integer (the reset is a whole window). */
-  single: {
+  ownScript: {
     entry: 'check_sliding_window',
-    pack({ policy, counter, cost }, debit) {
+    grouped: false,
+    pack([limit], debit) {
+      if (!limit) throw new RangeError('check_sliding_window decides one limit');
+      const { policy, counter, cost } = limit;
       return { keys: [counter], args: [int(cost), int(policy.limit), int(policy.windowUs), flag(debit)] };
     },
     layout(policy, reply) {

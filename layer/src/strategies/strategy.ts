@@ -118,15 +118,20 @@ export interface ResolvedLimit<P extends CompiledCommon = CompiledCommon> {
 }
 
 /**
- * The strategy's own script for a check of one limit (the common case): its
- * entry file in lua/, its KEYS and ARGV, and its reply re-expressed in
- * lua/check.lua's layout (so one reader makes every decision).
+ * The strategy's own script: a check of one limit (the common case), and, if
+ * `grouped`, of several limits all of this strategy (a Slack event's
+ * workspace and channel buckets), decided all-or-nothing without
+ * lua/check.lua's dispatch. Its entry file in lua/, its KEYS and ARGV, and a
+ * one-limit reply re-expressed in check.lua's layout (a grouped reply is in
+ * that layout already), so one reader makes every decision.
  */
-export interface SingleLimitScript<P extends CompiledCommon> {
+export interface OwnScript<P extends CompiledCommon> {
   readonly entry: string;
+  /** It also decides 2..16 limits of this strategy together (all-or-nothing, check.lua's semantics and reply). */
+  readonly grouped: boolean;
   /** KEYS and ARGV in the order the entry script binds them. */
-  pack(limit: ResolvedLimit<P>, debit: boolean): { keys: string[]; args: string[] };
-  /** The reply as [allowed, binding, retry µs, remaining, reset µs, retry µs]; undefined for a shape it does not know. */
+  pack(limits: readonly ResolvedLimit<P>[], debit: boolean): { keys: string[]; args: string[] };
+  /** A one-limit reply as [allowed, binding, retry µs, remaining, reset µs, retry µs]; undefined for a shape it does not know. */
   layout(policy: P, reply: unknown): number[] | undefined;
   /** Example KEYS , ARGV for `redis-cli --eval` (npm run lua:dump). */
   readonly example: string;
@@ -156,6 +161,15 @@ export interface StrategyUnit<Name extends string, Schema extends v.GenericSchem
    * it on the limit's status. @default false
    */
   readonly leases?: boolean;
+  /**
+   * Its counter is one short string (a bucket's TAT, a quota's count):
+   * lua/check.lua fetches it with the check's other such counters in one MGET
+   * and hands it to the fragment's check, rather than each reading its own
+   * (every command a script calls costs Redis about the same). A counter that
+   * may be large (a window's ring) or is not a string reads its own state.
+   * @default false
+   */
+  readonly valueCounter?: boolean;
   /** The domain numbers a check needs, computed once; throws InvalidPolicyError for what the schema cannot say. */
   compile(common: CommonSettings, config: v.InferOutput<Schema>): Compiled;
   /**
@@ -167,7 +181,7 @@ export interface StrategyUnit<Name extends string, Schema extends v.GenericSchem
   describe(config: v.InferOutput<Schema>): string;
   /** State beyond the decision, for `npx ratelimit inspect`. */
   inspect?(policy: Compiled, counter: string, redis: StateReader): Promise<Record<string, unknown>>;
-  readonly single?: SingleLimitScript<Compiled>;
+  readonly ownScript?: OwnScript<Compiled>;
 }
 
 /** A whole number as a script argument. */

@@ -140,6 +140,7 @@ export const tokenBucket: StrategyUnit<'tokenBucket', typeof schema, CompiledTok
   title: 'token bucket',
   schema,
   quota: true,
+  valueCounter: true,
 
   compile(common: CommonSettings, config: TokenBucketPolicy): CompiledTokenBucket {
     const everyUs = toUs(config.refill.every);
@@ -181,19 +182,23 @@ export const tokenBucket: StrategyUnit<'tokenBucket', typeof schema, CompiledTok
   },
 
   /**
-   * lua/check_token_bucket.lua: an admission answers one integer, the debt in
-   * µs (a table reply costs Redis ~0.7 µs more), from which what remains is
-   * derived here; an adaptive bucket answers { remaining, reset µs }; a
-   * refusal { remaining, reset µs, retry µs }.
+   * lua/check_token_bucket.lua, for one bucket or a group of them (every
+   * Slack and Telegram event): one MGET, no dispatch. One bucket admitted
+   * answers one integer, the debt in µs (a table reply costs Redis ~0.7 µs
+   * more), from which what remains is derived here; an adaptive bucket
+   * answers { remaining, reset µs }; a refusal { remaining, reset µs, retry µs }.
    */
-  single: {
+  ownScript: {
     entry: 'check_token_bucket',
-    pack(limit, debit) {
-      const { policy, counter, cost } = limit;
-      return {
-        keys: policy.adaptive ? [counter, rateKey(counter)] : [counter],
-        args: [int(cost), int(policy.capacity), int(policy.intervalUs), int(policy.adaptive?.keepUs ?? 0), flag(debit)],
-      };
+    grouped: true,
+    // N, debit, then per bucket its cost and its check.lua record (the same fields, one packer)
+    pack(limits, debit) {
+      const keys = limits.map((l) => l.counter);
+      const args = [int(limits.length), flag(debit)];
+      for (const limit of limits) {
+        args.push(int(limit.cost), ...tokenBucket.checkFields(limit, (key) => keys.push(key)));
+      }
+      return { keys, args };
     },
     layout(policy, reply) {
       if (isInteger(reply)) {
@@ -202,7 +207,7 @@ export const tokenBucket: StrategyUnit<'tokenBucket', typeof schema, CompiledTok
       }
       return pairOrTriple(reply);
     },
-    example: "'rl:{demo:k}' , 1 10 100000 0 1",
+    example: "'rl:{demo:k}' , 1 1 1 10 100000 0 0",
   },
 
   async inspect(policy, counter, redis) {

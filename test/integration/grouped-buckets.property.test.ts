@@ -1,0 +1,128 @@
+/**
+ * A group of token buckets is decided by the token bucket's own script
+ * (lua/check_token_bucket.lua), not by lua/check.lua's generic loop: it is
+ * there for speed only, so it must be check.lua to the µs. Random sequences of
+ * grouped checks and peeks (costs up to what is left and past it, rates that
+ * do not divide evenly, an adaptive bucket whose runtime rate is set and
+ * lapses) run against two key spaces, one through each script, at pinned
+ * times: every reply and every stored value must be the same.
+ */
+import assert from 'node:assert/strict';
+import { after, before, describe, it } from 'node:test';
+import fc from 'fast-check';
+import { compilePolicies } from '../../layer/src/index.ts';
+import {
+  checkCall,
+  genericCheckCall,
+  type ResolvedLimit,
+  type ScriptCall,
+  setRateCall,
+} from '../../layer/src/lua-contract.ts';
+import type { CompiledTokenBucket } from '../../layer/src/policy.ts';
+import { connected, pinnedScripts, targets, unique } from '../support/targets.ts';
+
+const catalogue = compilePolicies({
+  small: { strategy: 'tokenBucket', capacity: 3, refill: { tokens: 1, every: '1 s' }, group: 'g' },
+  // 333 333.3… µs a token: rounded up to a whole µs
+  uneven: { strategy: 'tokenBucket', capacity: 7, refill: { tokens: 3, every: '1 s' }, group: 'g' },
+  fast: { strategy: 'tokenBucket', capacity: 1, refill: { tokens: 6, every: '1 s' }, group: 'g' },
+  adaptive: {
+    strategy: 'tokenBucket',
+    capacity: 4,
+    refill: { tokens: 2, every: '1 s' },
+    adaptive: { min: 0.5, max: 8, increaseBy: 1, decreaseFactor: 0.5, keep: '3 s' },
+    group: 'g',
+  },
+});
+const NAMES = ['small', 'uneven', 'fast', 'adaptive'] as const;
+
+const command = fc.oneof(
+  {
+    weight: 5,
+    arbitrary: fc.record({
+      op: fc.constantFrom('check' as const, 'peek' as const),
+      limits: fc.uniqueArray(fc.record({ name: fc.constantFrom(...NAMES), cost: fc.integer({ min: 1, max: 7 }) }), {
+        minLength: 2,
+        maxLength: 4,
+        selector: (l) => l.name,
+      }),
+    }),
+  },
+  {
+    weight: 3,
+    arbitrary: fc.record({
+      op: fc.constant('advance' as const),
+      us: fc.oneof(fc.integer({ min: 0, max: 999 }), fc.integer({ min: 1000, max: 4_000_000 })),
+    }),
+  },
+  { weight: 1, arbitrary: fc.record({ op: fc.constant('rate' as const), rate: fc.constantFrom(0.5, 1, 3, 7.5) }) },
+);
+
+for (const target of targets) {
+  describe(`Grouped token buckets on a ${target.name}`, () => {
+    const redis = target.client();
+    before(() => connected(redis));
+    after(() => redis.disconnect());
+
+    const run = (call: ScriptCall, nowUs: number) => {
+      const script = pinnedScripts.named(call.script)?.source as string;
+      return redis.eval(script, call.keys.length, ...call.keys, ...call.args, String(nowUs));
+    };
+
+    it('their own script answers and writes what check.lua does, to the µs', async () => {
+      await fc.assert(
+        fc.asyncProperty(fc.array(command, { minLength: 1, maxLength: 40 }), async (commands) => {
+          const own = unique('own');
+          const generic = unique('gen');
+          let nowUs = 1_800_000_000_000_000;
+          const limit = (space: string, name: string, cost: number): ResolvedLimit => ({
+            policy: catalogue.get(name) as ResolvedLimit['policy'],
+            key: 'k',
+            counter: `rl:{g:${space}}:${name}:k`,
+            cost,
+          });
+          for (const c of commands) {
+            if (c.op === 'advance') {
+              nowUs += c.us;
+              continue;
+            }
+            if (c.op === 'rate') {
+              for (const space of [own, generic]) {
+                const l = limit(space, 'adaptive', 1);
+                await run(
+                  setRateCall(l.policy as CompiledTokenBucket, l.counter, { kind: 'set', rate: c.rate }),
+                  nowUs,
+                );
+              }
+              continue;
+            }
+            const debit = c.op === 'check';
+            const ownCall = checkCall(
+              c.limits.map((l) => limit(own, l.name, l.cost)),
+              debit,
+            );
+            assert.equal(ownCall.script, 'check_token_bucket', 'a group of buckets takes their own script');
+            const genericCall = genericCheckCall(
+              c.limits.map((l) => limit(generic, l.name, l.cost)),
+              debit,
+            );
+            assert.equal(genericCall.script, 'check:tb');
+            assert.deepEqual(
+              await run(ownCall, nowUs),
+              await run(genericCall, nowUs),
+              `${c.op} ${JSON.stringify(c.limits)}`,
+            );
+            for (const name of NAMES) {
+              assert.equal(
+                await redis.get(limit(own, name, 1).counter),
+                await redis.get(limit(generic, name, 1).counter),
+                `${name}'s stored state`,
+              );
+            }
+          }
+        }),
+        { numRuns: 60 },
+      );
+    });
+  });
+}
