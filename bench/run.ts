@@ -8,7 +8,7 @@
  *   BENCH_KEYS     identifiers of the uniform scenario and the memory runs (default 100000)
  *   BENCH_OUT      results directory (default bench/results/)
  */
-import { spawn, spawnSync } from 'node:child_process';
+import { spawn } from 'node:child_process';
 import { copyFileSync, mkdirSync, writeFileSync } from 'node:fs';
 import { cpus } from 'node:os';
 import { Redis } from 'ioredis';
@@ -16,7 +16,7 @@ import { createRedisClient } from '../layer/src/index.ts';
 import { startRedis } from '../scripts/redis-process.ts';
 import { bundleFigures } from './lambda-figures.ts';
 import { benchLimiters, LIMIT, MEMORY_WINDOW_MS } from './limiters.ts';
-import { measure, memoryPerKey, type RunFigures } from './measure.ts';
+import { measure, memoryPerKey, pinnedToCpu0, type RunFigures } from './measure.ts';
 import { type BenchResults, chart, figuresOf, markdown, type Scenario } from './report.ts';
 
 const SECONDS = Number(process.env.BENCH_SECONDS ?? 1);
@@ -30,16 +30,7 @@ const scenarios: Record<string, () => string> = {
   [`${KEYS / 1000}k keys`]: () => `k${Math.floor(Math.random() * KEYS)}`,
 };
 
-// Client and Redis each get a core of their own (2-core machine): without it the
-// scheduler, not the limiter, decides who is fast. Re-run this script pinned.
-const canPin = spawnSync('taskset', ['-c', '0', 'true']).status === 0;
-if (canPin && process.env.BENCH_PINNED !== '1') {
-  const pinned = spawnSync('taskset', ['-c', '0', process.execPath, ...process.argv.slice(1)], {
-    stdio: 'inherit',
-    env: { ...process.env, BENCH_PINNED: '1' },
-  });
-  process.exit(pinned.status ?? 1);
-}
+const canPin = pinnedToCpu0();
 
 /** Each figure's median over the rounds. */
 function medianFigures(rounds: readonly RunFigures[]): RunFigures {
