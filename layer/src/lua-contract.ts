@@ -33,9 +33,10 @@ export interface ScriptCall {
  * fields.
  */
 export function checkCall(limits: readonly ResolvedLimit[], debit: boolean): ScriptCall {
-  const own = ownScriptOf(limits.map((l) => l.policy));
-  if (own) return { script: own.entry, ...own.pack(limits, debit) };
-  return genericCheckCall(limits, debit);
+  const own = ownScriptOf(limits);
+  if (!own) return genericCheckCall(limits, debit);
+  const { keys, args } = own.pack(limits, debit);
+  return { script: own.entry, keys, args };
 }
 
 /** lua/check.lua's call, which decides any limits (a test holds a strategy's own grouped script to it). */
@@ -166,12 +167,16 @@ export function parseSettleReply(
   return { result, status: budgetStatus(policy, remaining, resetUs, 0) };
 }
 
-/** The own script that decides these policies' check, if their one strategy has one that can. */
-function ownScriptOf(policies: readonly CompiledPolicy[]): OwnScript<CompiledPolicy> | undefined {
-  const first = policies[0];
-  if (!first || policies.some((p) => p.strategy !== first.strategy)) return undefined;
-  const own = unitOfPolicy(first).ownScript as OwnScript<CompiledPolicy> | undefined;
-  return own && (policies.length === 1 || own.grouped) ? own : undefined;
+/** The own script that decides a check of these limits (or policies), if their one strategy has one that can. */
+function ownScriptOf(limits: readonly (ResolvedLimit | CompiledPolicy)[]): OwnScript<CompiledPolicy> | undefined {
+  const policyOf = (l: ResolvedLimit | CompiledPolicy) => ('policy' in l ? l.policy : l);
+  const first = limits[0];
+  if (!first) return undefined;
+  const strategy = policyOf(first).strategy;
+  for (let i = 1; i < limits.length; i++)
+    if (policyOf(limits[i] as ResolvedLimit).strategy !== strategy) return undefined;
+  const own = unitOfPolicy(policyOf(first)).ownScript as OwnScript<CompiledPolicy> | undefined;
+  return own && (limits.length === 1 || own.grouped) ? own : undefined;
 }
 
 /**
@@ -183,7 +188,7 @@ function ownScriptOf(policies: readonly CompiledPolicy[]): OwnScript<CompiledPol
  */
 export function checkReplyLayout(policies: readonly CompiledPolicy[], reply: unknown): number[] {
   const only = policies.length === 1 ? (policies[0] as CompiledPolicy) : undefined;
-  const own = only && ownScriptOf([only]);
+  const own = only && ownScriptOf(policies);
   const layout = (only && own?.layout(only, reply)) ?? generic(policies, reply);
   if (!layout) throw new TypeError(`unexpected check reply: ${JSON.stringify(reply)}`);
   return layout;

@@ -41,13 +41,11 @@ describe('npm run lua:dump', () => {
       join(dir, 'check_token_bucket.lua'),
       key,
       ',',
-      '1', // one bucket
-      '1', // debit
+      '1', // one bucket, debited
       '1', // cost
       '10', // capacity
       '100000', // µs per token
       '0', // not adaptive
-      '0', // no runtime-rate key
     ]);
     assert.equal(stdout.trim(), '100000');
   });

@@ -4,7 +4,7 @@
  * there for speed only, so it must be check.lua to the µs. Random sequences of
  * grouped checks and peeks (costs up to what is left and past it, rates that
  * do not divide evenly, an adaptive bucket whose runtime rate is set and
- * lapses) run against two key spaces, one through each script, at pinned
+ * lapses, two adaptive buckets in one group) run against two key spaces, one through each script, at pinned
  * times: every reply and every stored value must be the same.
  */
 import assert from 'node:assert/strict';
@@ -33,8 +33,17 @@ const catalogue = compilePolicies({
     adaptive: { min: 0.5, max: 8, increaseBy: 1, decreaseFactor: 0.5, keep: '3 s' },
     group: 'g',
   },
+  // a second adaptive bucket: each one's runtime-rate key must reach it, in order
+  steady: {
+    strategy: 'tokenBucket',
+    capacity: 2,
+    refill: { tokens: 1, every: '500 ms' },
+    adaptive: { min: 0.25, max: 4, increaseBy: 0.5, decreaseFactor: 0.5, keep: '2 s' },
+    group: 'g',
+  },
 });
-const NAMES = ['small', 'uneven', 'fast', 'adaptive'] as const;
+const NAMES = ['small', 'uneven', 'fast', 'adaptive', 'steady'] as const;
+const ADAPTIVE = ['adaptive', 'steady'] as const;
 
 const command = fc.oneof(
   {
@@ -55,7 +64,14 @@ const command = fc.oneof(
       us: fc.oneof(fc.integer({ min: 0, max: 999 }), fc.integer({ min: 1000, max: 4_000_000 })),
     }),
   },
-  { weight: 1, arbitrary: fc.record({ op: fc.constant('rate' as const), rate: fc.constantFrom(0.5, 1, 3, 7.5) }) },
+  {
+    weight: 1,
+    arbitrary: fc.record({
+      op: fc.constant('rate' as const),
+      name: fc.constantFrom(...ADAPTIVE),
+      rate: fc.constantFrom(0.5, 1, 3, 3.5),
+    }),
+  },
 );
 
 for (const target of targets) {
@@ -88,7 +104,7 @@ for (const target of targets) {
             }
             if (c.op === 'rate') {
               for (const space of [own, generic]) {
-                const l = limit(space, 'adaptive', 1);
+                const l = limit(space, c.name, 1);
                 await run(
                   setRateCall(l.policy as CompiledTokenBucket, l.counter, { kind: 'set', rate: c.rate }),
                   nowUs,

@@ -64,6 +64,27 @@ describe('Class: DeadlineGuard', () => {
     });
   });
 
+  it('expires a short budget started after a long one first (one timer serves every budget)', async () => {
+    const guard = new DeadlineGuard(connection().fake, 10);
+    let answer: (value: number) => void = () => {};
+    const long = guard.within(60_000, () => new Promise<number>((resolve) => (answer = resolve)));
+    const short = await guard.within(5, never);
+    assert.deepEqual(short, { ok: false, reason: 'timeout', detail: 'no answer within 5 ms' });
+    answer(7); // the long one is still in time
+    assert.deepEqual(await long, { ok: true, reply: 7 });
+  });
+
+  it('still expires on time after many answered operations of the same budget', async () => {
+    const guard = new DeadlineGuard(connection().fake, 10);
+    for (let i = 0; i < 5000; i++) assert.equal((await guard.within(5, async () => i)).ok, true);
+    const results = await Promise.all([guard.within(5, async () => 1), guard.within(5, never)]);
+    assert.deepEqual(
+      results.map((r) => r.ok),
+      [true, false],
+    );
+    assert.equal(guard.abandoned, 1);
+  });
+
   it('turns a work function that throws synchronously into a degraded answer', async () => {
     const guard = new DeadlineGuard(connection().fake, 10);
     const result = await guard.within(1000, () => {

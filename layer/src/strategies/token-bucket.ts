@@ -14,7 +14,6 @@ import {
   commonEntries,
   count,
   duration,
-  flag,
   int,
   isInteger,
   POLICY_BOUNDS,
@@ -191,12 +190,14 @@ export const tokenBucket: StrategyUnit<'tokenBucket', typeof schema, CompiledTok
   ownScript: {
     entry: 'check_token_bucket',
     grouped: true,
-    // N, debit, then per bucket its cost and its check.lua record (the same fields, one packer)
+    // ±N (negative: a peek), then per bucket cost, capacity, interval, keep;
+    // the adaptive buckets' rate keys after the buckets, in their order
     pack(limits, debit) {
       const keys = limits.map((l) => l.counter);
-      const args = [int(limits.length), flag(debit)];
-      for (const limit of limits) {
-        args.push(int(limit.cost), ...tokenBucket.checkFields(limit, (key) => keys.push(key)));
+      const args = [int(debit ? limits.length : -limits.length)];
+      for (const { policy, counter, cost } of limits) {
+        args.push(int(cost), ...bucketFields(policy));
+        if (policy.adaptive) keys.push(rateKey(counter));
       }
       return { keys, args };
     },
@@ -207,7 +208,7 @@ export const tokenBucket: StrategyUnit<'tokenBucket', typeof schema, CompiledTok
       }
       return pairOrTriple(reply);
     },
-    example: "'rl:{demo:k}' , 1 1 1 10 100000 0 0",
+    example: "'rl:{demo:k}' , 1 1 10 100000 0",
   },
 
   async inspect(policy, counter, redis) {
@@ -215,6 +216,21 @@ export const tokenBucket: StrategyUnit<'tokenBucket', typeof schema, CompiledTok
     return { rateTtlMs: await redis.pttl(rateKey(counter)) };
   },
 };
+
+/**
+ * A bucket's fields in its own script, after the cost: capacity, interval µs,
+ * keep µs (0: not adaptive). The same for every check of a policy: stringified
+ * once per compiled policy, not per check (each check's client CPU is billed).
+ */
+const fieldsOf = new WeakMap<CompiledTokenBucket, readonly string[]>();
+function bucketFields(policy: CompiledTokenBucket): readonly string[] {
+  let fields = fieldsOf.get(policy);
+  if (!fields) {
+    fields = [int(policy.capacity), int(policy.intervalUs), int(policy.adaptive?.keepUs ?? 0)];
+    fieldsOf.set(policy, fields);
+  }
+  return fields;
+}
 
 /** A single-limit script's array reply: { remaining, reset } admitted, { remaining, reset, retry } refused. */
 export function pairOrTriple(reply: unknown): number[] | undefined {
