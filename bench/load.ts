@@ -23,6 +23,7 @@ import { promisify } from 'node:util';
 import type { Result } from 'autocannon';
 import { Redis } from 'ioredis';
 import { renderSvg } from '../scripts/chart.ts';
+import { type GatewayOptions, startGateway } from '../scripts/gateway.ts';
 import { startLocalPlatform } from '../scripts/local-platform.ts';
 import { startRedis } from '../scripts/redis-process.ts';
 import type { LoadRoute } from './load-driver.ts';
@@ -61,25 +62,40 @@ const answeredOk = (route: string) => answered.get(`${route} 2xx`) ?? 0;
 
 const server = await startRedis();
 const redis = new Redis(server.url);
-const platform = await startLocalPlatform({
-  redisUrl: server.url,
-  parameters,
-  // the outer line is not what is measured here: a stage throttle far above the load
-  gateway: {
-    outerLine: {
-      stageThrottle: { rateLimit: 1e9, burstLimit: 1e9 },
-      ipRateRule: { limit: 1e9, evaluationWindowSeconds: 60 },
-      routeThrottles: {},
-    },
-    onRequest: ({ route, status }) => {
-      const key = `${route} ${Math.floor(status / 100)}xx`;
-      answered.set(key, (answered.get(key) ?? 0) + 1);
-    },
+// the outer line is not what is measured here: a stage throttle far above the load
+const gatewayOptions: GatewayOptions = {
+  outerLine: {
+    stageThrottle: { rateLimit: 1e9, burstLimit: 1e9 },
+    ipRateRule: { limit: 1e9, evaluationWindowSeconds: 60 },
+    routeThrottles: {},
   },
-});
-const base = platform.gateway.url;
+  onRequest: ({ route, status }) => {
+    const key = `${route} ${Math.floor(status / 100)}xx`;
+    answered.set(key, (answered.get(key) ?? 0) + 1);
+  },
+};
+const platform = await startLocalPlatform({ redisUrl: server.url, parameters, gateway: gatewayOptions });
 
-async function drive(route: LoadRoute, connections: number, seconds: number, rate?: number): Promise<Result> {
+/**
+ * The overhead split: the API route (a standard key) served four ways, each
+ * adding one part — the gateway with a bare handler, the house Middy stack,
+ * the limiter's check, and the real route (its key's authentication and its
+ * handler). Each part's cost is the difference of two (bench/overhead/).
+ */
+const SPLIT = [
+  { part: 'gateway (a bare handler)', variant: 'empty' },
+  { part: '+ Middy stack', variant: 'middy' },
+  { part: '+ limiter (one bucket, the rateLimit middleware)', variant: 'limiter' },
+  { part: '+ the route (API-key auth, handler)', variant: undefined },
+] as const;
+
+async function drive(
+  route: LoadRoute,
+  connections: number,
+  seconds: number,
+  rate?: number,
+  base = platform.gateway.url,
+): Promise<Result> {
   const input = JSON.stringify({ base, route, connections, seconds, ...(rate ? { rate } : {}) });
   const { stdout } = await promisify(execFile)(process.execPath, [DRIVER, input], { maxBuffer: 64 * 1024 * 1024 });
   return JSON.parse(stdout.trim().split('\n').at(-1) as string) as Result;
@@ -116,8 +132,34 @@ interface RouteFigures {
   statuses: Record<string, number>;
 }
 
+interface SplitFigures {
+  part: string;
+  connections: number;
+  requestsPerSecond: number;
+  p50Ms: number;
+  nodeCpuUsPerRequest: number;
+  redisCpuUsPerRequest: number;
+}
+
 const failures: string[] = [];
 const figures: RouteFigures[] = [];
+const split: SplitFigures[] = [];
+
+/** One route at one concurrency: autocannon's figures and the CPU (this process, Redis) per request. */
+async function measured(route: LoadRoute, connections: number, base?: string) {
+  const cpuBefore = process.cpuUsage();
+  const redisBefore = await redisCpuSeconds(redis);
+  const result = await drive(route, connections, SECONDS, undefined, base);
+  await settled();
+  const cpu = process.cpuUsage(cpuBefore);
+  const redisCpu = (await redisCpuSeconds(redis)) - redisBefore;
+  const requests = Math.max(1, result.requests.total);
+  return {
+    result,
+    nodeCpuUsPerRequest: (cpu.user + cpu.system) / requests,
+    redisCpuUsPerRequest: (redisCpu * 1e6) / requests,
+  };
+}
 let soakReport: string[] = [];
 try {
   if (!soak) {
@@ -125,12 +167,7 @@ try {
       for (const route of ROUTES) {
         const sinkBefore = sinkLines();
         const okBefore = answeredOk(route);
-        const cpuBefore = process.cpuUsage();
-        const redisBefore = await redisCpuSeconds(redis);
-        const result = await drive(route, connections, SECONDS);
-        await settled();
-        const cpu = process.cpuUsage(cpuBefore);
-        const redisCpu = (await redisCpuSeconds(redis)) - redisBefore;
+        const { result, nodeCpuUsPerRequest, redisCpuUsPerRequest } = await measured(route, connections);
         const requests = result.requests.total;
         const statuses = { '2xx': result['2xx'], '4xx': result['4xx'], '5xx': result['5xx'], errors: result.errors };
         figures.push({
@@ -140,8 +177,8 @@ try {
           p50Ms: result.latency.p50,
           p99Ms: result.latency.p99,
           p999Ms: result.latency.p99_9,
-          nodeCpuUsPerRequest: (cpu.user + cpu.system) / Math.max(1, requests),
-          redisCpuUsPerRequest: (redisCpu * 1e6) / Math.max(1, requests),
+          nodeCpuUsPerRequest,
+          redisCpuUsPerRequest,
           statuses,
         });
         if (result['5xx'] > 0 || result.errors > 0)
@@ -156,6 +193,39 @@ try {
         console.log(
           `${route.padEnd(13)} c=${String(connections).padEnd(3)} ${Math.round(result.requests.average)} req/s  p50 ${result.latency.p50} ms  p99 ${result.latency.p99} ms  ${JSON.stringify(statuses)}`,
         );
+      }
+    }
+    for (const connections of CONCURRENCY) {
+      for (const { part, variant } of SPLIT) {
+        const gateway = variant
+          ? await startGateway({
+              ...gatewayOptions,
+              handlerModule: (route) =>
+                route.id === 'api'
+                  ? new URL(`./overhead/${variant}.ts`, import.meta.url)
+                  : new URL(`../functions/${route.handler}`, import.meta.url),
+            })
+          : platform.gateway;
+        try {
+          const { result, nodeCpuUsPerRequest, redisCpuUsPerRequest } = await measured(
+            'api-standard',
+            connections,
+            gateway.url,
+          );
+          if (result['2xx'] !== result.requests.total || result.errors > 0)
+            failures.push(`split ${part} c=${connections}: ${result.requests.total} requests, ${result['2xx']} 2xx`);
+          split.push({
+            part,
+            connections,
+            requestsPerSecond: result.requests.average,
+            p50Ms: result.latency.p50,
+            nodeCpuUsPerRequest,
+            redisCpuUsPerRequest,
+          });
+          console.log(`split ${part.padEnd(50)} c=${connections} ${nodeCpuUsPerRequest.toFixed(0)} µs/req`);
+        } finally {
+          if (gateway !== platform.gateway) await gateway.close();
+        }
       }
     }
   } else {
@@ -205,6 +275,28 @@ try {
   await server.stop();
 }
 
+/** The overhead split's table: each part's CPU per request, the difference from the one before. */
+function splitReport(): string[] {
+  const rows = split.map((f, i) => {
+    const before = split[i - 1];
+    const own =
+      before && before.connections === f.connections
+        ? f.nodeCpuUsPerRequest - before.nodeCpuUsPerRequest
+        : f.nodeCpuUsPerRequest;
+    return `| ${f.part} | ${f.connections} | ${Math.round(f.requestsPerSecond)} | ${f.p50Ms} | ${f.nodeCpuUsPerRequest.toFixed(0)} | ${own.toFixed(0)} | ${f.redisCpuUsPerRequest.toFixed(1)} |`;
+  });
+  return [
+    '## Overhead split: the API route (a standard key), one part added at a time',
+    '',
+    "Platform CPU is this process (gateway and handlers, in one Node process as `npm start` runs them); a part's own cost is the difference from the row above it.",
+    '',
+    "| served by | c | req/s | p50 ms | platform CPU µs/req | the part's own µs/req | Redis CPU µs/req |",
+    '|---|---|---|---|---|---|---|',
+    ...rows,
+    '',
+  ];
+}
+
 if (!smoke) {
   const stamp = new Date().toISOString().replace(/:/g, '-').slice(0, 19);
   mkdirSync(OUT, { recursive: true });
@@ -224,6 +316,7 @@ if (!smoke) {
         '',
         `![requests per second per route](load-${stamp}.svg)`,
         '',
+        ...splitReport(),
       ];
   writeFileSync(join(OUT, `${soak ? 'soak' : 'load'}-${stamp}.md`), `${lines.join('\n')}\n`);
   if (!soak) {

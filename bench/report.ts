@@ -3,6 +3,7 @@ import { renderSvg } from '../scripts/chart.ts';
 import type { BundleFigures } from './lambda-figures.ts';
 import type { BenchLimiter } from './limiters.ts';
 import type { RunFigures } from './measure.ts';
+import { SHAPES, type ShapeCost, type ShapeId } from './script-cost.ts';
 
 /** 'hot key', or '<n>k keys' drawn uniformly. */
 export type Scenario = string;
@@ -22,6 +23,8 @@ export interface BenchResults {
   };
   bundles: BundleFigures[];
   middlewareOverheadUs?: { p50: number; p99: number };
+  /** Redis CPU and script time per check of 1, 2 and 3 buckets and the flat floor (bench/script-cost.ts), by scenario. */
+  grouped?: Record<string, Record<string, ShapeCost>>;
   bars: { bar: string; figure: string; met: boolean }[];
 }
 
@@ -93,6 +96,23 @@ export function markdown(results: BenchResults): string {
       '',
       `Middleware overhead per invocation, Redis time excluded: p50 ${f1(results.middlewareOverheadUs.p50)} µs, p99 ${f1(results.middlewareOverheadUs.p99)} µs.`,
     );
+  }
+  if (results.grouped) {
+    lines.push(
+      '',
+      '## Grouped checks: what Redis spends per check (admitted, c=128)',
+      '',
+      '| scenario | shape | Redis CPU µs/check | × one bucket | script µs/call | × one bucket |',
+      '|---|---|---|---|---|---|',
+    );
+    for (const [scenario, byShape] of Object.entries(results.grouped)) {
+      const base = byShape.one as ShapeCost;
+      for (const [id, cost] of Object.entries(byShape)) {
+        lines.push(
+          `| ${scenario} | ${SHAPES[id as ShapeId].name} | ${f2(cost.cpuUs)} | ${f2(cost.cpuUs / base.cpuUs)} | ${f2(cost.scriptUs)} | ${f2(cost.scriptUs / base.scriptUs)} |`,
+        );
+      }
+    }
   }
   lines.push('', '## What each limiter is', '');
   for (const l of results.limiters) lines.push(`- **${l.label}** (\`${l.id}\`): ${l.note}`);

@@ -15,6 +15,7 @@
  */
 import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
+import { pathToFileURL } from 'node:url';
 import { Redis } from 'ioredis';
 import { compilePolicies } from '../layer/src/index.ts';
 import { checkCall, genericCheckCall, type ResolvedLimit, type ScriptCall } from '../layer/src/lua-contract.ts';
@@ -26,7 +27,6 @@ const CHECKS = Number(process.env.BENCH_CHECKS ?? 150_000);
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 3);
 const CONCURRENCY = 128;
 const KEYS = 100_000;
-const canPin = pinnedToCpu0();
 
 const bucket = { strategy: 'tokenBucket', capacity: 1_000_000_000, refill: { tokens: 1_000_000, every: '1 s' } };
 const catalogue = compilePolicies({
@@ -81,92 +81,118 @@ const generic =
       ),
     );
 
-const SHAPES: readonly Shape[] = [
-  { name: 'token bucket, its own script', call: own('a') },
-  { name: '2 token buckets, their own script', call: own('a', 'b') },
-  { name: '3 token buckets, their own script', call: own('a', 'b', 'd') },
-  { name: '2 token buckets, flat reference script (the floor)', call: flatTwo },
-  { name: 'token bucket, through check.lua', call: generic('a') },
-  { name: '2 token buckets, through check.lua', call: generic('a', 'b') },
-  { name: 'token bucket + monthly quota, through check.lua', call: own('a', 'q') },
-  { name: '3 limits (2 buckets + window), through check.lua', call: own('a', 'b', 'c') },
-  { name: 'sliding window, its own script', call: own('c') },
-];
+export const SHAPES = {
+  one: { name: 'token bucket, its own script', call: own('a') },
+  two: { name: '2 token buckets, their own script', call: own('a', 'b') },
+  three: { name: '3 token buckets, their own script', call: own('a', 'b', 'd') },
+  floor: { name: '2 token buckets, flat reference script (the floor)', call: flatTwo },
+  oneGeneric: { name: 'token bucket, through check.lua', call: generic('a') },
+  twoGeneric: { name: '2 token buckets, through check.lua', call: generic('a', 'b') },
+  bucketQuota: { name: 'token bucket + monthly quota, through check.lua', call: own('a', 'q') },
+  mixedThree: { name: '3 limits (2 buckets + window), through check.lua', call: own('a', 'b', 'c') },
+  window: { name: 'sliding window, its own script', call: own('c') },
+} as const satisfies Record<string, Shape>;
+export type ShapeId = keyof typeof SHAPES;
 
-const server = await startRedis(canPin ? { cpu: 1 } : {});
-const redis = new Redis(server.url, { enableAutoPipelining: false });
-const shaOf = new Map<string, string>();
+export const SCENARIOS = {
+  'hot key': () => 'hot',
+  '100k keys': () => `k${Math.floor(Math.random() * KEYS)}`,
+} as const;
+export type ScriptScenario = keyof typeof SCENARIOS;
 
-async function run(shape: Shape, keyOf: () => string): Promise<{ cpuUs: number; scriptUs: number }> {
-  await drive(shape, keyOf, CHECKS / 10); // warm-up: the client's JIT, Redis' script and keyspace
-  await redis.config('RESETSTAT');
-  const before = await redisCpuSeconds(redis);
-  const sent = await drive(shape, keyOf, CHECKS);
-  const cpu = (await redisCpuSeconds(redis)) - before;
-  const stats = await redis.info('commandstats');
-  const usecPerCall = Number(/cmdstat_evalsha:calls=\d+,usec=\d+,usec_per_call=([\d.]+)/.exec(stats)?.[1]);
-  return { cpuUs: (cpu * 1e6) / sent, scriptUs: usecPerCall };
+/** A shape's medians in one scenario: Redis CPU per check and script time per call (µs). */
+export interface ShapeCost {
+  readonly cpuUs: number;
+  readonly scriptUs: number;
 }
 
-async function drive(shape: Shape, keyOf: () => string, checks: number): Promise<number> {
-  let sent = 0;
-  const lane = async () => {
-    while (sent < checks) {
-      sent++;
-      const { source, keys, args } = shape.call(keyOf());
-      await redis.evalsha(shaOf.get(source) as string, keys.length, ...keys, ...args);
-    }
-  };
-  await Promise.all(Array.from({ length: CONCURRENCY }, lane));
-  return sent;
-}
-
-try {
-  for (const source of [...SHAPES.map((shape) => shape.call('x').source), FLAT]) {
+/**
+ * Each shape's cost in each scenario on `redis` (a private server: it is
+ * flushed and its stats reset), shapes interleaved round by round; medians.
+ */
+export async function measureShapes(
+  redis: Redis,
+  ids: readonly ShapeId[],
+  checks = CHECKS,
+  rounds = ROUNDS,
+): Promise<Record<ScriptScenario, Record<string, ShapeCost>>> {
+  const shaOf = new Map<string, string>();
+  for (const source of [...ids.map((id) => SHAPES[id].call('x').source)]) {
     shaOf.set(source, (await redis.script('LOAD', source)) as string);
   }
-  const scenarios = { 'hot key': () => 'hot', '100k keys': () => `k${Math.floor(Math.random() * KEYS)}` };
-  const lines = [
-    `# What each check shape costs Redis (${new Date().toISOString()})`,
-    '',
-    `${CHECKS} admitted checks per shape, concurrency ${CONCURRENCY}, ${ROUNDS} interleaved rounds (medians); ${canPin ? 'client pinned to CPU 0, Redis to CPU 1' : 'unpinned (no taskset)'}; ratios to one token bucket in its own script.`,
-    '',
-  ];
-  for (const [scenario, keyOf] of Object.entries(scenarios)) {
-    const figures = new Map<string, { cpuUs: number[]; scriptUs: number[] }>();
-    for (let round = 0; round < ROUNDS; round++) {
-      for (const shape of SHAPES) {
-        await redis.flushall();
-        const f = await run(shape, keyOf);
-        const entry = figures.get(shape.name) ?? { cpuUs: [], scriptUs: [] };
-        entry.cpuUs.push(f.cpuUs);
-        entry.scriptUs.push(f.scriptUs);
-        figures.set(shape.name, entry);
+  const drive = async (shape: Shape, keyOf: () => string, count: number): Promise<number> => {
+    let sent = 0;
+    const lane = async () => {
+      while (sent < count) {
+        sent++;
+        const { source, keys, args } = shape.call(keyOf());
+        await redis.evalsha(shaOf.get(source) as string, keys.length, ...keys, ...args);
       }
+    };
+    await Promise.all(Array.from({ length: CONCURRENCY }, lane));
+    return sent;
+  };
+  const run = async (shape: Shape, keyOf: () => string): Promise<ShapeCost> => {
+    await redis.flushall();
+    await drive(shape, keyOf, checks / 10); // warm-up: the client's JIT, Redis' script and keyspace
+    await redis.config('RESETSTAT');
+    const before = await redisCpuSeconds(redis);
+    const sent = await drive(shape, keyOf, checks);
+    const cpu = (await redisCpuSeconds(redis)) - before;
+    const stats = await redis.info('commandstats');
+    const usecPerCall = Number(/cmdstat_evalsha:calls=\d+,usec=\d+,usec_per_call=([\d.]+)/.exec(stats)?.[1]);
+    return { cpuUs: (cpu * 1e6) / sent, scriptUs: usecPerCall };
+  };
+  const median = (v: number[]) => [...v].sort((a, b) => a - b)[Math.floor(v.length / 2)] as number;
+  const out = {} as Record<ScriptScenario, Record<string, ShapeCost>>;
+  for (const [scenario, keyOf] of Object.entries(SCENARIOS) as [ScriptScenario, () => string][]) {
+    const samples = new Map<ShapeId, ShapeCost[]>();
+    for (let round = 0; round < rounds; round++) {
+      for (const id of ids) samples.set(id, [...(samples.get(id) ?? []), await run(SHAPES[id], keyOf)]);
     }
-    const median = (v: number[]) => [...v].sort((a, b) => a - b)[Math.floor(v.length / 2)] as number;
-    const base = figures.get(SHAPES[0]?.name as string) as { cpuUs: number[]; scriptUs: number[] };
-    lines.push(
-      `## ${scenario}`,
-      '',
-      '| shape | Redis CPU µs/check | × | script µs/call | × |',
-      '|---|---|---|---|---|',
+    out[scenario] = Object.fromEntries(
+      ids.map((id) => {
+        const runs = samples.get(id) as ShapeCost[];
+        return [id, { cpuUs: median(runs.map((r) => r.cpuUs)), scriptUs: median(runs.map((r) => r.scriptUs)) }];
+      }),
     );
-    for (const shape of SHAPES) {
-      const f = figures.get(shape.name) as { cpuUs: number[]; scriptUs: number[] };
-      const cpu = median(f.cpuUs);
-      const script = median(f.scriptUs);
+  }
+  return out;
+}
+
+if (import.meta.url === pathToFileURL(process.argv[1] ?? '').href) {
+  const canPin = pinnedToCpu0();
+  const server = await startRedis(canPin ? { cpu: 1 } : {});
+  const redis = new Redis(server.url, { enableAutoPipelining: false });
+  try {
+    const ids = Object.keys(SHAPES) as ShapeId[];
+    const costs = await measureShapes(redis, ids);
+    const lines = [
+      `# What each check shape costs Redis (${new Date().toISOString()})`,
+      '',
+      `${CHECKS} admitted checks per shape, concurrency ${CONCURRENCY}, ${ROUNDS} interleaved rounds (medians); ${canPin ? 'client pinned to CPU 0, Redis to CPU 1' : 'unpinned (no taskset)'}; ratios to one token bucket in its own script.`,
+      '',
+    ];
+    for (const [scenario, byShape] of Object.entries(costs)) {
+      const base = byShape.one as ShapeCost;
       lines.push(
-        `| ${shape.name} | ${cpu.toFixed(2)} | ${(cpu / median(base.cpuUs)).toFixed(2)} | ${script.toFixed(2)} | ${(script / median(base.scriptUs)).toFixed(2)} |`,
+        `## ${scenario}`,
+        '',
+        '| shape | Redis CPU µs/check | × | script µs/call | × |',
+        '|---|---|---|---|---|',
+        ...ids.map((id) => {
+          const { cpuUs, scriptUs } = byShape[id] as ShapeCost;
+          return `| ${SHAPES[id].name} | ${cpuUs.toFixed(2)} | ${(cpuUs / base.cpuUs).toFixed(2)} | ${scriptUs.toFixed(2)} | ${(scriptUs / base.scriptUs).toFixed(2)} |`;
+        }),
+        '',
       );
     }
-    lines.push('');
+    const out = process.env.BENCH_OUT ?? new URL('./results/', import.meta.url).pathname;
+    const file = join(out, `scripts-${new Date().toISOString().replace(/:/g, '-').slice(0, 19)}.md`);
+    writeFileSync(file, `${lines.join('\n')}\n`);
+    console.log(`${lines.join('\n')}\nwritten to ${file}`);
+  } finally {
+    redis.disconnect();
+    await server.stop();
   }
-  const out = process.env.BENCH_OUT ?? new URL('./results/', import.meta.url).pathname;
-  const file = join(out, `scripts-${new Date().toISOString().replace(/[:.]/g, '-').slice(0, 19)}.md`);
-  writeFileSync(file, `${lines.join('\n')}\n`);
-  console.log(`${lines.join('\n')}\nwritten to ${file}`);
-} finally {
-  redis.disconnect();
-  await server.stop();
 }
