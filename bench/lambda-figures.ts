@@ -116,8 +116,27 @@ export async function bundleFigures(runs = 9): Promise<BundleFigures[]> {
   return figures;
 }
 
+/**
+ * The cold start's split: what every HTTP function's layer part costs, the
+ * Redis client's share of it (ioredis bundled alone: its module evaluation
+ * and the Node built-ins it loads), the layer's own part (the difference), and
+ * the slowest function bundle.
+ */
+export function coldStartSplit(figures: readonly BundleFigures[]) {
+  const cold = (prefix: string) => figures.find((f) => f.name.startsWith(prefix))?.coldImportMs ?? Number.NaN;
+  const layerMs = cold('layer: limiter + middleware + config');
+  const redisClientMs = cold('ioredis alone');
+  const functions = figures.filter((f) => f.name.startsWith('function:'));
+  const slowest = functions.reduce((a, b) => (b.coldImportMs > a.coldImportMs ? b : a));
+  return { layerMs, redisClientMs, layerOwnMs: layerMs - redisClientMs, slowest };
+}
+
 if (import.meta.url === pathToFileURL(process.argv[1] ?? '').href) {
   const figures = await bundleFigures();
   console.log('| module | bytes loaded | cold import (median of 9) |\n|---|---|---|');
   for (const f of figures) console.log(`| ${f.name} | ${f.bytes} | ${f.coldImportMs.toFixed(1)} ms |`);
+  const { layerMs, redisClientMs, layerOwnMs, slowest } = coldStartSplit(figures);
+  console.log(
+    `\nlayer part ${layerMs.toFixed(1)} ms = ioredis ${redisClientMs.toFixed(1)} ms (${((100 * redisClientMs) / layerMs).toFixed(0)} %) + the layer's own ${layerOwnMs.toFixed(1)} ms; slowest function ${slowest.name} ${slowest.coldImportMs.toFixed(1)} ms`,
+  );
 }

@@ -3,7 +3,7 @@
  * its own (so the platform's process measures only its own CPU): autocannon
  * against one route of the local gateway, each request built fresh (Slack
  * events signed with a new id, Telegram updates with a new update_id).
- * argv[2]: JSON { base, route, connections, seconds, rate? }. Prints autocannon's
+ * argv[2]: JSON { base, route, connections, seconds, rate?, exact? }. Prints autocannon's
  * result as one JSON line.
  */
 import { randomUUID } from 'node:crypto';
@@ -19,6 +19,12 @@ const input = JSON.parse(process.argv[2] ?? '{}') as {
   seconds: number;
   /** A steady rate (requests per second over all connections) instead of as fast as answered. */
   rate?: number;
+  /**
+   * With a rate: send rate × seconds requests and wait for every answer, so
+   * the counts are exact (a run bounded by time stops with requests in flight,
+   * answered by the server but not counted here).
+   */
+  exact?: boolean;
 };
 
 /** Ids never reused across runs (each run is a fresh process): a repeated id would be a redelivery, answered without counting. */
@@ -72,7 +78,7 @@ const REQUESTS: Record<LoadRoute, Request> = {
 const result = await autocannon({
   url: input.base,
   connections: input.connections,
-  duration: input.seconds,
+  ...(input.exact && input.rate ? { amount: input.rate * input.seconds } : { duration: input.seconds }),
   requests: [REQUESTS[input.route]],
   ...(input.rate ? { overallRate: input.rate } : {}),
 });

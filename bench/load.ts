@@ -96,7 +96,7 @@ async function drive(
   rate?: number,
   base = platform.gateway.url,
 ): Promise<Result> {
-  const input = JSON.stringify({ base, route, connections, seconds, ...(rate ? { rate } : {}) });
+  const input = JSON.stringify({ base, route, connections, seconds, ...(rate ? { rate, exact: true } : {}) });
   const { stdout } = await promisify(execFile)(process.execPath, [DRIVER, input], { maxBuffer: 64 * 1024 * 1024 });
   return JSON.parse(stdout.trim().split('\n').at(-1) as string) as Result;
 }
@@ -252,6 +252,15 @@ try {
     const admittedEvents = answeredOk('slack') + answeredOk('telegram') - eventsBefore;
     const inSink = sinkLines() - sinkBefore;
     if (inSink !== admittedEvents) failures.push(`soak: ${admittedEvents} events admitted, ${inSink} in the sink`);
+    // the counters at the end: the partner's monthly quota counted every admitted partner
+    // request, once (api-standard answers count on the api route too: only the partner's
+    // key has a quota); and every LLM call gave its in-flight slot back
+    const partnerAdmitted = runs[ROUTES.indexOf('api-partner')]?.['2xx'] ?? 0;
+    const quotaCount = await counted('api-partner-month');
+    if (quotaCount !== partnerAdmitted)
+      failures.push(`soak: ${partnerAdmitted} partner requests admitted, the monthly quota counted ${quotaCount}`);
+    const leasesHeld = await liveLeases('llm-in-flight');
+    if (leasesHeld !== 0) failures.push(`soak: ${leasesHeld} LLM in-flight leases still held after the last call`);
     const slope = (field: 'rssMb' | 'redisMb') => {
       const n = samples.length;
       const mt = samples.reduce((s, x) => s + x.t, 0) / n;
@@ -264,6 +273,7 @@ try {
       `## Soak: ${(SOAK_MS / 60_000).toFixed(1)} min, every route at once (${SOAK_RATE} req/s each, 2 connections)`,
       '',
       `requests: ${runs.reduce((n, r) => n + r.requests.total, 0)}; 5xx or errors: ${fiveXx}; events admitted ${admittedEvents}, in the sink ${inSink}`,
+      `counters at the end: the partner's monthly quota ${quotaCount} = ${partnerAdmitted} partner requests admitted; LLM in-flight leases held ${leasesHeld}`,
       `RSS slope ${slope('rssMb').toFixed(3)} MiB/min (from ${samples[0]?.rssMb.toFixed(1)} to ${samples.at(-1)?.rssMb.toFixed(1)} MiB); Redis used_memory slope ${slope('redisMb').toFixed(3)} MiB/min (${samples[0]?.redisMb.toFixed(1)} to ${samples.at(-1)?.redisMb.toFixed(1)} MiB); ${samples.length} samples`,
       '',
     ];
@@ -273,6 +283,22 @@ try {
   await platform.gateway.close();
   redis.disconnect();
   await server.stop();
+}
+
+/** The sum of a calendar quota's counts over its keys (its state: "<period start> <count>"); grouped: rl:{<group>:<scope>}:<policy>:<key>. */
+async function counted(policy: string): Promise<number> {
+  let total = 0;
+  for (const key of await redis.keys(`rl:{*}:${policy}:*`)) total += Number((await redis.get(key))?.split(' ')[1] ?? 0);
+  return total;
+}
+
+/** Leases of an (ungrouped: rl:{<policy>:<key>}) in-flight limit not yet released nor lapsed, over its keys. */
+async function liveLeases(policy: string): Promise<number> {
+  const [seconds, micros] = (await redis.time()) as [string | number, string | number];
+  const now = Number(seconds) * 1e6 + Number(micros);
+  let total = 0;
+  for (const key of await redis.keys(`rl:{${policy}:*}`)) total += await redis.zcount(key, `(${now}`, '+inf');
+  return total;
 }
 
 /** The overhead split's table: each part's CPU per request, the difference from the one before. */
