@@ -62,24 +62,19 @@ interface Shape {
 
 const scripts = productionScripts();
 const production = (call: ScriptCall) => ({ ...call, source: scripts.named(call.script)?.source as string });
-const own =
+/** The check of these policies for a scope, as the layer packs it: `checkCall` (their own script when it takes them) or check.lua's. */
+const packedBy =
+  (pack: typeof checkCall) =>
   (...names: string[]) =>
-  (s: string) =>
+  (scope: string) =>
     production(
-      checkCall(
-        names.map((n) => limit(n, s)),
+      pack(
+        names.map((n) => limit(n, scope)),
         true,
       ),
     );
-const generic =
-  (...names: string[]) =>
-  (s: string) =>
-    production(
-      genericCheckCall(
-        names.map((n) => limit(n, s)),
-        true,
-      ),
-    );
+const own = packedBy(checkCall);
+const generic = packedBy(genericCheckCall);
 
 export const SHAPES = {
   one: { name: 'token bucket, its own script', call: own('a') },
