@@ -137,6 +137,6 @@ if (import.meta.url === pathToFileURL(process.argv[1] ?? '').href) {
   for (const f of figures) console.log(`| ${f.name} | ${f.bytes} | ${f.coldImportMs.toFixed(1)} ms |`);
   const { layerMs, redisClientMs, layerOwnMs, slowest } = coldStartSplit(figures);
   console.log(
-    `\nlayer part ${layerMs.toFixed(1)} ms = ioredis ${redisClientMs.toFixed(1)} ms (${((100 * redisClientMs) / layerMs).toFixed(0)} %) + the layer's own ${layerOwnMs.toFixed(1)} ms; slowest function ${slowest.name} ${slowest.coldImportMs.toFixed(1)} ms`,
+    `\nlayer part ${layerMs.toFixed(1)} ms = ioredis ${redisClientMs.toFixed(1)} ms (${((100 * redisClientMs) / layerMs).toFixed(0)} %) + the layer's own ${layerOwnMs.toFixed(1)} ms; slowest ${slowest.name} ${slowest.coldImportMs.toFixed(1)} ms`,
   );
 }
