@@ -157,8 +157,8 @@ try {
   }
   const { layerMs, redisClientMs, layerOwnMs, slowest } = coldStartSplit(results.bundles);
   bar(
-    "cold start: the layer's own part (limiter + middleware + config, less the Redis client) ≤ 10 ms",
-    `${layerOwnMs.toFixed(1)} ms (of ${layerMs.toFixed(1)} ms; ioredis ${redisClientMs.toFixed(1)} ms, ${((100 * redisClientMs) / layerMs).toFixed(0)} %)`,
+    "cold start: the layer's own part (limiter + middleware + config, ioredis loaded first) ≤ 10 ms",
+    `${layerOwnMs.toFixed(1)} ms (the whole part ${layerMs.toFixed(1)} ms; ioredis alone ${redisClientMs.toFixed(1)} ms, ${((100 * redisClientMs) / layerMs).toFixed(0)} %)`,
     layerOwnMs <= 10,
   );
   bar(
