@@ -191,7 +191,9 @@ export const tokenBucket: StrategyUnit<'tokenBucket', typeof schema, CompiledTok
     entry: 'check_token_bucket',
     grouped: true,
     // ±N (negative: a peek), then per bucket cost, capacity, interval, keep;
-    // the adaptive buckets' rate keys after the buckets, in their order
+    // the adaptive buckets' rate keys after the buckets, in their order (the
+    // script takes keep > 0 as "adaptive": an adaptive keep is longer than 0
+    // by the schema, any other bucket's is 0)
     pack(limits, debit) {
       const keys = limits.map((l) => l.counter);
       const args = [int(debit ? limits.length : -limits.length)];
