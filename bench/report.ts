@@ -3,7 +3,7 @@ import { renderSvg } from '../scripts/chart.ts';
 import type { BundleFigures } from './lambda-figures.ts';
 import type { BenchLimiter } from './limiters.ts';
 import type { RunFigures } from './measure.ts';
-import { SHAPES, type ShapeCost, type ShapeId } from './script-cost.ts';
+import { costRatio, SHAPES, type ShapeCost, type ShapeId } from './script-cost.ts';
 
 /** 'hot key', or '<n>k keys' drawn uniformly. */
 export type Scenario = string;
@@ -100,7 +100,7 @@ export function markdown(results: BenchResults): string {
   if (results.grouped) {
     lines.push(
       '',
-      '## Grouped checks: what Redis spends per check (admitted, c=128)',
+      "## Grouped checks: what Redis spends per check (admitted, c=128; ratios: the median of each round's)",
       '',
       '| scenario | shape | Redis CPU µs/check | × one bucket | script µs/call | × one bucket |',
       '|---|---|---|---|---|---|',
@@ -109,7 +109,7 @@ export function markdown(results: BenchResults): string {
       const base = byShape.one as ShapeCost;
       for (const [id, cost] of Object.entries(byShape)) {
         lines.push(
-          `| ${scenario} | ${SHAPES[id as ShapeId].name} | ${f2(cost.cpuUs)} | ${f2(cost.cpuUs / base.cpuUs)} | ${f2(cost.scriptUs)} | ${f2(cost.scriptUs / base.scriptUs)} |`,
+          `| ${scenario} | ${SHAPES[id as ShapeId].name} | ${f2(cost.cpuUs)} | ${f2(costRatio(cost, base, 'cpuUs'))} | ${f2(cost.scriptUs)} | ${f2(costRatio(cost, base, 'scriptUs'))} |`,
         );
       }
     }

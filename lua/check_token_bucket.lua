@@ -1,7 +1,7 @@
 -- check_token_bucket: token-bucket limits only, the common cases: one bucket
--- (most routes), or a group decided all-or-nothing (a Slack event's workspace
--- and channel, a Telegram bot and chat). Without lua/check.lua's generic loop:
--- no dispatch, no table per limit, every bucket read by one MGET.
+-- (the API, the LLM budget, the harvester), or a group of buckets decided
+-- all-or-nothing (two rates of one caller). Without lua/check.lua's generic
+-- loop: no dispatch, no table per limit, every bucket read by one MGET.
 -- fragments: lib/token_bucket
 -- KEYS[1..N]   the buckets (their TATs), one hash slot
 -- KEYS[N+1..]  the runtime rates of the adaptive buckets, in their order

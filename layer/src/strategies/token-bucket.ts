@@ -181,8 +181,8 @@ export const tokenBucket: StrategyUnit<'tokenBucket', typeof schema, CompiledTok
   },
 
   /**
-   * lua/check_token_bucket.lua, for one bucket or a group of them (every
-   * Slack and Telegram event): one MGET, no dispatch. One bucket admitted
+   * lua/check_token_bucket.lua, for one bucket or a group of buckets: one
+   * MGET, no dispatch. One bucket admitted
    * answers one integer, the debt in µs (a table reply costs Redis ~0.7 µs
    * more), from which what remains is derived here; an adaptive bucket
    * answers { remaining, reset µs }; a refusal { remaining, reset µs, retry µs }.
