@@ -22,6 +22,8 @@ import { join } from 'node:path';
 import { promisify } from 'node:util';
 import type { Result } from 'autocannon';
 import { Redis } from 'ioredis';
+import { PLATFORM_POLICIES, type PolicyName } from '../config/catalogue.ts';
+import { compilePolicy, counterKey } from '../layer/src/index.ts';
 import { renderSvg } from '../scripts/chart.ts';
 import { type GatewayOptions, startGateway } from '../scripts/gateway.ts';
 import { startLocalPlatform } from '../scripts/local-platform.ts';
@@ -285,19 +287,24 @@ try {
   await server.stop();
 }
 
-/** The sum of a calendar quota's counts over its keys (its state: "<period start> <count>"); grouped: rl:{<group>:<scope>}:<policy>:<key>. */
-async function counted(policy: string): Promise<number> {
+/** Every counter key of a catalogue policy: the layer's key layout with globs for the key and scope. */
+function countersOf(policy: PolicyName): Promise<string[]> {
+  return redis.keys(counterKey(compilePolicy(policy, PLATFORM_POLICIES[policy]), '*', '*'));
+}
+
+/** The sum of a calendar quota's counts over its keys (its state: "<period start> <count>"). */
+async function counted(policy: PolicyName): Promise<number> {
   let total = 0;
-  for (const key of await redis.keys(`rl:{*}:${policy}:*`)) total += Number((await redis.get(key))?.split(' ')[1] ?? 0);
+  for (const key of await countersOf(policy)) total += Number((await redis.get(key))?.split(' ')[1] ?? 0);
   return total;
 }
 
-/** Leases of an (ungrouped: rl:{<policy>:<key>}) in-flight limit not yet released nor lapsed, over its keys. */
-async function liveLeases(policy: string): Promise<number> {
+/** Leases of an in-flight limit not yet released nor lapsed, over its keys. */
+async function liveLeases(policy: PolicyName): Promise<number> {
   const [seconds, micros] = (await redis.time()) as [string | number, string | number];
   const now = Number(seconds) * 1e6 + Number(micros);
   let total = 0;
-  for (const key of await redis.keys(`rl:{${policy}:*}`)) total += await redis.zcount(key, `(${now}`, '+inf');
+  for (const key of await countersOf(policy)) total += await redis.zcount(key, `(${now}`, '+inf');
   return total;
 }
 

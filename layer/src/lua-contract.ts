@@ -33,7 +33,7 @@ export interface ScriptCall {
  * fields.
  */
 export function checkCall(limits: readonly ResolvedLimit[], debit: boolean): ScriptCall {
-  const own = ownScriptOf(limits);
+  const own = ownScriptOf(limits.map((l) => l.policy));
   if (!own) return genericCheckCall(limits, debit);
   const { keys, args } = own.pack(limits, debit);
   return { script: own.entry, keys, args };
@@ -167,16 +167,12 @@ export function parseSettleReply(
   return { result, status: budgetStatus(policy, remaining, resetUs, 0) };
 }
 
-/** The own script that decides a check of these limits (or policies), if their one strategy has one that can. */
-function ownScriptOf(limits: readonly (ResolvedLimit | CompiledPolicy)[]): OwnScript<CompiledPolicy> | undefined {
-  const policyOf = (l: ResolvedLimit | CompiledPolicy) => ('policy' in l ? l.policy : l);
-  const first = limits[0];
-  if (!first) return undefined;
-  const strategy = policyOf(first).strategy;
-  for (let i = 1; i < limits.length; i++)
-    if (policyOf(limits[i] as ResolvedLimit).strategy !== strategy) return undefined;
-  const own = unitOfPolicy(policyOf(first)).ownScript as OwnScript<CompiledPolicy> | undefined;
-  return own && (limits.length === 1 || own.grouped) ? own : undefined;
+/** The own script that decides a check of these policies, if their one strategy has one that can. */
+function ownScriptOf(policies: readonly CompiledPolicy[]): OwnScript<CompiledPolicy> | undefined {
+  const first = policies[0];
+  if (!first || policies.some((p) => p.strategy !== first.strategy)) return undefined;
+  const own = unitOfPolicy(first).ownScript as OwnScript<CompiledPolicy> | undefined;
+  return own && (policies.length === 1 || own.grouped) ? own : undefined;
 }
 
 /**

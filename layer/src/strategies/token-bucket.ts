@@ -169,7 +169,7 @@ export const tokenBucket: StrategyUnit<'tokenBucket', typeof schema, CompiledTok
   // lua/lib/token_bucket.lua, check record: capacity, interval µs, runtime-rate keep µs, rate key index (0: none)
   checkFields({ policy, counter }, extraKey) {
     const rateIndex = policy.adaptive ? extraKey(rateKey(counter)) : 0;
-    return [int(policy.capacity), int(policy.intervalUs), int(policy.adaptive?.keepUs ?? 0), int(rateIndex)];
+    return [...bucketFields(policy), int(rateIndex)];
   },
 
   describe(config) {
@@ -220,8 +220,9 @@ export const tokenBucket: StrategyUnit<'tokenBucket', typeof schema, CompiledTok
 };
 
 /**
- * A bucket's fields in its own script, after the cost: capacity, interval µs,
- * keep µs (0: not adaptive). The same for every check of a policy: stringified
+ * A bucket's fields, after the cost, in its own script and (followed by the
+ * rate key's index) in its check.lua record: capacity, interval µs, keep µs
+ * (0: not adaptive). The same for every check of a policy: stringified
  * once per compiled policy, not per check (each check's client CPU is billed).
  */
 const fieldsOf = new WeakMap<CompiledTokenBucket, readonly string[]>();
