@@ -78,4 +78,10 @@ export interface Route {
    * most this × the nodes; the sum over the routes is the platform's).
    */
   readonly reservedConcurrency: number;
+  /**
+   * The function's timeout in seconds, when the route needs another than the
+   * platform's default (the LLM route: its provider call's worst case, see
+   * docs/llm-budget.md). Its in-flight leases must outlive it.
+   */
+  readonly timeoutSeconds?: number;
 }

@@ -16,9 +16,8 @@ const SHARED_EXAMPLES: Record<keyof typeof ENTRY_SCRIPTS, string> = {
   recordFailure: "'rl:{demo-bo:k}' , 1000000 8000000 2 900000000",
   setRate: "'rl:{demo-ad:k}' 'rl:{demo-ad:k}:rate' , get 0 0.5 20 2 500000 3600000000 0 10",
   reserve:
-    "'rl:{llm:t}' 'rl:{llm:t}:holds' 'rl:{llm:t}:amounts' 'rl:{llm:t}:released' 'rl:{llm:t}:settled' , r1 300 1000 3600 300000000 86400000000",
-  settle:
-    "'rl:{llm:t}' 'rl:{llm:t}:holds' 'rl:{llm:t}:amounts' 'rl:{llm:t}:released' 'rl:{llm:t}:settled' , r1 120 1000 3600 86400000000",
+    "'rl:{llm:t}' 'rl:{llm:t}:holds' 'rl:{llm:t}:amounts' 'rl:{llm:t}:settled' , r1 300 1000 3600 300000000 86400000000",
+  settle: "'rl:{llm:t}' 'rl:{llm:t}:holds' 'rl:{llm:t}:amounts' 'rl:{llm:t}:settled' , r1 120 1000 3600 86400000000",
   release: "'rl:{llm-inflight:t}' , 5d5c9a0e-lease",
 };
 

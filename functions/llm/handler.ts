@@ -1,142 +1,228 @@
 /**
- * POST /v1/llm/complete — docs/design.md, "The limits": LLM calls limited by their cost, not counted
- * like ordinary API calls. Behind the API key (its owner is the tenant);
- * fail-closed (the default for spend).
+ * POST /v1/llm/complete — docs/llm-budget.md: LLM calls limited by their
+ * cost, not counted like ordinary API calls. Behind the API key (its owner
+ * is the tenant); fail-closed (the default for spend).
  *
- * 1. Estimate the call's cost before it: prompt tokens (estimated) × the
- *    model's prompt price + max_tokens × its completion price, in
- *    micro-dollars (config/llm-models.json).
+ * 1. The reservation: the dearest the call can be (models.ts,
+ *    `reservationOf`: the prompt's UTF-8 bytes plus the template overhead at
+ *    the dearest input price, max_tokens at the output price), in µUSD.
  * 2. Take one of the tenant's in-flight slots (`llm-in-flight`, a lease held
- *    until the call is done, given back before the Lambda's timeout, lapsing
- *    at its TTL if the holder dies). None free: 429 with the Retry-After at
- *    which the oldest lease lapses at the latest.
- *    Then reserve the estimate against the tenant's budget (`llm-budget`, a token
- *    bucket of micro-dollars per hour) under a fresh reservation id. Not
- *    enough budget: 429 with the Retry-After after which the estimate fits.
- *    A refused reservation gives the slot back: both or neither are held.
- * 3. Call the provider. It failed: settle at 0 (the reservation is refunded), 502.
- * 4. Settle with the actual usage (prompt + completion tokens × prices):
- *    the over-reservation is refunded, or the extra debited (the balance may go
- *    below zero; later calls wait until it is paid back). 200 with the
- *    completion, its usage and cost, and the budget's RateLimit headers.
- * A caller that crashes between 2 and 4 holds its reservation until the
- * policy's `reservation.hold` passes; then it is given back.
+ *    until the provider call has really ended; its TTL is above the
+ *    function's timeout, so it lapses only once a killed holder is dead).
+ *    None free: 429 with the Retry-After at which the oldest lease lapses at
+ *    the latest. Then reserve the estimate (`llm-budget`) under a fresh id:
+ *    charged at once, trued up by the settle, and STAYING charged if the
+ *    settle never comes (a crash or a kill at the timeout refunds nothing).
+ *    Not enough budget: 429 with the Retry-After after which it fits. A
+ *    refused reservation gives the slot back: both or neither are held.
+ * 3. Call the provider with an AbortSignal at the invocation's remaining
+ *    time minus ABORT_MARGIN_MS (enough to settle, give the slot back and
+ *    answer before Lambda's timeout). A provider that does not stop within
+ *    STOP_GRACE_MS of the abort keeps its slot until the lease's TTL.
+ * 4. Settle: the answer's usage (input, output, cache read and write
+ *    tokens) at the model's prices; a failure at what it spent (nothing when
+ *    refused before any work, its usage when known, else the estimate).
  */
 import { randomUUID } from 'node:crypto';
-import { type Decision, enforce, InvalidCheckError, type LimitStatus, verdictFor } from '@platform/rate-limit';
+import {
+  type Decision,
+  enforce,
+  InvalidCheckError,
+  type LimitStatus,
+  type SettleOutcome,
+  verdictFor,
+} from '@platform/rate-limit';
 import { holdLeases, rateLimitHeaders, rateLimitRefusal } from '@platform/rate-limit/middleware';
 import * as v from 'valibot';
-import models from '../../config/llm-models.json' with { type: 'json' };
 import { type AuthenticatedContext, apiKeyAuth } from '../api/auth.ts';
 import { type HttpResponse, httpError, json, parseBody, type RestEvent, routeHandler } from '../shared/http.ts';
 import { platform } from '../shared/platform.ts';
-import { estimatePromptTokens, FakeProvider, type LlmProvider } from './provider.ts';
-
+import { readLlmProvider } from '../shared/settings.ts';
+import { BedrockProvider, bedrockClient } from './bedrock.ts';
+import { costOf, MODELS, type ModelEntry, reservationOf } from './models.ts';
+import { type Completion, FakeProvider, type LlmProvider, ProviderError, type Spent } from './provider.ts';
 import { route } from './route.ts';
 
 /** The tenant's calls in flight and its cost budget, as the route declares them. */
 const [[IN_FLIGHT, BUDGET]] = route.inHandler;
 const MAX_PROMPT_CHARACTERS = 32 * 1024;
+/** The provider call is aborted this long before the invocation's end: the settle, the release and the answer fit in it. */
+export const ABORT_MARGIN_MS = 1500;
+/** How long an aborted provider call may take to stop before its slot is left to lapse at its TTL instead. */
+export const STOP_GRACE_MS = 500;
+const TIMEOUT_MS = route.timeoutSeconds * 1000;
 
-/** A model's prices in micro-dollars per token (the budget's cost units), and its largest max_tokens. */
-interface ModelPrice {
-  readonly promptMicroUsdPerToken: number;
-  readonly completionMicroUsdPerToken: number;
-  readonly maxTokens: number;
-}
-const PRICES: Readonly<Record<string, ModelPrice>> = models;
+let provider: LlmProvider =
+  readLlmProvider() === 'bedrock' ? new BedrockProvider(bedrockClient(TIMEOUT_MS)) : new FakeProvider();
 
-let provider: LlmProvider = new FakeProvider();
-
-/** Replaces the provider (the real one in AWS; tests). */
+/** Replaces the provider (tests). */
 export function useProvider(replacement: LlmProvider): void {
   provider = replacement;
 }
 
-/** Micro-dollars for so many prompt and completion tokens, rounded up to a whole one. */
-function costOf(price: ModelPrice, promptTokens: number, completionTokens: number): number {
-  return Math.ceil(promptTokens * price.promptMicroUsdPerToken + completionTokens * price.completionMicroUsdPerToken);
-}
-
 /** A completion request; max_tokens is bounded by its model's own maximum below. */
-const Completion = v.object({
+const Request = v.object({
   // own keys only: "__proto__" or "toString" is no model
-  model: v.picklist(Object.keys(PRICES)),
+  model: v.picklist(Object.keys(MODELS)),
   prompt: v.pipe(v.string(), v.minLength(1), v.maxLength(MAX_PROMPT_CHARACTERS)),
   max_tokens: v.pipe(v.number(), v.safeInteger(), v.minValue(1)),
 });
 
-function parse(event: RestEvent): { model: string; price: ModelPrice; prompt: string; maxTokens: number } {
+interface Call {
+  readonly model: string;
+  readonly entry: ModelEntry;
+  readonly prompt: string;
+  readonly maxTokens: number;
+  readonly estimate: number;
+}
+
+function parse(event: RestEvent): Omit<Call, 'estimate'> {
   const problems: Record<string, string> = {
-    model: `model must be one of ${Object.keys(PRICES).join(', ')}`,
+    model: `model must be one of ${Object.keys(MODELS).join(', ')}`,
     prompt: `prompt must be 1 to ${MAX_PROMPT_CHARACTERS} characters`,
     max_tokens: 'max_tokens must be a whole number from 1',
   };
-  const body = parseBody(event, Completion, (field) => problems[field] ?? `${field} is malformed`);
-  const price = PRICES[body.model] as ModelPrice;
-  if (body.max_tokens > price.maxTokens) {
-    throw httpError(400, 'bad_request', `max_tokens must be a whole number from 1 to ${price.maxTokens}`);
+  const body = parseBody(event, Request, (field) => problems[field] ?? `${field} is malformed`);
+  const entry = MODELS[body.model] as ModelEntry;
+  if (body.max_tokens > entry.maxTokens) {
+    throw httpError(400, 'bad_request', `max_tokens must be a whole number from 1 to ${entry.maxTokens}`);
   }
-  return { model: body.model, price, prompt: body.prompt, maxTokens: body.max_tokens };
+  return { model: body.model, entry, prompt: body.prompt, maxTokens: body.max_tokens };
 }
 
 function budgetHeaders(status: LimitStatus): Record<string, string> {
   return rateLimitHeaders([{ ...status, remaining: Math.max(0, status.remaining) }]);
 }
 
+/** How a provider call ended: answered, failed having spent so much, or still running past its grace. */
+type CallOutcome =
+  | { readonly kind: 'answered'; readonly completion: Completion }
+  | { readonly kind: 'failed'; readonly spent: Spent; readonly aborted: boolean; readonly throttled: boolean }
+  | { readonly kind: 'still-running' };
+
+const STILL_RUNNING = Symbol('still running');
+
+/** The provider call, aborted after `deadlineMs`, waited for at most STOP_GRACE_MS more. */
+async function callProvider(call: Call, deadlineMs: number): Promise<CallOutcome> {
+  const abort = new AbortController();
+  const abortTimer = setTimeout(() => abort.abort(), deadlineMs);
+  let graceTimer: NodeJS.Timeout | undefined;
+  const running = provider.complete({
+    model: call.model,
+    bedrockModelId: call.entry.bedrockModelId,
+    prompt: call.prompt,
+    maxTokens: call.maxTokens,
+    signal: abort.signal,
+  });
+  running.catch(() => undefined); // it may reject after we stopped waiting
+  const gaveUp = new Promise<typeof STILL_RUNNING>((resolve) => {
+    graceTimer = setTimeout(() => resolve(STILL_RUNNING), deadlineMs + STOP_GRACE_MS);
+  });
+  try {
+    const answer = await Promise.race([running, gaveUp]);
+    return answer === STILL_RUNNING ? { kind: 'still-running' } : { kind: 'answered', completion: answer };
+  } catch (error) {
+    // anything but a ProviderError was sent and may have produced: its estimate stays charged
+    const known = error instanceof ProviderError;
+    return {
+      kind: 'failed',
+      spent: known ? error.spent : { kind: 'unknown' },
+      aborted: abort.signal.aborted,
+      throttled: known && error.throttled,
+    };
+  } finally {
+    clearTimeout(abortTimer);
+    clearTimeout(graceTimer);
+  }
+}
+
+/** What a failed call is charged: never 0 unless nothing was produced. */
+function chargeOf(call: Call, spent: Spent): number {
+  if (spent.kind === 'nothing') return 0;
+  if (spent.kind === 'usage') return costOf(call.entry, spent.usage);
+  return call.estimate;
+}
+
 /**
- * 2. The estimate reserved from the tenant's budget, the call, then the
- * actual cost settled. A refused reservation gives the in-flight slot back
- * (the caller's `finally`): the two limits are all-or-nothing for the caller,
- * and a holder that dies between them keeps its slot only until the lease TTL.
+ * The estimate reserved from the tenant's budget, the call, then its cost
+ * settled. `stopped` says whether the provider call has ended (the slot may
+ * be given back).
  */
 async function completeWithinBudget(
   tenant: string,
-  call: { model: string; price: ModelPrice; prompt: string; maxTokens: number; estimate: number },
-): Promise<HttpResponse> {
+  call: Call,
+  remainingMs: () => number,
+): Promise<{ response: HttpResponse; stopped: boolean }> {
   const { limiter, observer } = platform();
-  const { model, price, prompt, maxTokens, estimate } = call;
   const id = randomUUID();
   let reserved: Decision;
   try {
-    reserved = await limiter.reserve(BUDGET, tenant, estimate, { id });
+    reserved = await limiter.reserve(BUDGET, tenant, call.estimate, { id });
   } catch (error) {
     if (error instanceof InvalidCheckError)
-      throw httpError(400, 'over_budget_capacity', `this call may cost ${estimate} µUSD, more than the whole budget`);
+      throw httpError(
+        400,
+        'over_budget_capacity',
+        `this call may cost ${call.estimate} µUSD, more than the whole budget`,
+      );
     throw error;
   }
   const verdict = verdictFor(reserved, BUDGET, 0, tenant);
   observer.observe(verdict);
   if (!verdict.proceed) throw rateLimitRefusal(verdict);
-  let completion: Awaited<ReturnType<LlmProvider['complete']>>;
-  try {
-    completion = await provider.complete({ model, prompt, maxTokens });
-  } catch {
-    const refund = await limiter.settle(BUDGET, tenant, id, 0);
-    throw httpError(
-      502,
-      'provider_failed',
-      'The model provider failed; nothing was charged.',
-      refund.decided ? budgetHeaders(refund.status) : {},
-    );
+  const headersOf = (settled: SettleOutcome) =>
+    settled.decided
+      ? budgetHeaders(settled.status)
+      : reserved.outcome === 'degraded'
+        ? {}
+        : budgetHeaders(reserved.binding);
+  const deadlineMs = remainingMs() - ABORT_MARGIN_MS;
+  if (deadlineMs <= 0) {
+    const settled = await limiter.settle(BUDGET, tenant, id, 0);
+    return {
+      response: json(
+        504,
+        { error: 'no_time', message: 'No time was left for the call; nothing was charged.' },
+        headersOf(settled),
+      ),
+      stopped: true,
+    };
   }
-  const actual = costOf(price, completion.usage.promptTokens, completion.usage.completionTokens);
-  const settled = await limiter.settle(BUDGET, tenant, id, actual);
-  const headers = settled.decided
-    ? budgetHeaders(settled.status)
-    : reserved.outcome === 'degraded'
-      ? {}
-      : budgetHeaders(reserved.binding);
-  return json(
-    200,
-    {
-      model,
-      text: completion.text,
-      usage: completion.usage,
-      cost: { reservedMicroUsd: estimate, actualMicroUsd: actual },
-    },
-    headers,
-  );
+  const outcome = await callProvider(call, deadlineMs);
+  if (outcome.kind === 'answered') {
+    const actual = costOf(call.entry, outcome.completion.usage);
+    const settled = await limiter.settle(BUDGET, tenant, id, actual);
+    const body = {
+      model: call.model,
+      text: outcome.completion.text,
+      usage: outcome.completion.usage,
+      cost: { reservedMicroUsd: call.estimate, actualMicroUsd: actual },
+    };
+    return { response: json(200, body, headersOf(settled)), stopped: true };
+  }
+  if (outcome.kind === 'still-running') {
+    // it may still produce (at most max_tokens): charged its estimate, and its slot kept until the lease lapses
+    const settled = await limiter.settle(BUDGET, tenant, id, call.estimate);
+    const message = `The model did not answer in time; ${call.estimate} µUSD (the estimate) was charged.`;
+    return { response: json(504, { error: 'provider_timeout', message }, headersOf(settled)), stopped: false };
+  }
+  const charged = chargeOf(call, outcome.spent);
+  const settled = await limiter.settle(BUDGET, tenant, id, charged);
+  const headers = headersOf(settled);
+  const what =
+    charged === 0
+      ? 'nothing was charged'
+      : `${charged} µUSD (${outcome.spent.kind === 'usage' ? 'what it produced' : 'the estimate'}) was charged`;
+  const response = outcome.aborted
+    ? json(504, { error: 'provider_timeout', message: `The model did not answer in time; ${what}.` }, headers)
+    : outcome.throttled
+      ? json(
+          503,
+          { error: 'provider_busy', message: `The model provider is busy; ${what}.` },
+          { ...headers, 'Retry-After': '1' },
+        )
+      : json(502, { error: 'provider_failed', message: `The model provider failed; ${what}.` }, headers);
+  return { response, stopped: true };
 }
 
 export const handler = routeHandler<AuthenticatedContext>(
@@ -144,24 +230,26 @@ export const handler = routeHandler<AuthenticatedContext>(
   async (event, context) => {
     const { limiter, observer } = platform();
     const tenant = context.caller.owner;
-    const { model, price, prompt, maxTokens } = parse(event);
-    const estimate = costOf(price, estimatePromptTokens(prompt), maxTokens);
-    // 1. A slot among the tenant's calls in flight: a lease, given back after the call (or before the timeout).
+    const parsed = parse(event);
+    const call: Call = { ...parsed, estimate: reservationOf(parsed.entry, parsed.prompt, parsed.maxTokens) };
+    const started = Date.now();
+    const remainingMs =
+      typeof context.getRemainingTimeInMillis === 'function'
+        ? () => context.getRemainingTimeInMillis()
+        : () => TIMEOUT_MS - (Date.now() - started);
+    // 1. A slot among the tenant's calls in flight: a lease, given back once the call has really ended (no
+    // timer gives it back earlier: its TTL, above the function's timeout, covers a holder killed at the timeout)
     const slot = [{ policy: IN_FLIGHT, key: tenant }];
     const inFlight = await enforce(limiter, slot, { observer });
     if (!inFlight.proceed) throw rateLimitRefusal(inFlight);
-    // a Lambda killed at its timeout runs no `finally`: the lease is given back shortly before it
-    const remaining = typeof context.getRemainingTimeInMillis === 'function' ? context : undefined;
-    const lease = holdLeases(
-      limiter,
-      slot,
-      inFlight,
-      remaining ? { remainingMs: () => remaining.getRemainingTimeInMillis() } : {},
-    );
+    const lease = holdLeases(limiter, slot, inFlight);
+    let stopped = true;
     try {
-      return await completeWithinBudget(tenant, { model, price, prompt, maxTokens, estimate });
+      const result = await completeWithinBudget(tenant, call, remainingMs);
+      stopped = result.stopped;
+      return result.response;
     } finally {
-      await lease.release();
+      if (stopped) await lease.release();
     }
   },
   { before: [apiKeyAuth] },

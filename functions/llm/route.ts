@@ -11,4 +11,6 @@ export const route = {
   secrets: [],
   inHandler: [['llm-in-flight', 'llm-budget'], ['api-unknown-key-ip']],
   reservedConcurrency: 20,
+  // above the largest call's worst case (docs/llm-budget.md, "How long a call may run"); llm-in-flight's leaseTtl is above it
+  timeoutSeconds: 90,
 } as const satisfies Route;

@@ -13,6 +13,7 @@ import { InvalidSettingError } from '@platform/rate-limit';
  * | `API_KEYS_PARAMETER_PATH` | SSM path of the API key registry (`<path>/<key hash>` → owner, role) | none: the file below         |
  * | `API_KEYS_FILE`           | the API key registry as a JSON file (local runs)                     | `config/local-api-keys.json` |
  * | `RATE_LIMIT_REFUSAL_LOG`  | JSON-lines file each refusal is also written to (local runs; `npx ratelimit top` reads it) | none (`npm start`: `.local/refusals.jsonl`) |
+ * | `LLM_PROVIDER`            | `bedrock` or `local` (the LLM route only; in Lambda only `bedrock`)  | `local` outside Lambda       |
  */
 export interface ConsumerSettings {
   readonly sink: { readonly kind: 'sqs'; readonly queueUrl: string } | { readonly kind: 'file'; readonly file: string };
@@ -53,4 +54,25 @@ export function readConsumerSettings(env: Env = process.env): ConsumerSettings {
       : { kind: 'file', file: env.API_KEYS_FILE || `${ROOT}config/local-api-keys.json` },
     refusalLog: env.RATE_LIMIT_REFUSAL_LOG || undefined,
   };
+}
+
+/** Which provider the LLM route calls (`LLM_PROVIDER`): Bedrock when deployed, the local fake otherwise. */
+export type LlmProviderKind = 'bedrock' | 'local';
+
+/**
+ * `LLM_PROVIDER`: `bedrock` | `local`, default `local` outside Lambda. In
+ * Lambda (`AWS_LAMBDA_FUNCTION_NAME` set) anything but `bedrock` is an
+ * InvalidSettingError: a deployed route never answers from the fake. Read
+ * by the LLM route only (the other functions have no such variable).
+ */
+export function readLlmProvider(env: Env = process.env): LlmProviderKind {
+  const value = env.LLM_PROVIDER || undefined;
+  const inLambda = Boolean(env.AWS_LAMBDA_FUNCTION_NAME);
+  if (inLambda && value !== 'bedrock') {
+    throw new InvalidSettingError('LLM_PROVIDER', 'must be "bedrock" in Lambda (the local fake is never deployed)');
+  }
+  if (value !== undefined && value !== 'bedrock' && value !== 'local') {
+    throw new InvalidSettingError('LLM_PROVIDER', 'must be "bedrock" or "local"');
+  }
+  return value ?? 'local';
 }

@@ -48,8 +48,6 @@ export function rateKey(counter: string): string {
 }
 
 /** Every key of a cost budget (lua/lib/holds.lua): the bucket, then its holds, all in the bucket's hash slot. */
-export function budgetKeys(
-  counter: string,
-): [bucket: string, holds: string, amounts: string, released: string, settled: string] {
-  return [counter, `${counter}:holds`, `${counter}:amounts`, `${counter}:released`, `${counter}:settled`];
+export function budgetKeys(counter: string): [bucket: string, holds: string, amounts: string, settled: string] {
+  return [counter, `${counter}:holds`, `${counter}:amounts`, `${counter}:settled`];
 }

@@ -56,6 +56,7 @@ export const FUNCTIONS_COMMANDS = [
   'zadd',
   'zrem',
   'zscore',
+  'zcard',
   'zrangebyscore',
   'zremrangebyscore',
   // the consumers' own commands

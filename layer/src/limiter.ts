@@ -326,12 +326,14 @@ export class Limiter {
 
   /**
    * Reserves `units` of a cost budget (a token bucket of cost units) for one
-   * call whose true cost is known only after it: all or nothing, held under
-   * `id` until `settle` or until the policy's `reservation.hold` passes (then
-   * given back). `allowed`: held; `limited`: not enough budget, retry after
+   * call whose true cost is known only after it: all or nothing, charged at
+   * once and held under `id` until `settle`; a hold the policy's
+   * `reservation.hold` sees unsettled lapses and STAYS charged (a crashed or
+   * killed caller refunds nothing; a late settle still trues it up).
+   * `allowed`: held; `limited`: not enough budget, retry after
    * `retryAfterMs`; `degraded`: the failure mode decided (closed by default).
-   * A retried reserve with the same id holds once. An id already settled or
-   * released is an InvalidCheckError (nothing held).
+   * A retried reserve with the same id holds once. An id already settled, or
+   * whose hold lapsed, is an InvalidCheckError (nothing more held).
    */
   async reserve(
     policyName: string,
@@ -350,7 +352,7 @@ export class Limiter {
     const result = await this.#run('reserve', [policy], call, (reply) => parseReserveReply(policy, reply));
     if (!result.ok) return this.#degradedDecision([policy], result.reason);
     if (result.reply === 'id-used')
-      throw new InvalidCheckError(`reservation "${options.id}" was settled or released already`);
+      throw new InvalidCheckError(`reservation "${options.id}" was settled already, or its hold lapsed`);
     return result.reply;
   }
 
@@ -358,8 +360,9 @@ export class Limiter {
    * Settles reservation `id` with the call's actual cost: refunds what was
    * over-reserved, or debits the extra (the balance may go below zero; later
    * reservations then wait until it is paid back). Applied exactly once: after
-   * the hold expired it debits the actual cost then ('late'); a second settle
-   * of the same id changes nothing ('duplicate').
+   * the hold lapsed (it stayed charged) it trues it up the same way ('late');
+   * a second settle of the same id changes nothing ('duplicate'); an id
+   * forgotten or never reserved changes nothing ('unknown').
    */
   async settle(
     policyName: string,

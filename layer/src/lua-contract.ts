@@ -96,7 +96,7 @@ export function setRateCall(policy: CompiledTokenBucket, counter: string, comman
   };
 }
 
-/** lua/reserve.lua: budget keys; id, units, capacity, interval µs, hold µs, retention µs. */
+/** lua/reserve.lua: budget keys (bucket, holds, amounts, settled); id, units, capacity, interval µs, hold µs, retention µs. */
 export function reserveCall(policy: CompiledTokenBucket, counter: string, id: string, units: number): ScriptCall {
   return {
     script: ENTRY_SCRIPTS.reserve,
@@ -134,7 +134,7 @@ function budgetStatus(policy: CompiledTokenBucket, remaining: number, resetUs: n
   };
 }
 
-/** reserve's reply: admitted, refused, or 'id-used' (an id settled or released already). */
+/** reserve's reply: admitted, refused, or 'id-used' (an id settled already, or whose hold lapsed). */
 export function parseReserveReply(policy: CompiledTokenBucket, reply: unknown): Allowed | Limited | 'id-used' {
   if (!Array.isArray(reply) || !reply.every(isInteger) || reply.length < 3) {
     throw new TypeError(`unexpected reserve reply: ${JSON.stringify(reply)}`);

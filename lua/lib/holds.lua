@@ -1,18 +1,27 @@
 -- Holds of a cost budget: what reservations hold until they are settled.
--- A budget is a token bucket of cost units (lib/token_bucket); a hold is part
--- of its debt that a call reserved before it knew its true cost.
---   holds     sorted set: reservation id -> µs its hold expires
---   amounts   hash:       reservation id -> units held
---   released  sorted set: reservation id -> µs its hold was given back unsettled
+-- A budget is a token bucket of cost units (lib/token_bucket); a reserve
+-- charges its estimate to the bucket at once, and a settle replaces it by
+-- the actual cost (the difference refunded, or debited).
+--   holds     sorted set: reservation id -> µs its hold lapses
+--   amounts   hash:       reservation id -> units held (charged)
 --   settled   sorted set: reservation id -> µs it was settled
--- A hold past its expiry is given back (refunded) by the next reserve or
--- settle of the same budget: lazily, at most HOLDS_RELEASED_PER_CALL per call,
--- so one call's work stays bounded. Released and settled ids are remembered
--- for `retention_us`, so a late settle is applied once and a second settle of
--- the same id changes nothing.
--- Complexity: O(log n + k) per call, k <= HOLDS_RELEASED_PER_CALL; memory O(ids within the retention).
+-- A hold that lapses unsettled (its caller crashed, or was killed at its
+-- timeout) stays CHARGED its estimate: nothing is refunded by a lapse, so a
+-- crash or a timeout never gives budget back. It is remembered for
+-- `retention_us` after it lapsed, so a late settle still corrects it once
+-- (reply 'late'), and a second settle of the same id changes nothing.
+-- Bounded memory: an id is forgotten `retention_us` after its hold lapsed or
+-- it was settled, and past HOLDS_MAX_IDS per set the oldest are forgotten;
+-- at most HOLDS_FORGOTTEN_PER_CALL per set per call, so every call's work and
+-- every key's size stay bounded (a key expiring whole frees at most
+-- HOLDS_MAX_IDS members). Forgetting errs towards charging: a forgotten hold
+-- stays charged its estimate (its settle answers 'unknown' and changes
+-- nothing), a forgotten settled id makes a repeated settle 'unknown'.
+-- Complexity: O(log n + k) per call, k <= HOLDS_FORGOTTEN_PER_CALL; memory
+-- O(min(ids within the hold and the retention, HOLDS_MAX_IDS)).
 
-local HOLDS_RELEASED_PER_CALL = 100
+local HOLDS_FORGOTTEN_PER_CALL = 100
+local HOLDS_MAX_IDS = 10000
 
 -- Gives `units` back to the budget: its debt shrinks, but a budget never holds
 -- more than its capacity (a refund after the bucket refilled is not banked).
@@ -26,18 +35,32 @@ local function holds_charge(budget_key, units, interval_us, now)
   tb_store(budget_key, tb_debt(budget_key, now) + units * interval_us, now)
 end
 
--- Releases expired holds (refunding them) and forgets ids older than the retention.
-local function holds_expire(budget_key, holds_key, amounts_key, released_key, settled_key, interval_us, retention_us, now)
-  local expired = redis.call('ZRANGEBYSCORE', holds_key, '-inf', now, 'LIMIT', 0, HOLDS_RELEASED_PER_CALL)
-  for _, id in ipairs(expired) do
-    local units = tonumber(redis.call('HGET', amounts_key, id)) or 0
-    holds_refund(budget_key, units, interval_us, now)
-    redis.call('ZREM', holds_key, id)
-    redis.call('HDEL', amounts_key, id)
-    redis.call('ZADD', released_key, now, id)
+-- Replaces a hold of `held` units by the actual cost.
+local function holds_true_up(budget_key, held, actual, interval_us, now)
+  if actual > held then holds_charge(budget_key, actual - held, interval_us, now) end
+  if actual < held then holds_refund(budget_key, held - actual, interval_us, now) end
+end
+
+-- The lowest-scored members of a sorted set to forget now: those scored at
+-- or before `stale`, and the oldest past the cap, at most the per-call bound.
+local function holds_to_forget(key, stale)
+  local excess = redis.call('ZCARD', key) - HOLDS_MAX_IDS
+  if excess > 0 then
+    return redis.call('ZRANGEBYSCORE', key, '-inf', '+inf', 'LIMIT', 0, math.min(excess, HOLDS_FORGOTTEN_PER_CALL))
   end
-  redis.call('ZREMRANGEBYSCORE', released_key, '-inf', now - retention_us)
-  redis.call('ZREMRANGEBYSCORE', settled_key, '-inf', now - retention_us)
+  return redis.call('ZRANGEBYSCORE', key, '-inf', stale, 'LIMIT', 0, HOLDS_FORGOTTEN_PER_CALL)
+end
+
+-- Forgets lapsed holds and settled ids older than the retention, and the
+-- oldest of either past the cap (a forgotten hold stays charged).
+local function holds_forget(holds_key, amounts_key, settled_key, retention_us, now)
+  local ids = holds_to_forget(holds_key, now - retention_us)
+  if #ids > 0 then
+    redis.call('ZREM', holds_key, unpack(ids))
+    redis.call('HDEL', amounts_key, unpack(ids))
+  end
+  ids = holds_to_forget(settled_key, now - retention_us)
+  if #ids > 0 then redis.call('ZREM', settled_key, unpack(ids)) end
 end
 
 -- Where the budget stands now: whole units left (below 0 while owed) and its debt in µs.

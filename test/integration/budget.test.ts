@@ -6,7 +6,13 @@ import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
 import { after, describe, it } from 'node:test';
 import { promisify } from 'node:util';
-import { compilePolicies, compilePolicy, createLimiter, staticPolicies } from '../../layer/src/index.ts';
+import {
+  compilePolicies,
+  compilePolicy,
+  createLimiter,
+  InvalidCheckError,
+  staticPolicies,
+} from '../../layer/src/index.ts';
 import { pinnedLimiter, targets, unique } from '../support/targets.ts';
 
 const WORKER = new URL('../support/budget-worker.ts', import.meta.url).pathname;
@@ -16,7 +22,7 @@ for (const target of targets) {
     const redis = target.client();
     after(() => redis.disconnect());
 
-    it('release a reservation never settled after its hold, apply a late settle once, ignore a second settle', async () => {
+    it('keep a reservation never settled charged after its hold lapses, true it up by a late settle once, ignore a second settle', async () => {
       // Prepare: 100 units refilling 10 per second; holds last 2 s
       const policy = compilePolicy('llm', {
         strategy: 'tokenBucket',
@@ -32,23 +38,28 @@ for (const target of targets) {
       assert.equal((await limiter.reserve('llm', tenant, 80, { id: 'crashed' })).outcome, 'allowed');
       const short = await limiter.reserve('llm', tenant, 30, { id: 'next' });
       assert.ok(short.outcome === 'limited' && short.retryAfterMs === 1000, 'waits for 10 more units');
-      clock.nowUs += 2_000_000; // the hold passes (and 20 units refilled meanwhile)
-      const freed = await limiter.reserve('llm', tenant, 100, { id: 'after' });
-      assert.ok(freed.outcome === 'allowed', 'the crashed hold was given back: the whole budget is free');
-      assert.equal(freed.binding.remaining, 0);
-      // the crashed caller comes back and settles: its actual cost is debited now, once
+      clock.nowUs += 2_000_000; // the hold lapses (and 20 units refilled meanwhile)
+      const whole = await limiter.reserve('llm', tenant, 100, { id: 'whole' });
+      assert.ok(whole.outcome === 'limited', 'the lapsed hold stays charged: the budget is not whole again');
+      const rest = await limiter.reserve('llm', tenant, 40, { id: 'after' });
+      assert.ok(
+        rest.outcome === 'allowed' && rest.binding.remaining === 0,
+        'only what refilled is free: 100 - 80 + 20',
+      );
+      await assert.rejects(limiter.reserve('llm', tenant, 10, { id: 'crashed' }), InvalidCheckError, 'no second hold');
+      // the crashed caller comes back and settles: its hold is trued up to the actual cost now, once
       const late = await limiter.settle('llm', tenant, 'crashed', 30);
       assert.ok(late.decided && late.result === 'late');
-      assert.equal(late.status.remaining, -30, 'owed: later reservations wait until it is paid back');
+      assert.equal(late.status.remaining, 50, '80 charged, 30 spent: 50 given back');
       const again = await limiter.settle('llm', tenant, 'crashed', 30);
-      assert.ok(again.decided && again.result === 'duplicate' && again.status.remaining === -30);
-      // settling the full hold at a lower cost refunds the difference
-      const refund = await limiter.settle('llm', tenant, 'after', 40);
-      assert.ok(refund.decided && refund.result === 'settled' && refund.status.remaining === 30);
+      assert.ok(again.decided && again.result === 'duplicate' && again.status.remaining === 50);
+      // a settle above the hold debits the extra, past empty
+      const over = await limiter.settle('llm', tenant, 'after', 140);
+      assert.ok(over.decided && over.result === 'settled' && over.status.remaining === -50);
       // waiting exactly the retry-after admits, while owing
       const wait = await limiter.reserve('llm', tenant, 50, { id: 'waits' });
-      assert.ok(wait.outcome === 'limited' && wait.retryAfterMs === 2000);
-      clock.nowUs += 1_999_000;
+      assert.ok(wait.outcome === 'limited' && wait.retryAfterMs === 10_000);
+      clock.nowUs += 9_999_000;
       assert.equal((await limiter.reserve('llm', tenant, 50, { id: 'waits' })).outcome, 'limited');
       clock.nowUs += 1_000;
       assert.equal((await limiter.reserve('llm', tenant, 50, { id: 'waits' })).outcome, 'allowed');

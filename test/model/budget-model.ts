@@ -1,15 +1,17 @@
 /**
  * A pure TypeScript model of a cost budget with reservations, written from its
- * definition (issue 13): a token bucket of cost units; a reservation holds its
- * estimate until settled or until its hold expires (then it is given back);
- * a settle replaces the hold by the actual cost, is applied once, and after
- * the hold expired debits the actual cost then. It answers the scripts' reply
- * layouts (lua/reserve.lua, lua/settle.lua) so both compare to the µs.
+ * definition (issues 13 and 29): a token bucket of cost units; a reservation
+ * charges its estimate at once and holds it until settled; a hold that lapses
+ * unsettled stays charged (a crash refunds nothing) and is remembered for the
+ * retention after its lapse; a settle replaces the hold by the actual cost
+ * (before or after the lapse alike), is applied once, and settled ids are
+ * remembered for the retention. It answers the scripts' reply layouts
+ * (lua/reserve.lua, lua/settle.lua) so both compare to the µs. (The scripts'
+ * cap on remembered ids, 10 000, is never reached by the property's runs.)
  */
 export class BudgetModel {
   #debtUntil: number | undefined; // the bucket's TAT, µs
-  readonly #holds = new Map<string, { units: number; expiresUs: number }>();
-  readonly #released = new Map<string, number>();
+  readonly #holds = new Map<string, { units: number; lapsesUs: number }>();
   readonly #settled = new Map<string, number>();
 
   readonly capacity: number;
@@ -32,16 +34,9 @@ export class BudgetModel {
     this.#debtUntil = debt > 0 ? now + debt : undefined;
   }
 
-  #expire(now: number): void {
-    for (const [id, hold] of this.#holds) {
-      if (hold.expiresUs > now) continue;
-      this.#setDebt(now, Math.max(0, this.#debt(now) - hold.units * this.intervalUs));
-      this.#holds.delete(id);
-      this.#released.set(id, now);
-    }
-    for (const memory of [this.#released, this.#settled]) {
-      for (const [id, at] of memory) if (at <= now - this.rememberUs) memory.delete(id);
-    }
+  #forget(now: number): void {
+    for (const [id, hold] of this.#holds) if (hold.lapsesUs <= now - this.rememberUs) this.#holds.delete(id);
+    for (const [id, at] of this.#settled) if (at <= now - this.rememberUs) this.#settled.delete(id);
   }
 
   #standing(now: number): [number, number] {
@@ -50,34 +45,31 @@ export class BudgetModel {
   }
 
   reserve(id: string, units: number, now: number): number[] {
-    this.#expire(now);
-    if (this.#holds.has(id)) return [1, ...this.#standing(now)];
-    if (this.#settled.has(id) || this.#released.has(id)) return [2, ...this.#standing(now)];
+    this.#forget(now);
+    const hold = this.#holds.get(id);
+    if (hold) return [hold.lapsesUs > now ? 1 : 2, ...this.#standing(now)];
+    if (this.#settled.has(id)) return [2, ...this.#standing(now)];
     const debt = this.#debt(now);
     const burst = this.capacity * this.intervalUs;
     const after = debt + units * this.intervalUs;
     if (after > burst) return [0, Math.floor((burst - debt) / this.intervalUs), debt, after - burst];
     this.#setDebt(now, after);
-    this.#holds.set(id, { units, expiresUs: now + this.holdUs });
+    this.#holds.set(id, { units, lapsesUs: now + this.holdUs });
     return [1, Math.floor((burst - after) / this.intervalUs), after];
   }
 
   settle(id: string, actual: number, now: number): number[] {
-    this.#expire(now);
-    let outcome: number;
+    this.#forget(now);
     const hold = this.#holds.get(id);
+    let outcome = 4;
     if (this.#settled.has(id)) outcome = 3;
     else if (hold) {
       const delta = (actual - hold.units) * this.intervalUs;
       this.#setDebt(now, Math.max(0, this.#debt(now) + delta));
       this.#holds.delete(id);
-      outcome = 1;
-    } else if (this.#released.has(id)) {
-      this.#setDebt(now, this.#debt(now) + actual * this.intervalUs);
-      this.#released.delete(id);
-      outcome = 2;
-    } else outcome = 4;
-    if (outcome === 1 || outcome === 2) this.#settled.set(id, now);
+      this.#settled.set(id, now);
+      outcome = hold.lapsesUs > now ? 1 : 2;
+    }
     return [outcome, ...this.#standing(now)];
   }
 }

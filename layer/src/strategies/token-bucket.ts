@@ -21,8 +21,12 @@ import {
   type StrategyUnit,
 } from './strategy.ts';
 
-/** Reservation defaults of a cost budget: how long a hold lasts unsettled, how long ids are remembered. */
-export const DEFAULT_RESERVATION = { hold: '5 m', remember: '24 h' } as const;
+/**
+ * Reservation defaults of a cost budget: how long a hold lasts unsettled (it
+ * then stays charged), how long lapsed holds and settled ids are remembered
+ * for a late or repeated settle (lua/lib/holds.lua, also capped in number).
+ */
+export const DEFAULT_RESERVATION = { hold: '5 m', remember: '15 m' } as const;
 
 const schema = v.strictObject({
   ...commonEntries,
@@ -51,7 +55,7 @@ const schema = v.strictObject({
       v.check((a) => a.min <= a.max, 'min must not exceed max'),
     ),
   ),
-  /** As a cost budget: how long a reservation holds its estimate (@default '5 m') and ids are remembered (@default '24 h'). */
+  /** As a cost budget: how long a reservation holds its estimate unsettled (@default '5 m'; then it stays charged) and ids are remembered after (@default '15 m'). */
   reservation: v.optional(
     v.strictObject({
       hold: v.optional(duration(POLICY_BOUNDS.maxPeriodUs)),
