@@ -42,9 +42,10 @@ local function holds_true_up(budget_key, held, actual, interval_us, now)
 end
 
 -- The lowest-scored members of a sorted set to forget now: those scored at
--- or before `stale`, and the oldest past the cap, at most the per-call bound.
+-- or before `stale`, and the oldest past the cap (leaving room for the one
+-- this call may add), at most the per-call bound.
 local function holds_to_forget(key, stale)
-  local excess = redis.call('ZCARD', key) - HOLDS_MAX_IDS
+  local excess = redis.call('ZCARD', key) - HOLDS_MAX_IDS + 1
   if excess > 0 then
     return redis.call('ZRANGEBYSCORE', key, '-inf', '+inf', 'LIMIT', 0, math.min(excess, HOLDS_FORGOTTEN_PER_CALL))
   end

@@ -3,12 +3,15 @@
  * reserving against one budget at once, on both deployments.
  */
 import assert from 'node:assert/strict';
-import { execFile } from 'node:child_process';
+import { execFile, spawn } from 'node:child_process';
+import { once } from 'node:events';
 import { after, describe, it } from 'node:test';
 import { promisify } from 'node:util';
 import {
+  budgetKeys,
   compilePolicies,
   compilePolicy,
+  counterKey,
   createLimiter,
   InvalidCheckError,
   staticPolicies,
@@ -100,6 +103,100 @@ for (const target of targets) {
       const after = await real.settle('llm-budget', tenant, 'probe-unknown', 0);
       assert.ok(after.decided && after.result === 'unknown');
       assert.equal(after.status.remaining, 5000 - actual, 'spent exactly the sum of the actual costs');
+    });
+
+    it('charge a call whose process was killed mid-flight its whole estimate once its hold lapses', async (t) => {
+      // Prepare: the platform's budget shape (1 000 000 µUSD per hour), a hold of 2 s, at pinned time
+      const catalogue = {
+        'llm-budget': {
+          strategy: 'tokenBucket',
+          capacity: 1_000_000,
+          refill: { tokens: 1_000_000, every: '1 h' },
+          timeBudget: '5 s',
+          reservation: { hold: '2 s', remember: '1 m' },
+        },
+      };
+      const tenant = unique('tenant');
+      const startUs = 1_800_000_000_000_000;
+      // Act: a real process reserves 325 790 µUSD, then hangs in its "provider call" and is killed
+      const worker = spawn(process.execPath, [
+        WORKER,
+        JSON.stringify({
+          phase: 'hang',
+          redis: target.settings(),
+          catalogue,
+          tenant,
+          worker: 0,
+          id: 'killed-call',
+          units: 325_790,
+          nowUs: startUs,
+        }),
+      ]);
+      const [line] = (await once(worker.stdout, 'data')) as [Buffer];
+      assert.deepEqual(JSON.parse(line.toString()), { held: true });
+      worker.kill('SIGKILL');
+      const [, signal] = await once(worker, 'exit');
+      assert.equal(signal, 'SIGKILL');
+      // Assess: well past the hold (3 s), the budget is short of the estimate, less what refilled
+      const clock = { nowUs: startUs + 3_000_000 };
+      const limiter = pinnedLimiter({ redis, policies: staticPolicies(compilePolicies(catalogue)) }, clock);
+      const probe = await limiter.settle('llm-budget', tenant, 'probe-unknown', 0);
+      assert.ok(probe.decided && probe.result === 'unknown');
+      const refilled = Math.floor(3_000_000 / 3600); // 1 µUSD per 3600 µs
+      t.diagnostic(`after the kill and the hold's lapse the budget reads ${probe.status.remaining} of 1000000`);
+      assert.equal(probe.status.remaining, 1_000_000 - 325_790 + refilled, 'charged: a crash refunds nothing');
+    });
+
+    it('keep the remembered ids bounded under a flood of calls, and forget them after the retention', async (t) => {
+      // Prepare: a budget no flood exhausts, holds of 1 s remembered 10 s
+      const policy = compilePolicy('llm', {
+        strategy: 'tokenBucket',
+        capacity: 100_000,
+        refill: { tokens: 100_000, every: '1 s' },
+        timeBudget: '5 s',
+        reservation: { hold: '1 s', remember: '10 s' },
+      });
+      const clock = { nowUs: 1_800_000_000_000_000 };
+      const limiter = pinnedLimiter({ redis, policies: { resolve: () => policy } }, clock);
+      const tenant = unique('tenant');
+      const [, holdsKey, amountsKey, settledKey] = budgetKeys(counterKey(policy, tenant));
+      const admin = target.admin();
+      t.after(() => admin.disconnect());
+      const sizes = async () => ({
+        holds: await admin.zcard(holdsKey),
+        amounts: await admin.hlen(amountsKey),
+        settled: await admin.zcard(settledKey),
+      });
+      // Act: 10 500 calls reserved and settled, then 10 500 reserved and never settled (crashed)
+      const FLOOD = 10_500;
+      for (let i = 0; i < FLOOD; i += 500) {
+        await Promise.all(
+          Array.from({ length: 500 }, async (_, j) => {
+            const id = `s${i + j}`;
+            await limiter.reserve('llm', tenant, 1, { id });
+            await limiter.settle('llm', tenant, id, 1);
+          }),
+        );
+      }
+      for (let i = 0; i < FLOOD; i += 500) {
+        await Promise.all(
+          Array.from({ length: 500 }, (_, j) => limiter.reserve('llm', tenant, 1, { id: `c${i + j}` })),
+        );
+      }
+      // Assess: each set at most its cap (10 000) and the hash beside the holds no bigger
+      const flooded = await sizes();
+      t.diagnostic(`after ${FLOOD} settled and ${FLOOD} crashed calls: ${JSON.stringify(flooded)}`);
+      if (target.name === 'single node') {
+        const bytes = await admin.call('MEMORY', 'USAGE', settledKey);
+        t.diagnostic(`the settled set at its cap: ${bytes} bytes`);
+      }
+      assert.ok(flooded.settled <= 10_000 && flooded.settled >= 10_000 - 100, `settled ${flooded.settled}`);
+      assert.ok(flooded.holds <= 10_000 && flooded.holds >= 10_000 - 100, `holds ${flooded.holds}`);
+      assert.equal(flooded.amounts, flooded.holds);
+      // past the hold and the retention, each call forgets at most 100 per set: 101 calls forget them all
+      clock.nowUs += 11_000_001;
+      for (let i = 0; i < 101; i++) await limiter.settle('llm', tenant, 'probe', 0);
+      assert.deepEqual(await sizes(), { holds: 0, amounts: 0, settled: 0 });
     });
   });
 }

@@ -4,17 +4,22 @@
  * argv[2]: JSON { phase, redis, catalogue, tenant, worker, held? }.
  *   reserve: reserves, 4 in flight, until refused 20 times; prints { held: [{ id, units }] }
  *   settle:  settles each hold with an actual cost under, at and over its estimate; prints { actual }
+ *   hang:    reserves `units` under `id` at the pinned time `nowUs`, prints { held }, then waits for
+ *            ever, as a process whose provider call never returns (the test kills it)
  */
 import { compilePolicies, createLimiter, type RedisSettings, staticPolicies } from '../../layer/src/index.ts';
-import { testRedisClient } from './targets.ts';
+import { pinnedLimiter, testRedisClient } from './targets.ts';
 
 const input = JSON.parse(process.argv[2] ?? '{}') as {
-  phase: 'reserve' | 'settle';
+  phase: 'reserve' | 'settle' | 'hang';
   redis: RedisSettings;
   catalogue: Record<string, unknown>;
   tenant: string;
   worker: number;
   held?: { id: string; units: number }[];
+  id?: string;
+  units?: number;
+  nowUs?: number;
 };
 const redis = testRedisClient(input.redis);
 const limiter = createLimiter({ redis, policies: staticPolicies(compilePolicies(input.catalogue)) });
@@ -50,6 +55,17 @@ async function settleAll(held: { id: string; units: number }[]): Promise<number>
   return actual;
 }
 
-const result = input.phase === 'reserve' ? { held: await reserveAll() } : { actual: await settleAll(input.held ?? []) };
-process.stdout.write(`${JSON.stringify(result)}\n`);
-redis.disconnect();
+if (input.phase === 'hang') {
+  const pinned = pinnedLimiter(
+    { redis, policies: staticPolicies(compilePolicies(input.catalogue)) },
+    { nowUs: input.nowUs ?? 0 },
+  );
+  const decision = await pinned.reserve('llm-budget', input.tenant, input.units ?? 1, { id: input.id ?? 'hang' });
+  process.stdout.write(`${JSON.stringify({ held: decision.outcome === 'allowed' })}\n`);
+  setInterval(() => undefined, 60_000); // the provider call that never returns
+} else {
+  const result =
+    input.phase === 'reserve' ? { held: await reserveAll() } : { actual: await settleAll(input.held ?? []) };
+  process.stdout.write(`${JSON.stringify(result)}\n`);
+  redis.disconnect();
+}
