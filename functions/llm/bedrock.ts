@@ -6,7 +6,12 @@
  * refusal before any work spent nothing; a server-side or model error, a
  * timeout or an abort after the request was sent may have produced tokens.
  */
-import { BedrockRuntimeClient, ConverseCommand, type ConverseCommandOutput } from '@aws-sdk/client-bedrock-runtime';
+import {
+  BedrockRuntimeClient,
+  type BedrockRuntimeClientConfig,
+  ConverseCommand,
+  type ConverseCommandOutput,
+} from '@aws-sdk/client-bedrock-runtime';
 import { AWS_CLIENT_OPTIONS } from '@platform/rate-limit';
 import type { Usage } from './models.ts';
 import { type Completion, type CompletionRequest, type LlmProvider, ProviderError } from './provider.ts';
@@ -22,8 +27,12 @@ const REFUSED_BEFORE_WORK: ReadonlySet<string> = new Set([
 ]);
 
 /** The client the deployed route uses: the platform's options, but one attempt and a request timeout for a long call. */
-export function bedrockClient(requestTimeoutMs: number): BedrockRuntimeClient {
+export function bedrockClient(
+  requestTimeoutMs: number,
+  overrides: BedrockRuntimeClientConfig = {},
+): BedrockRuntimeClient {
   return new BedrockRuntimeClient({
+    ...overrides,
     ...AWS_CLIENT_OPTIONS,
     maxAttempts: 1,
     requestHandler: { ...AWS_CLIENT_OPTIONS.requestHandler, requestTimeout: requestTimeoutMs },
