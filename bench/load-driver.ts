@@ -71,7 +71,7 @@ const REQUESTS: Record<LoadRoute, Request> = {
     method: 'POST',
     path: '/v1/llm/complete',
     headers: { 'content-type': 'application/json', 'x-api-key': 'demo-partner-key' },
-    body: JSON.stringify({ model: 'fake-small', prompt: 'load', max_tokens: 4 }),
+    body: JSON.stringify({ model: 'nova-lite', prompt: 'load', max_tokens: 4 }),
   },
 };
 

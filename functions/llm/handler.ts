@@ -176,13 +176,14 @@ async function completeWithinBudget(
       : reserved.outcome === 'degraded'
         ? {}
         : budgetHeaders(reserved.binding);
+  const costBody = (charged: number) => ({ reservedMicroUsd: call.estimate, chargedMicroUsd: charged });
   const deadlineMs = remainingMs() - ABORT_MARGIN_MS;
   if (deadlineMs <= 0) {
     const settled = await limiter.settle(BUDGET, tenant, id, 0);
     return {
       response: json(
         504,
-        { error: 'no_time', message: 'No time was left for the call; nothing was charged.' },
+        { error: 'no_time', message: 'No time was left for the call; nothing was charged.', cost: costBody(0) },
         headersOf(settled),
       ),
       stopped: true,
@@ -204,7 +205,8 @@ async function completeWithinBudget(
     // it may still produce (at most max_tokens): charged its estimate, and its slot kept until the lease lapses
     const settled = await limiter.settle(BUDGET, tenant, id, call.estimate);
     const message = `The model did not answer in time; ${call.estimate} µUSD (the estimate) was charged.`;
-    return { response: json(504, { error: 'provider_timeout', message }, headersOf(settled)), stopped: false };
+    const body = { error: 'provider_timeout', message, cost: costBody(call.estimate) };
+    return { response: json(504, body, headersOf(settled)), stopped: false };
   }
   const charged = chargeOf(call, outcome.spent);
   const settled = await limiter.settle(BUDGET, tenant, id, charged);
@@ -213,15 +215,16 @@ async function completeWithinBudget(
     charged === 0
       ? 'nothing was charged'
       : `${charged} µUSD (${outcome.spent.kind === 'usage' ? 'what it produced' : 'the estimate'}) was charged`;
+  const cost = costBody(charged);
   const response = outcome.aborted
-    ? json(504, { error: 'provider_timeout', message: `The model did not answer in time; ${what}.` }, headers)
+    ? json(504, { error: 'provider_timeout', message: `The model did not answer in time; ${what}.`, cost }, headers)
     : outcome.throttled
       ? json(
           503,
-          { error: 'provider_busy', message: `The model provider is busy; ${what}.` },
+          { error: 'provider_busy', message: `The model provider is busy; ${what}.`, cost },
           { ...headers, 'Retry-After': '1' },
         )
-      : json(502, { error: 'provider_failed', message: `The model provider failed; ${what}.` }, headers);
+      : json(502, { error: 'provider_failed', message: `The model provider failed; ${what}.`, cost }, headers);
   return { response, stopped: true };
 }
 

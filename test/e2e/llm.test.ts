@@ -1,13 +1,20 @@
 /**
- * POST /v1/llm/complete through the gateway, over real HTTP: a budget per
- * tenant (the API key's owner) reserved before the call and settled after it.
+ * POST /v1/llm/complete through the gateway, over real HTTP (and, where the
+ * invocation's remaining time matters, its handler called as Lambda would,
+ * with a short remaining time): a budget per tenant (the API key's owner)
+ * reserved before the call and settled after it, and an in-flight limit.
  * This file's budget: 1000 µUSD refilled 500 per second; globex's (the
  * partner key's tenant) refills 1 per hour, so its balance is exact.
+ * Prices (config/llm-models.json): nova-lite 0.06 µUSD per input token, 0.24
+ * per output token; nova-pro 0.80 and 3.20. An estimate counts the prompt's
+ * UTF-8 bytes + 64 template tokens.
  */
 import assert from 'node:assert/strict';
+import { randomUUID } from 'node:crypto';
 import { after, before, describe, it } from 'node:test';
 import { setTimeout as wait } from 'node:timers/promises';
-import { FakeProvider, type LlmProvider } from '../../functions/llm/provider.ts';
+import type { Context } from 'aws-lambda';
+import { FakeProvider, type LlmProvider, ProviderError } from '../../functions/llm/provider.ts';
 import { consumers, type TestPlatform } from '../support/consumers.ts';
 import { call, loopbackAddress } from '../support/http.ts';
 
@@ -36,24 +43,46 @@ const remaining = (header: string | undefined) => Number(/r=(-?\d+)/.exec(header
 
 describe('LLM calls against a cost budget (POST /v1/llm/complete)', () => {
   it('reserves the estimate, settles the actual cost, and answers with the budget headers', async () => {
-    const answer = await complete('demo-partner-key', { model: 'fake-small', prompt: 'a'.repeat(40), max_tokens: 100 });
+    const answer = await complete('demo-partner-key', { model: 'nova-lite', prompt: 'a'.repeat(40), max_tokens: 100 });
     assert.equal(answer.status, 200, answer.body);
-    // 10 prompt tokens × 1 + 100 × 3 reserved; 10 × 1 + 5 completion tokens × 3 spent
-    assert.deepEqual(answer.json().cost, { reservedMicroUsd: 310, actualMicroUsd: 25 });
+    // (40 + 64) × 0.06 + 100 × 0.24 = 30.24 reserved; 40 × 0.06 + 20 output tokens × 0.24 = 7.2 spent
+    assert.deepEqual(answer.json().cost, { reservedMicroUsd: 31, actualMicroUsd: 8 });
+    assert.deepEqual(answer.json().usage, {
+      inputTokens: 40,
+      outputTokens: 20,
+      cacheReadInputTokens: 0,
+      cacheWriteInputTokens: 0,
+    });
     assert.equal(answer.headers['ratelimit-policy'], '"llm-budget";q=1000;w=3600000');
-    assert.equal(remaining(answer.headers.ratelimit), 1000 - 25);
+    assert.equal(remaining(answer.headers.ratelimit), 1000 - 8);
   });
 
-  it('refunds the reservation when the provider fails', async () => {
-    const before = await complete('demo-partner-key', { model: 'fake-small', prompt: 'b'.repeat(40), max_tokens: 100 });
-    const failed = await complete('demo-partner-key', { model: 'fake-small', prompt: '[fail] c', max_tokens: 100 });
+  it('refunds the reservation when the provider refused the call before any work', async () => {
+    const before = await complete('demo-partner-key', { model: 'nova-lite', prompt: 'b'.repeat(40), max_tokens: 100 });
+    const failed = await complete('demo-partner-key', { model: 'nova-lite', prompt: '[fail] c', max_tokens: 100 });
     assert.equal(failed.status, 502);
     assert.equal(failed.json().error, 'provider_failed');
+    assert.equal(failed.json().cost.chargedMicroUsd, 0);
     assert.equal(remaining(failed.headers.ratelimit), remaining(before.headers.ratelimit), 'nothing was charged');
   });
 
+  it('charges a provider failure after tokens were produced what it produced', async () => {
+    const before = await complete('demo-partner-key', { model: 'nova-lite', prompt: 'b'.repeat(40), max_tokens: 100 });
+    const prompt = '[fail-after:50] x'; // 17 bytes; 50 output tokens produced, then the provider failed
+    const failed = await complete('demo-partner-key', { model: 'nova-lite', prompt, max_tokens: 100 });
+    assert.equal(failed.status, 502, failed.body);
+    // 17 × 0.06 + 50 × 0.24 = 13.02 µUSD, rounded up
+    assert.deepEqual(failed.json().cost, { reservedMicroUsd: 29, chargedMicroUsd: 14 });
+    assert.equal(
+      remaining(failed.headers.ratelimit),
+      remaining(before.headers.ratelimit) - 14,
+      'charged, not refunded',
+    );
+  });
+
   it('refuses a call the budget cannot cover with 429, and waiting its Retry-After admits it', async () => {
-    const request = { model: 'fake-small', prompt: `[long] ${'d'.repeat(33)}`, max_tokens: 290 };
+    // (40 + 64) × 0.06 + 4096 × 0.24 = 989.28 reserved of 1000: a second cannot fit until ~2 s refilled
+    const request = { model: 'nova-lite', prompt: `[long] ${'d'.repeat(33)}`, max_tokens: 4096 };
     const first = await complete('demo-standard-key', request);
     assert.equal(first.status, 200, first.body);
     const refused = await complete('demo-standard-key', request);
@@ -68,9 +97,11 @@ describe('LLM calls against a cost budget (POST /v1/llm/complete)', () => {
   it('answers 400 with a reason for an unknown model, a bad max_tokens or a call dearer than the whole budget', async () => {
     assert.equal((await complete('demo-partner-key', { model: 'gpt-x', prompt: 'x', max_tokens: 1 })).status, 400);
     const proto = await complete('demo-partner-key', { model: '__proto__', prompt: 'x', max_tokens: 1 });
-    assert.equal(proto.json().message, 'model must be one of fake-small, fake-large', 'no price from Object.prototype');
-    assert.equal((await complete('demo-partner-key', { model: 'fake-small', prompt: 'x', max_tokens: 0 })).status, 400);
-    const dear = await complete('demo-partner-key', { model: 'fake-large', prompt: 'x', max_tokens: 4000 });
+    assert.equal(proto.json().message, 'model must be one of nova-lite, nova-pro', 'no price from Object.prototype');
+    assert.equal((await complete('demo-partner-key', { model: 'nova-lite', prompt: 'x', max_tokens: 0 })).status, 400);
+    const tooMany = await complete('demo-partner-key', { model: 'nova-lite', prompt: 'x', max_tokens: 4097 });
+    assert.equal(tooMany.json().message, 'max_tokens must be a whole number from 1 to 4096');
+    const dear = await complete('demo-partner-key', { model: 'nova-pro', prompt: 'x', max_tokens: 4000 });
     assert.equal(dear.status, 400);
     assert.equal(dear.json().error, 'over_budget_capacity');
     assert.equal((await complete('nobody', { model: 'fake-small', prompt: 'x', max_tokens: 1 })).status, 401);
@@ -116,7 +147,7 @@ describe('LLM calls against an in-flight limit beside the budget (globex: 2 at o
   it('refuses a third call while two run (429 from llm-in-flight), and admits again once they finish', async () => {
     const gate = gatedProvider();
     await useProvider(gate.provider);
-    const small = { model: 'fake-small', prompt: 'e'.repeat(8), max_tokens: 2 };
+    const small = { model: 'nova-lite', prompt: 'e'.repeat(8), max_tokens: 2 };
     const running = await twoHeld(gate, small);
     const third = await complete('demo-partner-key', small);
     assert.equal(third.status, 429, third.body);
@@ -130,7 +161,7 @@ describe('LLM calls against an in-flight limit beside the budget (globex: 2 at o
 
   it('gives the slot back when the budget refuses the call: both limits, or neither', async () => {
     await useProvider(new FakeProvider());
-    const dear = { model: 'fake-small', prompt: 'f'.repeat(8), max_tokens: 330 }; // 1000 µUSD: more than is left
+    const dear = { model: 'nova-lite', prompt: 'f'.repeat(8), max_tokens: 4096 }; // 988 µUSD: more than is left (975)
     for (let i = 0; i < 3; i++) {
       const refused = await complete('demo-partner-key', dear);
       assert.equal(refused.status, 429, refused.body);
@@ -138,9 +169,113 @@ describe('LLM calls against an in-flight limit beside the budget (globex: 2 at o
     }
     const gate = gatedProvider();
     await useProvider(gate.provider);
-    const small = { model: 'fake-small', prompt: 'g'.repeat(8), max_tokens: 2 };
+    const small = { model: 'nova-lite', prompt: 'g'.repeat(8), max_tokens: 2 };
     const running = await twoHeld(gate, small);
     gate.open();
     for (const answer of await Promise.all(running)) assert.equal(answer.status, 200, 'no slot was kept by a refusal');
+  });
+});
+
+describe('LLM calls bounded by the invocation (globex: 2 at once; its handler called with a short remaining time)', () => {
+  const handlerModule = () => import('../../functions/llm/handler.ts');
+  after(async () => (await handlerModule()).useProvider(new FakeProvider()));
+
+  /** One invocation as Lambda makes it: `remainingMs` left before its timeout. */
+  async function invoke(body: unknown, remainingMs: number) {
+    const { handler } = await handlerModule();
+    const deadline = Date.now() + remainingMs;
+    const event = {
+      resource: '/v1/llm/complete',
+      path: '/v1/llm/complete',
+      httpMethod: 'POST',
+      headers: { 'x-api-key': 'demo-partner-key', 'content-type': 'application/json' },
+      multiValueHeaders: {},
+      queryStringParameters: null,
+      multiValueQueryStringParameters: null,
+      pathParameters: null,
+      stageVariables: null,
+      body: JSON.stringify(body),
+      isBase64Encoded: false,
+      requestContext: { requestId: randomUUID(), identity: { sourceIp: loopbackAddress() }, stage: 'local' },
+    };
+    const context = {
+      functionName: 'llm',
+      awsRequestId: randomUUID(),
+      getRemainingTimeInMillis: () => Math.max(0, deadline - Date.now()),
+    } as unknown as Context;
+    const answer = (await (handler as unknown as (e: unknown, c: Context) => Promise<unknown>)(event, context)) as {
+      statusCode: number;
+      headers: Record<string, string>;
+      body: string;
+    };
+    return { ...answer, json: () => JSON.parse(answer.body) };
+  }
+
+  it('aborts a call outliving the invocation, charges its estimate, and never runs more than 2 at once', async (t) => {
+    const { ABORT_MARGIN_MS, useProvider } = await handlerModule();
+    // Prepare: a provider that honours the abort, taking 50 ms to stop, and counts the calls really running
+    const state = { running: 0, most: 0, ran: 0, abortedBeforeStop: 0 };
+    useProvider({
+      async complete(request) {
+        state.running++;
+        state.ran++;
+        state.most = Math.max(state.most, state.running);
+        await new Promise((resolve) => request.signal.addEventListener('abort', resolve, { once: true }));
+        await wait(50); // stopping takes a while: the slot must stay taken meanwhile
+        state.abortedBeforeStop++;
+        state.running--;
+        throw new ProviderError('aborted', { kind: 'unknown' });
+      },
+    });
+    const request = { model: 'nova-lite', prompt: 'h'.repeat(8), max_tokens: 2 }; // 72 × 0.06 + 2 × 0.24 = 4.8 → 5
+    // Act: 3 waves of 6 invocations, each wave sent while the last one's calls are stopping
+    const answers: Awaited<ReturnType<typeof invoke>>[] = [];
+    const waves: Promise<void>[] = [];
+    for (let wave = 0; wave < 3; wave++) {
+      waves.push(
+        Promise.all(Array.from({ length: 6 }, () => invoke(request, ABORT_MARGIN_MS + 200))).then((a) => {
+          answers.push(...a);
+        }),
+      );
+      await wait(230); // about when the previous wave's calls are aborted and stopping
+    }
+    await Promise.all(waves);
+    // Assess
+    const statuses = answers.map((a) => a.statusCode);
+    t.diagnostic(`statuses ${JSON.stringify(statuses)}; ${state.ran} calls ran, at most ${state.most} at once`);
+    assert.ok(state.most <= 2, `${state.most} provider calls ran at once for a tenant allowed 2`);
+    assert.ok(state.ran >= 2, 'calls ran');
+    const timedOut = answers.filter((a) => a.statusCode === 504);
+    assert.equal(timedOut.length, state.ran, 'every call that ran was aborted and answered 504');
+    for (const a of timedOut) assert.deepEqual(a.json().cost, { reservedMicroUsd: 5, chargedMicroUsd: 5 });
+    for (const a of answers.filter((x) => x.statusCode !== 504)) {
+      assert.equal(a.statusCode, 429);
+      assert.equal(a.json().policy, 'llm-in-flight');
+    }
+    assert.equal(state.running, 0);
+  });
+
+  it('keeps the slot of a call that does not stop at its abort: the tenant still runs at most 2', async () => {
+    const { ABORT_MARGIN_MS, useProvider } = await handlerModule();
+    // Prepare: a provider that ignores the abort and never returns (the last test of this file: its slots stay taken)
+    let started = 0;
+    useProvider({
+      complete() {
+        started++;
+        return new Promise(() => undefined);
+      },
+    });
+    const request = { model: 'nova-lite', prompt: 'i'.repeat(8), max_tokens: 2 };
+    // Act: two invocations run out of time
+    const stuck = await Promise.all([invoke(request, ABORT_MARGIN_MS + 100), invoke(request, ABORT_MARGIN_MS + 100)]);
+    // Assess: answered 504 and charged the estimate, but their calls may still run, so their slots are kept
+    for (const a of stuck) {
+      assert.equal(a.statusCode, 504, a.body);
+      assert.equal(a.json().cost.chargedMicroUsd, 5);
+    }
+    const third = await invoke(request, 10_000);
+    assert.equal(third.statusCode, 429, third.body);
+    assert.equal(third.json().policy, 'llm-in-flight');
+    assert.equal(started, 2, 'the third call never reached the provider');
   });
 });

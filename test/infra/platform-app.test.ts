@@ -549,7 +549,7 @@ async function limiterMetricsEmittedByEveryConsumer(): Promise<Map<string, Set<s
     await send('/v1/llm/complete', {
       method: 'POST',
       headers: { 'x-api-key': 'demo-partner-key' },
-      body: JSON.stringify({ model: 'fake-small', prompt: 'hello', max_tokens: 10 }),
+      body: JSON.stringify({ model: 'nova-lite', prompt: 'hello', max_tokens: 10 }),
     });
     const slack = JSON.stringify({
       type: 'event_callback',
