@@ -62,7 +62,7 @@ describe('LLM calls against a cost budget (POST /v1/llm/complete)', () => {
     const failed = await complete('demo-partner-key', { model: 'nova-lite', prompt: '[fail] c', max_tokens: 100 });
     assert.equal(failed.status, 502);
     assert.equal(failed.json().error, 'provider_failed');
-    assert.equal(failed.json().cost.chargedMicroUsd, 0);
+    assert.deepEqual(failed.json().cost, { reservedMicroUsd: 29, chargedMicroUsd: 0 }); // (8 + 64) × 0.06 + 100 × 0.24
     assert.equal(remaining(failed.headers.ratelimit), remaining(before.headers.ratelimit), 'nothing was charged');
   });
 
