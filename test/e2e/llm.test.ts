@@ -104,7 +104,7 @@ describe('LLM calls against a cost budget (POST /v1/llm/complete)', () => {
     const dear = await complete('demo-partner-key', { model: 'nova-pro', prompt: 'x', max_tokens: 4000 });
     assert.equal(dear.status, 400);
     assert.equal(dear.json().error, 'over_budget_capacity');
-    assert.equal((await complete('nobody', { model: 'fake-small', prompt: 'x', max_tokens: 1 })).status, 401);
+    assert.equal((await complete('nobody', { model: 'nova-lite', prompt: 'x', max_tokens: 1 })).status, 401);
   });
 });
 
