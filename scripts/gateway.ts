@@ -23,7 +23,7 @@ import { PLATFORM_MADE, type Platform } from '../functions/shared/platform.ts';
  * functions/shared/platform.ts made it (each bundle has its own): closed with
  * the last gateway. The registry lives here, not in the functions.
  */
-/** The timeout the local gateway gives every route, as the CDK app does (its remaining-time signal counts down from it). */
+/** The timeout the local gateway gives a route naming none (`timeoutSeconds`), as the CDK app does (its remaining-time signal counts down from it). */
 const LOCAL_TIMEOUT_MS = 10_000;
 
 const platforms = new Set<Platform>();
@@ -276,8 +276,8 @@ export async function startGateway(options: GatewayOptions = {}): Promise<Gatewa
         return answer(response, 400, { message: 'Bad Request' }); // a malformed %-escape
       }
       const event = restEvent(request, entry.route, url, params, body);
-      // as Lambda gives it: the remaining-time signal counts down from the function's timeout (10 s, infra)
-      const deadline = Date.now() + LOCAL_TIMEOUT_MS;
+      // as Lambda gives it: the remaining-time signal counts down from the function's timeout (10 s or the route's, infra)
+      const deadline = Date.now() + (entry.route.timeoutSeconds ? entry.route.timeoutSeconds * 1000 : LOCAL_TIMEOUT_MS);
       const context = {
         functionName: entry.route.id,
         awsRequestId: event.requestContext.requestId,

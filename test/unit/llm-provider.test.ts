@@ -149,6 +149,21 @@ describe('Function: readLlmProvider', () => {
     }
     assert.throws(() => readLlmProvider({ LLM_PROVIDER: 'Bedrock' }), InvalidSettingError);
   });
+
+  it('answers any environment with a provider or an InvalidSettingError, never anything else', () => {
+    const value = fc.option(fc.oneof(fc.constantFrom('bedrock', 'local', ''), fc.string()), { nil: undefined });
+    fc.assert(
+      fc.property(value, value, (provider, lambda) => {
+        try {
+          const kind = readLlmProvider({ LLM_PROVIDER: provider, AWS_LAMBDA_FUNCTION_NAME: lambda });
+          assert.ok(kind === 'bedrock' || kind === 'local');
+          if (lambda) assert.equal(kind, 'bedrock', 'in Lambda only Bedrock');
+        } catch (error) {
+          assert.ok(error instanceof InvalidSettingError, String(error));
+        }
+      }),
+    );
+  });
 });
 
 describe('Function: reservationOf', () => {
