@@ -26,7 +26,7 @@ if redis.call('ZSCORE', settled_key, id) then
 else
   local held = tonumber(redis.call('HGET', amounts_key, id))
   if held then
-    outcome = tonumber(redis.call('ZSCORE', holds_key, id)) > now and 1 or 2
+    outcome = (tonumber(redis.call('ZSCORE', holds_key, id)) or now) > now and 1 or 2
     holds_true_up(budget_key, held, actual, interval_us, now)
     redis.call('ZREM', holds_key, id)
     redis.call('HDEL', amounts_key, id)
