@@ -74,6 +74,6 @@ describe('Login (POST /auth/login)', () => {
     const answer = await call(platform.base, { method: 'POST', path: '/auth/login', from, body: big });
     assert.equal(answer.status, 400);
     assert.equal(answer.json().message, 'the body is larger than 8 KiB');
-    assert.equal(answer.headers.ratelimit, '"login-ip";r=19;t=900');
+    assert.equal(answer.headers.ratelimit, '"login-ip";r=19;t=900, "login-ip48";r=199;t=900');
   });
 });
