@@ -119,22 +119,31 @@ export class CognitoCredentialStore implements CredentialStore {
   async #ask(username: string, password: string): Promise<Verification> {
     const { userPoolId, clientId, callTimeoutMs, retryAfterMs } = this.#options;
     const [{ AdminInitiateAuthCommand }, client] = await Promise.all([this.#sdk, this.#client]);
+    const abort = new AbortController();
+    let timer: NodeJS.Timeout | undefined;
+    // the signal cancels the HTTP request; the race bounds the call whatever the client does with it
+    const timedOut = new Promise<never>((_resolve, reject) => {
+      timer = setTimeout(() => {
+        abort.abort();
+        reject(Object.assign(new Error(`no answer within ${callTimeoutMs} ms`), { name: 'TimeoutError' }));
+      }, callTimeoutMs);
+    });
     try {
-      const output = await client.send(
-        new AdminInitiateAuthCommand({
-          UserPoolId: userPoolId,
-          ClientId: clientId,
-          AuthFlow: 'ADMIN_USER_PASSWORD_AUTH',
-          AuthParameters: { USERNAME: username, PASSWORD: password },
-        }),
-        { abortSignal: AbortSignal.timeout(callTimeoutMs) },
-      );
+      const command = new AdminInitiateAuthCommand({
+        UserPoolId: userPoolId,
+        ClientId: clientId,
+        AuthFlow: 'ADMIN_USER_PASSWORD_AUTH',
+        AuthParameters: { USERNAME: username, PASSWORD: password },
+      });
+      const output = await Promise.race([client.send(command, { abortSignal: abort.signal }), timedOut]);
       return verificationOfOutput(output);
     } catch (error) {
       const verification = verificationOfError(error, retryAfterMs);
       if (verification) return verification;
       // AccessDenied, a wrong pool or client id: the deployment's fault, answered 500 and alarmed
       throw new Error(`Cognito AdminInitiateAuth failed: ${(error as Error)?.name ?? 'unknown error'}`);
+    } finally {
+      clearTimeout(timer);
     }
   }
 }
