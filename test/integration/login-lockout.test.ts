@@ -45,6 +45,8 @@ const clock: TestClock = { nowUs: 1_900_000_000 * S };
 const store = new CountingStore();
 type Handler = (event: unknown, context: unknown) => Promise<APIGatewayProxyResult>;
 let handler: Handler;
+let loginModule: typeof import('../../functions/login/handler.ts');
+const rejecting: CredentialStore = { verify: async () => ({ outcome: 'rejected' }) };
 
 before(async () => {
   process.env.POWERTOOLS_METRICS_DISABLED = 'true';
@@ -62,9 +64,9 @@ before(async () => {
   await policies.refresh();
   const limiter = pinnedLimiter({ redis, policies }, clock);
   usePlatform(createPlatform({ redis, policies, limiter }));
-  const module = await import('../../functions/login/handler.ts');
-  module.useCredentials(store);
-  handler = module.handler as unknown as Handler;
+  loginModule = await import('../../functions/login/handler.ts');
+  loginModule.useCredentials(store);
+  handler = loginModule.handler as unknown as Handler;
 });
 after(() => {
   usePlatform(undefined);
@@ -296,5 +298,70 @@ describe('Login: attempts are counted before they are verified', () => {
     assert.equal((await attempt(owner, ALICE)).status, 429, 'a second before its Retry-After: still refused');
     clock.nowUs += 1_000_000;
     assert.equal((await attempt(owner, ALICE)).status, 200, 'and admitted once it has passed');
+  });
+});
+
+describe('Login: the IPv6 /48 window beside the /64 one', () => {
+  it('one /48 gets 200 attempts per 15 minutes over all its /64s (20 each), another /48 is untouched; IPv4-mapped is IPv4', async (t) => {
+    freshWindow();
+    loginModule.useCredentials(rejecting); // the windows are the subject: no scrypt for 230 wrong passwords
+    t.after(() => loginModule.useCredentials(store));
+    const statuses: number[] = [];
+    let refusal: Attempt | undefined;
+    for (let i = 0; i < 210; i++) {
+      // a new /64 every 10 attempts: the /64 window (20) never binds
+      const from = `2001:db8:48:${Math.floor(i / 10).toString(16)}::${(i % 10) + 1}`;
+      const answer = await attempt(from, { email: `u${i}@example.com`, password: 'wrong' });
+      statuses.push(answer.status);
+      if (answer.status === 429) refusal ??= answer;
+    }
+    assert.equal(statuses.filter((s) => s === 401).length, 200);
+    assert.equal(statuses.filter((s) => s === 429).length, 10);
+    assert.equal(refusal?.policy, 'login-ip48');
+    assert.ok((refusal?.retryAfterS ?? 0) > 0);
+    assert.equal((await attempt('2001:db8:49::1', { email: 'v@example.com', password: 'wrong' })).status, 401);
+    clock.nowUs += 15 * 60 * S;
+    assert.equal((await attempt('2001:db8:48:ff::1', { email: 'v@example.com', password: 'wrong' })).status, 401);
+
+    const v4 = '192.0.2.77';
+    for (let i = 0; i < 20; i++) {
+      const from = [v4, `::ffff:${v4}`, '::ffff:c000:24d'][i % 3] as string;
+      assert.equal((await attempt(from, { email: `m${i}@example.com`, password: 'wrong' })).status, 401);
+    }
+    const mapped = await attempt('0:0:0:0:0:ffff:c000:24d', { email: 'm@example.com', password: 'wrong' });
+    assert.equal(mapped.status, 429, 'every form of one IPv4 address shares its window');
+    assert.equal(mapped.policy, 'login-ip');
+  });
+});
+
+describe('Login: what the user directory answered', () => {
+  const answering = (verification: Verification): CredentialStore => ({ verify: async () => verification });
+  const module = { useCredentials: (s: CredentialStore) => loginModule.useCredentials(s) };
+  after(() => module.useCredentials(store));
+
+  it('200 with the tokens and a device cookie; 403 for a challenge; 503 with a short Retry-After when it cannot answer', async () => {
+    freshWindow();
+    const tokens = { IdToken: 'id', AccessToken: 'access', RefreshToken: 'refresh', ExpiresIn: 3600 };
+    module.useCredentials(answering({ outcome: 'accepted', tokens }));
+    const ok = await attempt('198.51.100.60', ALICE);
+    assert.equal(ok.status, 200);
+    assert.deepEqual(JSON.parse(ok.body), { authenticated: true, email: ALICE.email, ...tokens });
+    assert.ok(ok.cookie);
+
+    module.useCredentials(answering({ outcome: 'challenge', challenge: 'NEW_PASSWORD_REQUIRED' }));
+    const challenge = await attempt('198.51.100.61', ALICE);
+    assert.equal(challenge.status, 403);
+    assert.equal(JSON.parse(challenge.body).challenge, 'NEW_PASSWORD_REQUIRED');
+    assert.equal(challenge.cookie, undefined);
+
+    module.useCredentials(answering({ outcome: 'unavailable', retryAfterMs: 1000 }));
+    const statuses: number[] = [];
+    for (let i = 0; i < 5; i++) {
+      const answer = await attempt('198.51.100.62', ALICE);
+      statuses.push(answer.status);
+      if (answer.status === 503) assert.equal(answer.retryAfterS, 1);
+    }
+    // the outage's attempts stay counted: 4 answered 503, then the account waits (no refund to whoever caused it)
+    assert.deepEqual(statuses, [503, 503, 503, 503, 429]);
   });
 });
