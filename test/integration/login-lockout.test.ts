@@ -41,6 +41,21 @@ class CountingStore implements CredentialStore {
 
 const target = targets.find((t) => t.name === 'cluster') ?? (targets[0] as (typeof targets)[number]);
 const redis = target.client();
+/** Commands the limiter sends (each its own round trip): scripts and the DEL of a clear. */
+const sent = { commands: 0 };
+const counting = new Proxy(redis, {
+  get(client, property) {
+    const value = Reflect.get(client, property, client);
+    if (typeof value !== 'function') return value;
+    if (property === 'evalsha' || property === 'eval' || property === 'del') {
+      return (...args: unknown[]) => {
+        sent.commands++;
+        return (value as (...a: unknown[]) => unknown).apply(client, args);
+      };
+    }
+    return value.bind(client);
+  },
+});
 const clock: TestClock = { nowUs: 1_900_000_000 * S };
 const store = new CountingStore();
 type Handler = (event: unknown, context: unknown) => Promise<APIGatewayProxyResult>;
@@ -62,7 +77,7 @@ before(async () => {
     },
   });
   await policies.refresh();
-  const limiter = pinnedLimiter({ redis, policies }, clock);
+  const limiter = pinnedLimiter({ redis: counting, policies }, clock);
   usePlatform(createPlatform({ redis, policies, limiter }));
   loginModule = await import('../../functions/login/handler.ts');
   loginModule.useCredentials(store);
@@ -298,6 +313,29 @@ describe('Login: attempts are counted before they are verified', () => {
     assert.equal((await attempt(owner, ALICE)).status, 429, 'a second before its Retry-After: still refused');
     clock.nowUs += 1_000_000;
     assert.equal((await attempt(owner, ALICE)).status, 200, 'and admitted once it has passed');
+  });
+});
+
+describe('Login: Redis round trips per attempt', () => {
+  it('2 for a refused or failed attempt, 3 for a success (its clear), 3 for a revoked cookie', async (t) => {
+    freshWindow();
+    const roundTrips = async (run: () => Promise<Attempt>, expected: number) => {
+      const before = sent.commands;
+      const answer = await run();
+      assert.equal(sent.commands - before, expected, answer.body);
+      return answer;
+    };
+    await attempt('198.51.100.80', ALICE); // scripts loaded (a NOSCRIPT retry is not a round trip of the design)
+    await roundTrips(() => attempt('198.51.100.80', { ...ALICE, password: 'wrong' }), 2);
+    const ok = await roundTrips(() => attempt('198.51.100.80', ALICE), 3);
+    await roundTrips(() => attempt('198.51.100.80', { ...ALICE, password: 'wrong' }, ok.cookie), 2);
+    await roundTrips(() => attempt('198.51.100.80', ALICE, ok.cookie), 3);
+    loginModule.useCredentials(rejecting);
+    t.after(() => loginModule.useCredentials(store));
+    for (let i = 0; i < 10; i++) await attempt(`198.51.100.${90 + i}`, ALICE, ok.cookie); // revokes it
+    const revoked = await roundTrips(() => attempt('198.51.100.81', ALICE, ok.cookie), 3);
+    assert.equal(revoked.status, 401, 'untrusted now: the account backoff admitted and counted it');
+    console.log('# round trips per login attempt: failure 2, success 3, revoked cookie 3');
   });
 });
 
