@@ -4,6 +4,7 @@
  */
 import assert from 'node:assert/strict';
 import { after, describe, it } from 'node:test';
+import fc from 'fast-check';
 import { pinnedLimiter, policies, targets, unique } from '../support/targets.ts';
 
 // A generous budget: these tests assert the backoff, not the deadline (failure-modes.test.ts does), and a
@@ -107,6 +108,34 @@ for (const target of targets) {
       }
       assert.deepEqual(waitsCounted, waitsRecorded);
       assert.ok(waitsCounted.length > 0);
+    });
+
+    it('countAttempts: any sequence of attempts, failed or not, is decided as recording after the check decides it', async () => {
+      const step = fc.record({
+        advanceMs: fc.oneof(fc.constant(0), fc.integer({ min: 1, max: 20_000 })),
+        succeeds: fc.boolean(),
+      });
+      await fc.assert(
+        fc.asyncProperty(fc.array(step, { minLength: 1, maxLength: 25 }), async (steps) => {
+          const { clock, limiter } = login();
+          const [counted, recorded] = [unique('acct-c'), unique('acct-r')];
+          for (const { advanceMs, succeeds } of steps) {
+            clock.nowUs += advanceMs * 1000;
+            const c = await limiter.check({ policy: 'login-counted', key: counted });
+            const r = await limiter.check({ policy: 'login-account', key: recorded });
+            assert.equal(c.outcome, r.outcome);
+            if (c.outcome === 'limited' && r.outcome === 'limited') assert.equal(c.retryAfterMs, r.retryAfterMs);
+            if (r.outcome !== 'allowed') continue;
+            if (succeeds) {
+              await limiter.clearFailures('login-counted', counted);
+              await limiter.clearFailures('login-account', recorded);
+            } else {
+              await limiter.recordFailure('login-account', recorded);
+            }
+          }
+        }),
+        { numRuns: 25 },
+      );
     });
 
     it('a peek never counts an attempt', async () => {
