@@ -73,8 +73,8 @@ const [[ACCOUNT], [DEVICE]] = route.inHandler;
 const WRONG = { error: 'invalid_credentials', message: 'Wrong email or password.' } as const;
 
 /** How long a device cookie is good for: the device backoff's memory, so a revocation outlives the cookie. */
-function deviceLifetimeS(deviceKey: string): number {
-  const policy = platform().limiter.policyFor(DEVICE, deviceKey);
+function deviceLifetimeS(): number {
+  const policy = platform().limiter.policyFor(DEVICE, '-'); // the policy as configured, not a key's override
   return policy.strategy === 'failureBackoff' ? Math.floor(policy.memoryUs / 1e6) : 0;
 }
 
@@ -109,7 +109,7 @@ export const handler = routeHandler(route, async (event) => {
   const cookie = deviceCookieOf(header(event, 'cookie'));
   // a cookie's lifetime is its policy's memory: read for any well-formed cookie, account known or not
   const device =
-    cookie === undefined ? undefined : verifyDeviceCookie(cookie, cookieKey, email, nowS, deviceLifetimeS('-'));
+    cookie === undefined ? undefined : verifyDeviceCookie(cookie, cookieKey, email, nowS, deviceLifetimeS());
   const { verdict, policy, key } = await admit(accountKey, device?.key);
   if (!verdict.proceed) throw rateLimitRefusal(verdict);
 
@@ -140,7 +140,7 @@ export const handler = routeHandler(route, async (event) => {
       return json(
         200,
         { authenticated: true, email, ...tokens },
-        { 'Set-Cookie': deviceCookieHeader(value, deviceLifetimeS('-')), 'Cache-Control': 'no-store' },
+        { 'Set-Cookie': deviceCookieHeader(value, deviceLifetimeS()), 'Cache-Control': 'no-store' },
       );
     }
   }
