@@ -19,6 +19,8 @@ import type { SecretName } from '../config/secrets.ts';
 export type KeySource =
   /** The client IP API Gateway saw (IPv6 by its /64), never X-Forwarded-For. */
   | { readonly from: 'clientIp' }
+  /** The client IP by its IPv6 /48 (an IPv4 address as it is). */
+  | { readonly from: 'clientIp48' }
   /** An API key header, hashed (SHA-256, 128 bits). */
   | { readonly from: 'apiKey'; readonly header: string }
   /** A path parameter, as API Gateway names it (`{bot}`). */

@@ -1,5 +1,6 @@
 -- record_failure: counts one failed attempt for a failure-backoff key, after
--- the handler has run (e.g. a wrong password).
+-- the handler has run (e.g. a wrong password). Not for a policy with
+-- countAttempts: its check counted the attempt already (lib/failure_backoff).
 -- fragments: lib/failure_backoff
 -- Reply: the wait in µs the next attempt will face (integer).
 -- Complexity: O(1) time and memory. The first write is HSET (deny-OOM).

@@ -32,6 +32,7 @@ const strategyOf = (p: CompiledPolicy) =>
 
 const KEY_SOURCE: Record<KeySource['from'], (source: KeySource) => string> = {
   clientIp: () => 'client IP',
+  clientIp48: () => 'client IP /48',
   apiKey: (s) => `hash of the ${(s as { header: string }).header} header`,
   pathParameter: (s) => `the path's {${(s as { name: string }).name}}`,
 };

@@ -2,14 +2,39 @@ import { scrypt, timingSafeEqual } from 'node:crypto';
 import { readFile } from 'node:fs/promises';
 import { promisify } from 'node:util';
 
+/** The tokens a user directory answers a login with, named as Cognito's AuthenticationResult names them. */
+export interface LoginTokens {
+  readonly IdToken: string;
+  readonly AccessToken: string;
+  readonly RefreshToken?: string;
+  /** Seconds the access token is valid. */
+  readonly ExpiresIn: number;
+}
+
 /**
- * Checks a password. The platform's user directory lives outside this
- * project: in AWS, implement this interface against it (the integration
- * point); locally, `FileCredentialStore` reads seeded demo users.
- * `verify` must take the same time whether or not the account exists.
+ * What a user directory answered:
+ * - `accepted`: the password is right (`tokens` when the directory issues any);
+ * - `rejected`: wrong email or password, or an account that cannot log in
+ *   (unknown, unconfirmed, reset required): one answer, so none is revealed;
+ * - `challenge`: the password is right but the directory asks for a further
+ *   step this route does not offer (a new password, MFA);
+ * - `unavailable`: the directory could not answer (throttled, unreachable,
+ *   timed out): try again after `retryAfterMs`.
+ */
+export type Verification =
+  | { readonly outcome: 'accepted'; readonly tokens?: LoginTokens }
+  | { readonly outcome: 'rejected' }
+  | { readonly outcome: 'challenge'; readonly challenge: string }
+  | { readonly outcome: 'unavailable'; readonly retryAfterMs: number };
+
+/**
+ * Checks a password. In AWS: `CognitoCredentialStore` (cognito.ts); locally,
+ * `FileCredentialStore` reads seeded demo users. `verify` must take the same
+ * time whether or not the account exists, and never throws for what the
+ * directory answered.
  */
 export interface CredentialStore {
-  verify(normalisedEmail: string, password: string): Promise<boolean>;
+  verify(normalisedEmail: string, password: string): Promise<Verification>;
 }
 
 const derive = promisify(scrypt) as (
@@ -59,7 +84,7 @@ export class FileCredentialStore implements CredentialStore {
     this.#file = file;
   }
 
-  async verify(normalisedEmail: string, password: string): Promise<boolean> {
+  async verify(normalisedEmail: string, password: string): Promise<Verification> {
     this.#users ??= readFile(this.#file, 'utf8').then((text) => {
       const entries = Object.entries(JSON.parse(text) as Record<string, string>);
       return new Map(entries.flatMap(([email, hash]) => (parseHash(hash) ? [[email, parseHash(hash) as Hash]] : [])));
@@ -72,6 +97,6 @@ export class FileCredentialStore implements CredentialStore {
       p: hash.p,
       maxmem: 64 * 1024 * 1024,
     });
-    return timingSafeEqual(key, hash.key) && known !== undefined;
+    return timingSafeEqual(key, hash.key) && known !== undefined ? { outcome: 'accepted' } : { outcome: 'rejected' };
   }
 }

@@ -1,31 +1,53 @@
 /**
- * POST /auth/login — docs/design.md, "The limits" (Auth — login), fail-closed.
+ * POST /auth/login — docs/design.md, "The limits" (Auth — login), fail-closed;
+ * docs/consumers.md, "Login", says what an attacker can and cannot do.
  *
- * 1. Before anything is parsed: the exact sliding window per client IP
- *    (`login-ip`, the route's middleware), counted for every attempt,
- *    malformed ones included.
- * 2. Per account: the failure backoff `login-account`, keyed by the peppered
- *    hash of the normalised email. A wrong password records a failure after
- *    the check; a success clears them. While an account is in backoff: 429.
+ * 1. Before anything is parsed: the exact sliding windows per client IP
+ *    (`login-ip`, per IPv4 address or IPv6 /64) and per IPv6 /48
+ *    (`login-ip48`), one check (the route's middleware), counted for every
+ *    attempt, malformed ones included.
+ * 2. A trusted attempt (a valid device cookie for this account, see
+ *    device-cookie.ts) is limited by that device's own backoff
+ *    (`login-device`: 10 failures revoke it); any other attempt by the
+ *    account-wide backoff `login-account`, keyed by the peppered hash of the
+ *    normalised email. Both count the attempt as a failure in the check that
+ *    reads the wait (`countAttempts`), before the password is verified, so
+ *    concurrent guesses queue; a success clears it, a failure leaves it. A
+ *    revoked device's attempt is an untrusted one.
  * 3. No account enumeration: unknown and known accounts get byte-identical
- *    answers in every state, and the same work (scrypt against a dummy hash).
+ *    answers in every state, and the same work (scrypt against a dummy hash,
+ *    or Cognito with PreventUserExistenceErrors and an answer floor; one HMAC
+ *    per presented cookie whatever the account).
  */
-import { enforce, MisconfiguredCheckError, misconfiguredVerdict } from '@platform/rate-limit';
-import { hashEmail, normaliseEmail, rateLimitRefusal } from '@platform/rate-limit/middleware';
+import { enforce, MisconfiguredCheckError, misconfiguredVerdict, type Verdict } from '@platform/rate-limit';
+import { hashEmail, header, normaliseEmail, rateLimitRefusal } from '@platform/rate-limit/middleware';
 import * as v from 'valibot';
 import { httpError, json, parseBody, type RestEvent, rawBody, routeHandler } from '../shared/http.ts';
 import { platform } from '../shared/platform.ts';
-import { readConsumerSettings } from '../shared/settings.ts';
+import { readLoginSettings } from '../shared/settings.ts';
+import { CognitoCredentialStore } from './cognito.ts';
 import { type CredentialStore, FileCredentialStore } from './credentials.ts';
+import { deviceCookieHeader, deviceCookieOf, issueDeviceCookie, verifyDeviceCookie } from './device-cookie.ts';
 import { route } from './route.ts';
 
 const MAX_BODY_BYTES = 8 * 1024;
 
+/** Where passwords are verified, chosen at cold start (an InvalidSettingError there in Lambda without a pool). */
+const directory = readLoginSettings();
+
 let credentials: CredentialStore | undefined;
 
-/** Replaces the credential store (the user directory in AWS; tests). */
-export function useCredentials(store: CredentialStore): void {
+/** Replaces the credential store (tests). */
+export function useCredentials(store: CredentialStore | undefined): void {
   credentials = store;
+}
+
+function credentialStore(): CredentialStore {
+  credentials ??=
+    directory.kind === 'cognito'
+      ? new CognitoCredentialStore({ userPoolId: directory.userPoolId, clientId: directory.clientId })
+      : new FileCredentialStore(directory.file);
+  return credentials;
 }
 
 const Credentials = v.object({
@@ -45,30 +67,81 @@ function parse(event: RestEvent): { email: string; password: string } {
   return { email: normaliseEmail(email), password };
 }
 
-/** The per-account backoff, as the route declares it. */
-const [[ACCOUNT]] = route.inHandler;
+/** The per-account backoff (untrusted attempts) and the per-device one (trusted), as the route declares them. */
+const [[ACCOUNT], [DEVICE]] = route.inHandler;
+
+const WRONG = { error: 'invalid_credentials', message: 'Wrong email or password.' } as const;
+
+/** How long a device cookie is good for: the device backoff's memory, so a revocation outlives the cookie. */
+function deviceLifetimeS(): number {
+  const policy = platform().limiter.policyFor(DEVICE, '-'); // the policy as configured, not a key's override
+  return policy.strategy === 'failureBackoff' ? Math.floor(policy.memoryUs / 1e6) : 0;
+}
+
+/** The check that decides this attempt: the device's own when its cookie holds and is not revoked, else the account's. */
+async function admit(
+  accountKey: string,
+  deviceKey: string | undefined,
+): Promise<{ verdict: Verdict; policy: string; key: string }> {
+  const { limiter, observer } = platform();
+  if (deviceKey !== undefined) {
+    const verdict = await enforce(limiter, [{ policy: DEVICE, key: deviceKey }], { observer });
+    // refused by its backoff: revoked (failed too often), so an untrusted attempt from here on
+    if (verdict.outcome !== 'limited') return { verdict, policy: DEVICE, key: deviceKey };
+  }
+  const verdict = await enforce(limiter, [{ policy: ACCOUNT, key: accountKey }], { observer });
+  return { verdict, policy: ACCOUNT, key: accountKey };
+}
 
 export const handler = routeHandler(route, async (event) => {
   const { limiter, policies, observer } = platform();
   const { email, password } = parse(event);
   const pepper = policies.secret('email-pepper');
-  const request = { policy: ACCOUNT, key: pepper ? hashEmail(email, pepper) : '-' };
-  const verdict = pepper
-    ? await enforce(limiter, [request], { observer })
-    : misconfiguredVerdict(
-        limiter,
-        [request],
-        new MisconfiguredCheckError('no email pepper (secrets/login/email-pepper)'),
-        {
-          observer,
-        },
-      );
-  if (!verdict.proceed) throw rateLimitRefusal(verdict);
-  credentials ??= new FileCredentialStore(readConsumerSettings().usersFile);
-  if (!(await credentials.verify(email, password))) {
-    await limiter.recordFailure(ACCOUNT, request.key);
-    return json(401, { error: 'invalid_credentials', message: 'Wrong email or password.' });
+  const cookieKey = policies.secret('device-cookie-key');
+  if (!pepper || !cookieKey) {
+    const missing = pepper ? 'device-cookie-key' : 'email-pepper';
+    const request = { policy: ACCOUNT, key: '-' };
+    const problem = new MisconfiguredCheckError(`no ${missing} (secrets/login/${missing})`);
+    throw rateLimitRefusal(misconfiguredVerdict(limiter, [request], problem, { observer }));
   }
-  await limiter.clearFailures(ACCOUNT, request.key);
-  return json(200, { authenticated: true, email });
+  const accountKey = hashEmail(email, pepper);
+  const nowS = Math.floor(Date.now() / 1000);
+  const cookie = deviceCookieOf(header(event, 'cookie'));
+  // a cookie's lifetime is its policy's memory: read for any well-formed cookie, account known or not
+  const device =
+    cookie === undefined ? undefined : verifyDeviceCookie(cookie, cookieKey, email, nowS, deviceLifetimeS());
+  const { verdict, policy, key } = await admit(accountKey, device?.key);
+  if (!verdict.proceed) throw rateLimitRefusal(verdict);
+
+  const verification = await credentialStore().verify(email, password);
+  switch (verification.outcome) {
+    case 'rejected':
+      // the attempt was counted as a failure when it was admitted: nothing to write
+      return json(401, WRONG);
+    case 'unavailable':
+      // the pending failure stays: refunding it would let anyone who can make the directory throttle
+      // (a flood of logins) take back their slots; a user retrying through an outage spends a free failure
+      throw httpError(503, 'unavailable', 'The user directory did not answer; try again shortly.', {
+        'Retry-After': String(Math.max(1, Math.ceil(verification.retryAfterMs / 1000))),
+      });
+    case 'challenge':
+      // the password was right: not a guess to hold against the account; but no session and no device cookie
+      await limiter.clearFailures(policy, key);
+      return json(403, {
+        error: 'challenge_required',
+        challenge: verification.challenge,
+        message:
+          'The password is right, but the account must complete another step (such as setting a new password) that this endpoint does not offer.',
+      });
+    case 'accepted': {
+      await limiter.clearFailures(policy, key);
+      const value = issueDeviceCookie(cookieKey, email, nowS);
+      const tokens = verification.tokens ?? {};
+      return json(
+        200,
+        { authenticated: true, email, ...tokens },
+        { 'Set-Cookie': deviceCookieHeader(value, deviceLifetimeS()), 'Cache-Control': 'no-store' },
+      );
+    }
+  }
 });

@@ -6,9 +6,15 @@ export const route = {
   path: '/auth/login',
   handler: 'login/handler.ts',
   rawBody: false,
-  limits: [{ policy: 'login-ip', key: { from: 'clientIp' } }],
+  // one check, one hash slot: the /64 (or IPv4) window and the coarser /48 one
+  limits: [
+    { policy: 'login-ip', key: { from: 'clientIp' } },
+    { policy: 'login-ip48', key: { from: 'clientIp48' } },
+  ],
+  scope: { from: 'clientIp48' },
   uses: [],
-  secrets: ['email-pepper'],
-  inHandler: [['login-account']],
+  secrets: ['email-pepper', 'device-cookie-key'],
+  // an untrusted attempt: the account-wide delay; one with a valid device cookie: that device's own
+  inHandler: [['login-account'], ['login-device']],
   reservedConcurrency: 50,
 } as const satisfies Route;

@@ -3,6 +3,7 @@ import httpErrorHandler from '@middy/http-error-handler';
 import {
   apiKeyHash,
   clientIp,
+  clientIp48,
   type HttpEvent,
   httpError as jsonHttpError,
   type KeyExtractor,
@@ -86,6 +87,8 @@ function keyFrom(source: KeySource): KeyExtractor {
   switch (source.from) {
     case 'clientIp':
       return clientIp;
+    case 'clientIp48':
+      return clientIp48;
     case 'apiKey':
       return apiKeyHash(source.header);
     case 'pathParameter':

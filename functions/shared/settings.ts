@@ -10,6 +10,8 @@ import { InvalidSettingError } from '@platform/rate-limit';
  * | `EVENT_QUEUE_URL`         | SQS queue accepted webhook events go to (AWS)                        | none: the file below         |
  * | `EVENT_SINK_FILE`         | JSON-lines file accepted events go to (local runs)                   | `.local/events.jsonl`        |
  * | `LOGIN_USERS_FILE`        | scrypt hashes of the local demo users                                | `config/local-users.json`    |
+ * | `LOGIN_USER_POOL_ID`      | Cognito user pool login verifies passwords with (with the next; required in Lambda) | none: the users file  |
+ * | `LOGIN_USER_POOL_CLIENT_ID` | its app client (ADMIN_USER_PASSWORD_AUTH, no client secret)        | none: the users file         |
  * | `API_KEYS_PARAMETER_PATH` | SSM path of the API key registry (`<path>/<key hash>` → owner, role) | none: the file below         |
  * | `API_KEYS_FILE`           | the API key registry as a JSON file (local runs)                     | `config/local-api-keys.json` |
  * | `RATE_LIMIT_REFUSAL_LOG`  | JSON-lines file each refusal is also written to (local runs; `npx ratelimit top` reads it) | none (`npm start`: `.local/refusals.jsonl`) |
@@ -75,4 +77,41 @@ export function readLlmProvider(env: Env = process.env): LlmProviderKind {
     throw new InvalidSettingError('LLM_PROVIDER', 'must be "bedrock" or "local"');
   }
   return value ?? 'local';
+}
+
+/** Where login verifies passwords: a Cognito user pool (AWS), or the local users file. */
+export type LoginDirectory =
+  | { readonly kind: 'cognito'; readonly userPoolId: string; readonly clientId: string }
+  | { readonly kind: 'file'; readonly file: string };
+
+const USER_POOL_ID = /^[\w-]+_[0-9a-zA-Z]+$/;
+const CLIENT_ID = /^[\w+]{1,128}$/;
+
+/**
+ * The login route's directory, read at its cold start (only login reads it, so
+ * no other function needs the pool). Both variables set: Cognito; neither: the
+ * local file, except in Lambda (`AWS_LAMBDA_FUNCTION_NAME`), where a deployed
+ * login must never read a local file.
+ */
+export function readLoginSettings(env: Env = process.env): LoginDirectory {
+  const userPoolId = env.LOGIN_USER_POOL_ID;
+  const clientId = env.LOGIN_USER_POOL_CLIENT_ID;
+  if (userPoolId && !(USER_POOL_ID.test(userPoolId) && userPoolId.length <= 55)) {
+    throw new InvalidSettingError('LOGIN_USER_POOL_ID', 'must be a Cognito user pool id such as eu-west-1_AbCdEf123');
+  }
+  if (clientId && !CLIENT_ID.test(clientId)) {
+    throw new InvalidSettingError('LOGIN_USER_POOL_CLIENT_ID', 'must be a Cognito app client id');
+  }
+  if (userPoolId && clientId) return { kind: 'cognito', userPoolId, clientId };
+  if (userPoolId || clientId) {
+    const missing = userPoolId ? 'LOGIN_USER_POOL_CLIENT_ID' : 'LOGIN_USER_POOL_ID';
+    throw new InvalidSettingError(missing, 'must be set with the other (the pool and its app client go together)');
+  }
+  if (env.AWS_LAMBDA_FUNCTION_NAME) {
+    throw new InvalidSettingError(
+      'LOGIN_USER_POOL_ID',
+      'must be set in Lambda: a deployed login never reads a local users file',
+    );
+  }
+  return { kind: 'file', file: env.LOGIN_USERS_FILE || `${ROOT}config/local-users.json` };
 }

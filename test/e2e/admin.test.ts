@@ -39,7 +39,9 @@ after(() => ssm.restore());
 
 describe('The admin function (npx ratelimit on a deployed stage)', () => {
   it('inspects a key on the stage store, with the parameters from SSM', async () => {
-    const answer = await handler({ argv: ['inspect', 'login-ip', '203.0.113.77', '--json'] });
+    const answer = await handler({
+      argv: ['inspect', 'login-ip', '203.0.113.77', '--scope', '203.0.113.77', '--json'],
+    });
     assert.equal(answer.exitCode, 0, answer.stderr);
     const state = JSON.parse(answer.stdout) as { outcome: string; limit: number };
     assert.equal(state.outcome, 'allowed');

@@ -27,7 +27,7 @@ describe('The built bundles behind the gateway', () => {
       body: JSON.stringify({ email: 'alice@example.com', password: 'correct horse battery staple' }),
     });
     assert.equal(login.status, 200, login.body);
-    assert.equal(login.headers.ratelimit, '"login-ip";r=19;t=900');
+    assert.equal(login.headers.ratelimit, '"login-ip";r=19;t=900, "login-ip48";r=199;t=900');
     const api = await call(platform.base, {
       path: '/v1/whoami',
       from: loopbackAddress(),

@@ -156,7 +156,7 @@ describe('ratelimit (the admin CLI)', () => {
     assert.equal((await ratelimit(['--help'])).code, 0);
     assert.equal((await ratelimit(['inspect', 'login-ip', '1.2.3.4', '--frobnicate'])).code, 2);
     assert.equal((await ratelimit(['inspect', 'no-such-policy', 'k'])).code, 2);
-    const down = await ratelimit(['inspect', 'login-ip', '192.0.2.1'], {
+    const down = await ratelimit(['inspect', 'login-ip', '192.0.2.1', '--scope', '192.0.2.1'], {
       REDIS_URL: `redis://127.0.0.1:${await freePort()}`,
     });
     assert.equal(down.code, 1);

@@ -125,10 +125,20 @@ describe('Local gateway', () => {
     const [from, claimed] = [loopbackAddress(), loopbackAddress()];
     const login = (headers: Record<string, string>) =>
       call(platform.base, { method: 'POST', path: '/auth/login', from, headers, body: '{}' });
-    assert.equal((await login({ 'X-Real-IP': claimed })).headers.ratelimit, '"login-ip";r=19;t=900');
-    assert.equal((await login({ 'X-Forwarded-For': claimed })).headers.ratelimit, '"login-ip";r=18;t=900');
+    assert.equal(
+      (await login({ 'X-Real-IP': claimed })).headers.ratelimit,
+      '"login-ip";r=19;t=900, "login-ip48";r=199;t=900',
+    );
+    assert.equal(
+      (await login({ 'X-Forwarded-For': claimed })).headers.ratelimit,
+      '"login-ip";r=18;t=900, "login-ip48";r=198;t=900',
+    );
     const other = await call(platform.base, { method: 'POST', path: '/auth/login', from: claimed, body: '{}' });
-    assert.equal(other.headers.ratelimit, '"login-ip";r=19;t=900', 'the claimed address was never counted');
+    assert.equal(
+      other.headers.ratelimit,
+      '"login-ip";r=19;t=900, "login-ip48";r=199;t=900',
+      'the claimed address was never counted',
+    );
   });
 
   it('answers a handler called without a request context (not an API Gateway event) with 400, not a TypeError', async () => {

@@ -107,7 +107,7 @@ describe('The built functions, laid out as in Lambda', () => {
       'every route has a handler',
     );
     assert.equal(result.status, 200);
-    assert.match(String(result.ratelimit), /^"login-ip";r=19;t=\d+$/);
+    assert.match(String(result.ratelimit), /^"login-ip";r=19;t=\d+, "login-ip48";r=199;t=\d+$/);
   });
 
   it('the layer reads no file once loaded: Lua and defaults are inlined, no catalogue is read', async () => {

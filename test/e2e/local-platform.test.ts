@@ -62,7 +62,7 @@ describe('The local platform (npm start)', () => {
       assert.match(platform.output, /production shape\): localhost:\d+,localhost:\d+,localhost:\d+ — TLS only/);
       const response = await login(platform.base);
       assert.equal(response.status, 401);
-      assert.equal(response.headers.get('ratelimit'), '"login-ip";r=19;t=900');
+      assert.equal(response.headers.get('ratelimit'), '"login-ip";r=19;t=900, "login-ip48";r=199;t=900');
     } finally {
       assert.equal(await stop(platform.child), 0);
     }
@@ -75,14 +75,18 @@ describe('The local platform (npm start)', () => {
       assert.match(first.output, /POST\s+\/webhooks\/slack/);
       const response = await login(first.base);
       assert.equal(response.status, 401);
-      assert.equal(response.headers.get('ratelimit'), '"login-ip";r=19;t=900');
+      assert.equal(response.headers.get('ratelimit'), '"login-ip";r=19;t=900, "login-ip48";r=199;t=900');
     } finally {
       assert.equal(await stop(first.child), 0);
     }
     const second = await start(env);
     try {
       const again = await login(second.base);
-      assert.equal(again.headers.get('ratelimit'), '"login-ip";r=18;t=900', 'the first attempt survived the restart');
+      assert.equal(
+        again.headers.get('ratelimit'),
+        '"login-ip";r=18;t=900, "login-ip48";r=198;t=900',
+        'the first attempt survived the restart',
+      );
     } finally {
       assert.equal(await stop(second.child), 0);
     }

@@ -17,8 +17,14 @@ before(async () => {
 });
 after(() => platform.close());
 
-const attempt = (from: string, email: string, password: string) =>
-  call(platform.base, { method: 'POST', path: '/auth/login', from, body: JSON.stringify({ email, password }) });
+const attempt = (from: string, email: string, password: string, cookie?: string) =>
+  call(platform.base, {
+    method: 'POST',
+    path: '/auth/login',
+    from,
+    body: JSON.stringify({ email, password }),
+    ...(cookie ? { headers: { Cookie: cookie } } : {}),
+  });
 
 /** What a caller can compare between two answers: status, body and headers but the connection's own. */
 function visible(answer: Answer) {
@@ -74,6 +80,55 @@ describe('Login (POST /auth/login)', () => {
     const answer = await call(platform.base, { method: 'POST', path: '/auth/login', from, body: big });
     assert.equal(answer.status, 400);
     assert.equal(answer.json().message, 'the body is larger than 8 KiB');
-    assert.equal(answer.headers.ratelimit, '"login-ip";r=19;t=900');
+    assert.equal(answer.headers.ratelimit, '"login-ip";r=19;t=900, "login-ip48";r=199;t=900');
+  });
+
+  it('a success sets a device cookie (HttpOnly, Secure, SameSite, host-only) that lets its device in while the account is in backoff', async () => {
+    const from = loopbackAddress();
+    const email = 'bob@example.com';
+    let first = await attempt(from, email, 'tr0ub4dor&3-but-longer');
+    // an earlier test left bob in his (shortened, ≤ 800 ms) backoff: wait what it says
+    while (first.status === 429) {
+      await wait(Number(first.json().retryAfterSeconds) * 1000);
+      first = await attempt(from, email, 'tr0ub4dor&3-but-longer');
+    }
+    assert.equal(first.status, 200);
+    const setCookie = first.headers['set-cookie'] as unknown as string | string[];
+    const header = Array.isArray(setCookie) ? (setCookie[0] as string) : setCookie;
+    assert.match(
+      header,
+      /^__Host-login-device=v1\.[\w-]{22}\.\d+\.[\w-]{43}; Max-Age=604800; Path=\/; Secure; HttpOnly; SameSite=Strict$/,
+    );
+    const cookie = header.slice(0, header.indexOf(';'));
+    const attacker = loopbackAddress();
+    for (let i = 0; i < 5; i++) await attempt(attacker, email, `guess-${i}`);
+    const untrusted = await attempt(loopbackAddress(), email, 'tr0ub4dor&3-but-longer');
+    assert.equal(untrusted.status, 429, 'a new device waits the account-wide delay');
+    assert.equal(untrusted.json().policy, 'login-account');
+    const trusted = await attempt(from, email, 'tr0ub4dor&3-but-longer', cookie);
+    assert.equal(trusted.status, 200, 'the returning device is admitted at its first try');
+    const foreign = await attempt(loopbackAddress(), 'alice@example.com', 'wrong', cookie);
+    const none = await attempt(loopbackAddress(), 'nobody@example.com', 'wrong', cookie);
+    assert.equal(foreign.status, none.status, "another account's cookie is untrusted, as for an unknown account");
+  });
+
+  it('40 concurrent guesses from 2 IPs, the right password 38th: at most 4 verified, the right one refused until the backoff allows it', async () => {
+    const email = 'alice@example.com';
+    const ips = [loopbackAddress(), loopbackAddress()];
+    const answers = await Promise.all(
+      Array.from({ length: 40 }, (_, i) =>
+        attempt(ips[i % 2] as string, email, i === 37 ? 'correct horse battery staple' : `wrong-${i}`),
+      ),
+    );
+    const verified = answers.filter((a) => a.status === 401 || a.status === 200).length;
+    assert.ok(verified <= 4, `verified ${verified}`);
+    assert.equal(answers.filter((a) => a.status === 429).length, 40 - verified);
+    if (answers[37]?.status !== 200) {
+      const owner = loopbackAddress();
+      const early = await attempt(owner, email, 'correct horse battery staple');
+      assert.equal(early.status, 429, 'the right password is refused inside the wait');
+      await wait(Number(early.json().retryAfterSeconds) * 1000); // the backoff's Retry-After (200 ms here, said as 1 s)
+      assert.equal((await attempt(owner, email, 'correct horse battery staple')).status, 200);
+    }
   });
 });

@@ -522,18 +522,22 @@ async function limiterMetricsEmittedByEveryConsumer(): Promise<Map<string, Set<s
   // the IP windows fail open here, so that with Redis stopped each request reaches the checks its
   // handler makes itself (as when only their shard cannot answer)
   const openAtTheDoor = Object.fromEntries(
-    ['login-ip', 'slack-ip', 'telegram-ip'].map((policy) => [
+    ['login-ip', 'login-ip48', 'slack-ip', 'telegram-ip'].map((policy) => [
       `/ratelimit/local/overrides/${policy}`,
       { failureMode: 'open' },
     ]),
   );
   // the partner's monthly quota nearly spent, so it is the binding limit of a partner's check (and reports)
   const monthlyCap = { '/ratelimit/local/overrides/api-partner-month': { limit: 3 } };
+  // one /48 nearly spent, so login's /48 window is the binding limit of that address's check (and reports)
+  const SPENT_48 = '127.0.0.48';
+  const narrow48 = { [`/ratelimit/local/overrides/login-ip48/${SPENT_48}`]: { limit: 5 } };
   const platform = await consumers({
     metrics: true,
     redisUrl: redis.url,
-    parameters: { ...openAtTheDoor, ...monthlyCap },
+    parameters: { ...openAtTheDoor, ...monthlyCap, ...narrow48 },
   });
+  let deviceCookie = '';
   const [mattermost, source] = await Promise.all([startMattermostServer(), startHarvestSource()]);
   const everyConsumer = async (round: number) => {
     const from = loopbackAddress();
@@ -543,6 +547,17 @@ async function limiterMetricsEmittedByEveryConsumer(): Promise<Map<string, Set<s
       method: 'POST',
       body: JSON.stringify({ email: 'metrics@example.com', password: 'no' }),
     });
+    const login = (from: string, headers: Record<string, string> = {}) =>
+      call(platform.base, {
+        method: 'POST',
+        path: '/auth/login',
+        from,
+        headers,
+        body: JSON.stringify({ email: 'alice@example.com', password: 'correct horse battery staple' }),
+      });
+    // a returning device (its cookie from round 1's login) is checked against its own backoff
+    if (!deviceCookie) deviceCookie = String((await login(SPENT_48)).headers['set-cookie']).split(';')[0] as string;
+    await login(SPENT_48, { Cookie: deviceCookie });
     for (const key of ['demo-standard-key', 'demo-partner-key', 'not-a-key']) {
       await send('/v1/whoami', { headers: { 'x-api-key': key } });
     }

@@ -50,7 +50,7 @@ describe('Key distribution on a cluster', () => {
       createHash('sha256').update(`${run}-${i}`).digest('base64url').slice(0, 22),
     );
     const ownKeys = new Set([
-      ...ips.map((ip) => `rl:{login-ip:${ip}}`),
+      ...ips.map((ip) => `rl:{login-net:${ip}}:login-ip:${ip}`),
       ...accounts.map((account) => `rl:{login-account:${account}}`),
     ]);
     await connected(redis);
@@ -67,7 +67,8 @@ describe('Key distribution on a cluster', () => {
         assert.equal(decision.outcome, 'allowed');
       }
     });
-    await inLanes(ips, 32, (ip) => limiter.check({ policy: 'login-ip', key: `${ip}` }));
+    // login's IP windows are one group, scoped by the /48 (an IPv4 address is its own)
+    await inLanes(ips, 32, (ip) => limiter.check({ policy: 'login-ip', key: `${ip}` }, { scope: ip }));
     await inLanes(accounts, 32, (account) => limiter.recordFailure('login-account', account));
     // Assess: count this run's keys on each master
     await connected(inspect);
@@ -75,7 +76,7 @@ describe('Key distribution on a cluster', () => {
     const counts = await Promise.all(
       masters.map(async (node) => {
         let count = 0;
-        for (const pattern of [`*${run}*`, 'rl:{login-ip:198.18.*', 'rl:{login-account:*']) {
+        for (const pattern of [`*${run}*`, 'rl:{login-net:198.18.*', 'rl:{login-account:*']) {
           let cursor = '0';
           do {
             const [nextCursor, keys] = await node.scan(cursor, 'MATCH', pattern, 'COUNT', 1000);

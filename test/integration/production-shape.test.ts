@@ -269,7 +269,7 @@ describe('The production shape: TLS, ACL users, replicas', () => {
     const cli = new URL('../../cli/ratelimit.ts', import.meta.url).pathname;
     const { stdout } = await promisify(execFile)(
       process.execPath,
-      [cli, 'inspect', 'login-ip', '203.0.113.9', '--json'],
+      [cli, 'inspect', 'login-ip', '203.0.113.9', '--scope', '203.0.113.9', '--json'],
       {
         env: {
           ...process.env,

@@ -5,13 +5,60 @@ import {
   apiKeyHash,
   bodyField,
   clientIp,
+  clientIp48,
   emailHash,
+  ip48Key,
   ipKey,
   MissingKeyError,
 } from '../../layer/src/middleware/index.ts';
 import { httpApiEvent, restEvent } from '../support/events.ts';
 
 describe('Key extractors', () => {
+  it('every IPv4-mapped IPv6 form is its IPv4 address, for the /64 and the /48 key', () => {
+    const forms = [
+      '::ffff:1.2.3.4',
+      '::FFFF:1.2.3.4',
+      '::ffff:0102:0304',
+      '::ffff:102:304',
+      '0:0:0:0:0:ffff:1.2.3.4',
+      '0000:0000:0000:0000:0000:FFFF:0102:0304',
+      '::0:ffff:1.2.3.4',
+    ];
+    for (const form of forms) {
+      assert.equal(ipKey(form), '1.2.3.4', form);
+      assert.equal(ip48Key(form), '1.2.3.4', form);
+      assert.equal(clientIp(restEvent({ ip: form })), '1.2.3.4', form);
+    }
+    const quad = fc.tuple(...Array.from({ length: 4 }, () => fc.integer({ min: 0, max: 255 })));
+    fc.assert(
+      fc.property(quad, fc.boolean(), (bytes, hex) => {
+        const v4 = bytes.join('.');
+        const [a, b, c, d] = bytes as [number, number, number, number];
+        const mapped = hex ? `::ffff:${((a << 8) | b).toString(16)}:${((c << 8) | d).toString(16)}` : `::ffff:${v4}`;
+        assert.equal(ipKey(mapped), v4);
+      }),
+    );
+    assert.equal(ipKey('::1.2.3.4'), '0:0:0:0::/64', 'IPv4-compatible (deprecated) is not mapped: an IPv6 /64');
+    assert.equal(ipKey('64:ff9b::1.2.3.4'), '64:ff9b:0:0::/64', 'NAT64 is an IPv6 address of the translator');
+  });
+
+  it('ip48Key keys IPv6 by its /48 and keeps IPv4; clientIp48 reads the gateway-seen address', () => {
+    assert.equal(ip48Key('2001:db8:1:2:3:4:5:6'), '2001:db8:1::/48');
+    assert.equal(ip48Key('2001:DB8:0001:ffff::1'), '2001:db8:1::/48');
+    assert.equal(ip48Key('192.0.2.1'), '192.0.2.1');
+    assert.equal(clientIp48(restEvent({ ip: '2001:db8:7:8::1' })), '2001:db8:7::/48');
+    assert.throws(() => clientIp48(restEvent({ ip: 'not-an-ip' })), MissingKeyError);
+    const group = fc.integer({ min: 0, max: 0xffff }).map((n) => n.toString(16));
+    const site = fc.tuple(group, group, group);
+    const rest = fc.tuple(group, group, group, group, group);
+    fc.assert(
+      fc.property(site, rest, rest, (prefix, a, b) => {
+        assert.equal(ip48Key([...prefix, ...a].join(':')), ip48Key([...prefix, ...b].join(':')));
+        assert.match(ip48Key([...prefix, ...a].join(':')), /^[0-9a-f]{1,4}:[0-9a-f]{1,4}:[0-9a-f]{1,4}::\/48$/);
+      }),
+    );
+  });
+
   it('clientIp reads the gateway-seen address of REST and HTTP API events, not X-Forwarded-For', () => {
     assert.equal(
       clientIp(restEvent({ ip: '2001:db8::1', headers: { 'X-Forwarded-For': '1.2.3.4' } })),

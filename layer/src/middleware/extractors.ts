@@ -16,32 +16,77 @@ export class MissingKeyError extends RateLimitError {
 }
 
 /**
- * The key of a client address: an IPv4 address as it is, an IPv6 address by
- * its /64 prefix (`2001:db8:1:2::/64`). One host usually holds a whole /64, so
- * a limit per IPv6 address would be bypassed by changing the last 64 bits.
+ * The eight 16-bit groups of an IPv6 address (any textual form: `::`, a
+ * trailing dotted quad, upper case, a zone), or undefined for anything else.
  */
-export function ipKey(ip: string): string {
-  if (isIP(ip) !== 6) return ip;
-  const embedded = /^(.*:)(\d+\.\d+\.\d+\.\d+)$/.exec(ip); // ::ffff:192.0.2.1
-  const text = embedded ? `${embedded[1]}0:0` : ip;
-  const [head = '', tail = ''] = text.split('::');
+function ipv6Groups(ip: string): number[] | undefined {
+  const text = ip.split('%')[0] ?? '';
+  if (isIP(text) !== 6) return undefined;
+  const quad = /^(.*:)(\d+)\.(\d+)\.(\d+)\.(\d+)$/.exec(text);
+  const hex = quad
+    ? `${quad[1]}${((Number(quad[2]) << 8) | Number(quad[3])).toString(16)}:${((Number(quad[4]) << 8) | Number(quad[5])).toString(16)}`
+    : text;
+  const [head = '', tail = ''] = hex.split('::');
   const left = head ? head.split(':') : [];
   const right = tail ? tail.split(':') : [];
-  const groups = text.includes('::') ? [...left, ...Array(8 - left.length - right.length).fill('0'), ...right] : left;
-  if (embedded && groups.slice(0, 6).join(':') === '0:0:0:0:0:ffff') return embedded[2] as string;
-  const prefix = groups.slice(0, 4).map((g) => Number.parseInt(g || '0', 16).toString(16));
-  return `${prefix.join(':')}::/64`;
+  const parts = hex.includes('::') ? [...left, ...Array(8 - left.length - right.length).fill('0'), ...right] : left;
+  return parts.map((g) => Number.parseInt(g, 16));
+}
+
+/** The IPv4 address an IPv4-mapped IPv6 address (`::ffff:0:0/96`, in any form) stands for. */
+function mappedIpv4(groups: readonly number[]): string | undefined {
+  if (groups.slice(0, 6).join(':') !== '0:0:0:0:0:65535') return undefined;
+  const [hi = 0, lo = 0] = groups.slice(6);
+  return `${hi >> 8}.${hi & 255}.${lo >> 8}.${lo & 255}`;
+}
+
+function prefixKey(groups: readonly number[], bits: 48 | 64): string {
+  return `${groups
+    .slice(0, bits / 16)
+    .map((g) => g.toString(16))
+    .join(':')}::/${bits}`;
+}
+
+/**
+ * The key of a client address: an IPv4 address as it is (also when written as
+ * an IPv4-mapped IPv6 address, `::ffff:192.0.2.1` or `::ffff:c000:201`), an
+ * IPv6 address by its /64 prefix (`2001:db8:1:2::/64`). One host usually holds
+ * a whole /64, so a limit per IPv6 address would be bypassed by changing the
+ * last 64 bits.
+ */
+export function ipKey(ip: string): string {
+  const groups = ipv6Groups(ip);
+  if (!groups) return ip;
+  return mappedIpv4(groups) ?? prefixKey(groups, 64);
+}
+
+/**
+ * The coarser key of a client address: an IPv6 address by its /48 prefix (a
+ * site's allocation: its holder has 65,536 /64s), an IPv4 address (mapped or
+ * not) as it is, since IPv4 is scarce enough that one address is one client.
+ */
+export function ip48Key(ip: string): string {
+  const groups = ipv6Groups(ip);
+  if (!groups) return ip;
+  return mappedIpv4(groups) ?? prefixKey(groups, 48);
+}
+
+function sourceIp(event: HttpEvent): string {
+  const ip = gatewaySourceIp(event);
+  if (typeof ip !== 'string' || isIP(ip.split('%')[0] ?? '') === 0) {
+    throw new MissingKeyError('the request has no client IP');
+  }
+  return ip;
 }
 
 /**
  * The client IP as API Gateway saw it (the TCP peer, or what CloudFront told
  * it), keyed by `ipKey`. Never `X-Forwarded-For`: a client writes that header itself.
  */
-export const clientIp: KeyExtractor = (event) => {
-  const ip = gatewaySourceIp(event);
-  if (typeof ip !== 'string' || isIP(ip) === 0) throw new MissingKeyError('the request has no client IP');
-  return ipKey(ip);
-};
+export const clientIp: KeyExtractor = (event) => ipKey(sourceIp(event));
+
+/** The client IP keyed by `ip48Key`: a window per /48 beside the one per /64. */
+export const clientIp48: KeyExtractor = (event) => ip48Key(sourceIp(event));
 
 // 128 bits of the digest (22 characters): collisions stay out of reach for
 // rate-limit keys, and every key in Redis is 21 bytes shorter than the full hash.

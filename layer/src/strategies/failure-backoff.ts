@@ -1,13 +1,26 @@
 /**
- * Failure backoff: a growing wait after failed attempts, recorded after the
- * fact (lua/lib/failure_backoff.lua): none for the first `freeFailures`, then
+ * Failure backoff: a growing wait after failed attempts
+ * (lua/lib/failure_backoff.lua): none for the first `freeFailures`, then
  * `base`, doubling up to `max`; failures are forgotten `memory` after the last.
- * A check only reads it; `recordFailure` and `clearFailures` write it.
+ *
+ * By default a check only reads it; `recordFailure` and `clearFailures` write
+ * it. With `countAttempts`, an admitted check counts its attempt as a failure
+ * in the same script that read the wait (a pending failure), so N concurrent
+ * attempts cannot all pass one read: the caller then only clears on success
+ * (`clearFailures`) and never calls `recordFailure`.
  */
 import * as v from 'valibot';
 import { toUs } from '../duration.ts';
 import { InvalidPolicyError } from '../errors.ts';
-import { type CompiledCommon, commonEntries, duration, int, POLICY_BOUNDS, type StrategyUnit } from './strategy.ts';
+import {
+  type CompiledCommon,
+  commonEntries,
+  duration,
+  flag,
+  int,
+  POLICY_BOUNDS,
+  type StrategyUnit,
+} from './strategy.ts';
 
 const schema = v.strictObject({
   ...commonEntries,
@@ -21,6 +34,8 @@ const schema = v.strictObject({
   base: duration(POLICY_BOUNDS.maxPeriodUs),
   max: duration(POLICY_BOUNDS.maxPeriodUs),
   memory: duration(POLICY_BOUNDS.maxPeriodUs),
+  /** An admitted check counts its attempt as a failure at once (cleared on success). @default false */
+  countAttempts: v.optional(v.boolean()),
 });
 
 export type FailureBackoffPolicy = v.InferOutput<typeof schema>;
@@ -30,6 +45,7 @@ export interface CompiledFailureBackoff extends CompiledCommon<'failureBackoff',
   readonly maxUs: number;
   readonly freeFailures: number;
   readonly memoryUs: number;
+  readonly countAttempts: boolean;
 }
 
 export const failureBackoff: StrategyUnit<'failureBackoff', typeof schema, CompiledFailureBackoff> = {
@@ -53,16 +69,24 @@ export const failureBackoff: StrategyUnit<'failureBackoff', typeof schema, Compi
       maxUs: toUs(config.max),
       freeFailures: config.freeFailures,
       memoryUs: toUs(config.memory),
+      countAttempts: config.countAttempts ?? false,
     };
   },
 
-  // lua/lib/failure_backoff.lua, check record: base µs, max µs, free failures, memory µs
+  // lua/lib/failure_backoff.lua, check record: base µs, max µs, free failures, memory µs, counts (1|0)
   checkFields({ policy }) {
-    return [int(policy.baseUs), int(policy.maxUs), int(policy.freeFailures), int(policy.memoryUs)];
+    return [
+      int(policy.baseUs),
+      int(policy.maxUs),
+      int(policy.freeFailures),
+      int(policy.memoryUs),
+      flag(policy.countAttempts),
+    ];
   },
 
   describe(config) {
-    return `${config.freeFailures} free failures, then ${config.base} doubling to ${config.max}; forgotten after ${config.memory}`;
+    const counted = config.countAttempts ? '; each attempt counted as a failure until cleared' : '';
+    return `${config.freeFailures} free failures, then ${config.base} doubling to ${config.max}; forgotten after ${config.memory}${counted}`;
   },
 
   async inspect(_policy, counter, redis) {
