@@ -14,6 +14,7 @@ export const SECRETS = {
   'slack-signing-secret': 'slack',
   'telegram-bot-*': 'telegram',
   'mattermost-bot-token': 'mattermost-listener',
+  'api-key-pepper': 'api',
 } as const;
 
 export type SecretName = keyof typeof SECRETS;

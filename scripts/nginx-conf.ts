@@ -44,7 +44,7 @@ export function renderNginxConf(
 # The outer line on a classic host: nginx in front of the local gateway (npm start).
 #   GATEWAY_TRUSTED_PROXY=127.0.0.1 npm start     # the gateway takes X-Real-IP from nginx only
 #   mkdir -p .local/nginx && nginx -p "$PWD/.local/nginx" -c "$PWD/infra/local/nginx.conf"
-#   curl -i http://127.0.0.1:${ports.listen}/v1/items -H 'x-api-key: demo-standard-key'
+#   curl -i http://127.0.0.1:${ports.listen}/v1/items -H 'x-api-key: rk_localDemoStandardKeyNotASecret00'
 worker_processes 1;
 pid nginx.pid;
 error_log stderr warn;

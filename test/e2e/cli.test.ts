@@ -39,13 +39,13 @@ describe('ratelimit (the admin CLI)', () => {
   after(() => rmSync(dir, { recursive: true, force: true }));
 
   it('lists every policy in force, with where each value came from', async () => {
-    const result = await ratelimit(['policies', '--api-key', 'demo-premium-key', '--json']);
+    const result = await ratelimit(['policies', '--api-key', 'rk_localDemoPremiumKeyNotASecret000', '--json']);
     assert.equal(result.code, 0, result.stderr);
     const all = JSON.parse(result.stdout) as Record<string, { sources: Record<string, string> }>;
     assert.ok(Object.keys(all).includes('login-ip') && Object.keys(all).includes('llm-budget'));
     assert.equal(all['api-key']?.sources.capacity, 'per-key override');
     assert.equal(all['api-key']?.sources['refill.every'], 'shipped default');
-    assert.doesNotMatch(result.stdout, /demo-premium-key/, 'the raw key is never printed');
+    assert.doesNotMatch(result.stdout, /rk_localDemoPremiumKeyNotASecret000/, 'the raw key is never printed');
   });
 
   it('inspects an account in backoff by its email, resets it, and logs the write without the email', async () => {

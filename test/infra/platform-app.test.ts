@@ -543,12 +543,12 @@ async function limiterMetricsEmittedByEveryConsumer(): Promise<Map<string, Set<s
       method: 'POST',
       body: JSON.stringify({ email: 'metrics@example.com', password: 'no' }),
     });
-    for (const key of ['demo-standard-key', 'demo-partner-key', 'not-a-key']) {
+    for (const key of ['rk_localDemoStandardKeyNotASecret00', 'rk_localDemoPartnerKeyNotASecret000', 'not-a-key']) {
       await send('/v1/whoami', { headers: { 'x-api-key': key } });
     }
     await send('/v1/llm/complete', {
       method: 'POST',
-      headers: { 'x-api-key': 'demo-partner-key' },
+      headers: { 'x-api-key': 'rk_localDemoPartnerKeyNotASecret000' },
       body: JSON.stringify({ model: 'fake-small', prompt: 'hello', max_tokens: 10 }),
     });
     const slack = JSON.stringify({
