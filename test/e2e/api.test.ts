@@ -67,6 +67,28 @@ describe('Public API (/v1)', () => {
     assert.equal((await get('/v1/items', 'guess-x', loopbackAddress())).status, 401, 'another IP is not limited');
   });
 
+  it('answers a malformed key exactly as an unknown one (401, counted by api-unknown-key-ip)', async () => {
+    const from = loopbackAddress();
+    const unknown = await get('/v1/items', `rk_${'A'.repeat(32)}`, from);
+    assert.equal(unknown.status, 401);
+    const answers = [];
+    for (const key of [
+      'demo-standard-key', // the old demo keys: no prefix, no 128 random bits
+      `rk_${'A'.repeat(31)}`,
+      `rk_${'A'.repeat(33)}`,
+      `RK_${'A'.repeat(32)}`,
+      `rk_${'A'.repeat(31)}+`,
+      'rk_localDemoStandardKeyNotASecret00'.toUpperCase(),
+    ]) {
+      answers.push(await get('/v1/items', key, from));
+    }
+    for (const [i, answer] of answers.entries()) {
+      assert.equal(answer.status, 401, `key ${i}`);
+      assert.deepEqual(answer.json(), unknown.json(), 'the same reason as an unknown key');
+      assert.match(answer.headers.ratelimit ?? '', new RegExp(`^"api-unknown-key-ip";r=${8 - i};`), 'counted the same');
+    }
+  });
+
   it('answers 404 with a reason for an unknown resource, still with the RateLimit headers', async () => {
     const answer = await get('/v1/nothing-here', 'rk_localDemoPartnerKeyNotASecret000');
     assert.equal(answer.status, 404);
