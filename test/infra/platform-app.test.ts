@@ -761,9 +761,9 @@ describe('The alarms (all consumers deployed)', () => {
       [/FnloginServiceRole/, ['parameter/ratelimit/prod/secrets/login']],
       [/FnslackServiceRole/, ['parameter/ratelimit/prod/secrets/slack']],
       [/FntelegramServiceRole/, ['parameter/ratelimit/prod/secrets/telegram']],
-      [/FnapiServiceRole/, []],
-      [/FnllmServiceRole/, []],
-      [/FnadminServiceRole/, ['parameter/ratelimit/prod/secrets/login']],
+      [/FnapiServiceRole/, ['parameter/ratelimit/prod/secrets/api']],
+      [/FnllmServiceRole/, ['parameter/ratelimit/prod/secrets/api']],
+      [/FnadminServiceRole/, ['parameter/ratelimit/prod/secrets/api', 'parameter/ratelimit/prod/secrets/login']],
       [/HarvesterServiceRole/, []],
       [/ListenerTaskTaskRole/, ['parameter/ratelimit/prod/secrets/mattermost-listener']],
     ];
