@@ -288,6 +288,37 @@ describe('Local gateway', () => {
     assert.equal(throttled.trackedIps, 1, 'a refused request leaves no state behind');
   });
 
+  it('answers API Gateway events whose headers, query and path parameters are named after prototype members with 4xx or 2xx, never 5xx', async () => {
+    for (const route of routes) {
+      const { handler } = (await import(new URL(`../../functions/${route.handler}`, import.meta.url).href)) as {
+        handler: (event: unknown, context: unknown) => Promise<{ statusCode: number; body: string }>;
+      };
+      // as Lambda hands it over: parsed from JSON, so `__proto__` is an own property, not the prototype
+      const names = (value: string) =>
+        `{"__proto__":${value},"constructor":${value},"toString":${value},"hasOwnProperty":${value}}`;
+      for (const [headers, path] of [
+        [names('"1"'), names('"x"')],
+        [
+          `{"__proto__":{"x-api-key":"${API_KEY}"},"x-api-key":"${API_KEY}","constructor":"1"}`,
+          '{"bot":"demo","proxy":"whoami","constructor":"x"}',
+        ],
+        [names('["1"]'), '{"__proto__":{"bot":"demo"}}'],
+      ]) {
+        const event = JSON.parse(`{
+          "resource": "${route.path}", "path": "/", "httpMethod": "${route.methods[0]}",
+          "headers": ${headers}, "multiValueHeaders": ${names('["1"]')},
+          "queryStringParameters": ${names('"1"')}, "multiValueQueryStringParameters": ${names('["1"]')},
+          "pathParameters": ${path}, "stageVariables": ${names('"1"')},
+          "requestContext": { "identity": { "sourceIp": "${loopbackAddress()}" }, "requestId": "r1" },
+          "body": "{}", "isBase64Encoded": false
+        }`);
+        const answer = await handler(event, { getRemainingTimeInMillis: () => 10_000 });
+        assert.ok(answer.statusCode < 500, `${route.id}: ${answer.statusCode} ${answer.body}`);
+        assert.doesNotMatch(answer.body, /TypeError|\bat .*\.ts:\d+/);
+      }
+    }
+  });
+
   it('answers a handler called without a request context (not an API Gateway event) with 400, not a TypeError', async () => {
     for (const route of routes) {
       const { handler } = (await import(new URL(`../../functions/${route.handler}`, import.meta.url).href)) as {
