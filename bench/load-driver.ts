@@ -30,7 +30,11 @@ const input = JSON.parse(process.argv[2] ?? '{}') as {
 /** Ids never reused across runs (each run is a fresh process): a repeated id would be a redelivery, answered without counting. */
 let sequence = Date.now() * 1000;
 const REQUESTS: Record<LoadRoute, Request> = {
-  'api-standard': { method: 'GET', path: '/v1/whoami', headers: { 'x-api-key': 'rk_localDemoStandardKeyNotASecret00' } },
+  'api-standard': {
+    method: 'GET',
+    path: '/v1/whoami',
+    headers: { 'x-api-key': 'rk_localDemoStandardKeyNotASecret00' },
+  },
   'api-partner': { method: 'GET', path: '/v1/items', headers: { 'x-api-key': 'rk_localDemoPartnerKeyNotASecret000' } },
   login: {
     method: 'POST',
