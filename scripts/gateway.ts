@@ -8,13 +8,16 @@
  * 3000; REDIS_URL); `npm start` runs it beside its own durable Redis.
  * GATEWAY_TRUSTED_PROXY names a proxy of ours (nginx) whose X-Real-IP is
  * believed: a dedicated address nginx binds to (`proxy_bind 127.0.0.2`), never
- * 127.0.0.1 or ::1, the address every local client connects from.
+ * 127.0.0.1 or ::1, the address every local client connects from. Or
+ * GATEWAY_PROXY_SOCKET: a unix socket (mode 0660) the proxy connects over
+ * (`proxy_pass http://unix:<path>:`), whose X-Real-IP is believed.
  */
 
 import { randomUUID } from 'node:crypto';
 import type { EventEmitter } from 'node:events';
+import { chmodSync, rmSync } from 'node:fs';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
-import { type AddressInfo, isIP } from 'node:net';
+import { type AddressInfo, isIP, type Socket } from 'node:net';
 import type { APIGatewayProxyEvent, APIGatewayProxyResult, Context } from 'aws-lambda';
 import { type OuterLine, readOuterLine, type Throttle } from '../config/outer-line.ts';
 import { type HttpMethod, type Route, routes } from '../functions/routes.ts';
@@ -162,7 +165,12 @@ export class OuterLineGate {
  * taken, from that peer only: a client that sends X-Real-IP itself is not
  * believed (as API Gateway believes CloudFront, not the client).
  */
-function sourceIp(request: IncomingMessage, trustedProxy: string | undefined): string {
+function sourceIp(request: IncomingMessage, trustedProxy: string | undefined, viaProxySocket: boolean): string {
+  if (viaProxySocket) {
+    // the proxy's own unix socket: only what may open the file (mode 0660) connects, so its X-Real-IP stands
+    const forwarded = request.headers['x-real-ip'];
+    return typeof forwarded === 'string' && isIP(forwarded) ? forwarded : '127.0.0.1';
+  }
   const raw = request.socket.remoteAddress ?? '127.0.0.1';
   const peer = raw.startsWith('::ffff:') ? raw.slice(7) : raw;
   const realIp = request.headers['x-real-ip'];
@@ -246,6 +254,12 @@ export interface GatewayOptions {
   readonly onRequest?: (entry: { route: string; status: number; bodyBytesRead?: number }) => void;
   /** The proxy whose X-Real-IP is believed. @default GATEWAY_TRUSTED_PROXY (trustedProxyOf) */
   readonly trustedProxy?: string;
+  /**
+   * A unix socket the gateway also listens on, for the proxy alone (mode
+   * 0660: its owner and group): X-Real-IP is believed from connections on it,
+   * and no TCP client can reach it. @default GATEWAY_PROXY_SOCKET
+   */
+  readonly proxySocket?: string;
 }
 
 export interface Gateway {
@@ -276,6 +290,9 @@ export async function startGateway(options: GatewayOptions = {}): Promise<Gatewa
   const gate = new OuterLineGate(outerLine);
   const log = options.onRequest ?? (() => {});
   const trustedProxy = trustedProxyOf(options.trustedProxy ?? process.env.GATEWAY_TRUSTED_PROXY);
+  const proxySocket = options.proxySocket ?? (process.env.GATEWAY_PROXY_SOCKET || undefined);
+  /** Connections made over the proxy's unix socket. */
+  const viaProxy = new WeakSet<Socket>();
 
   /**
    * A body past the limit is refused as soon as it is known to be (by its
@@ -289,13 +306,16 @@ export async function startGateway(options: GatewayOptions = {}): Promise<Gatewa
     log({ route: 'edge:too-large', status: 413, bodyBytesRead });
     response.shouldKeepAlive = false;
     response.on('finish', () => {
+      // Node resumes an unread request once its answer is sent (to drain it): not this one
+      request.pause();
+      request.socket.pause();
       request.socket.end();
       setTimeout(() => request.socket.destroy(), REFUSED_LINGER_MS).unref();
     });
     answer(response, 413, { message: 'Request Entity Too Large' }, { Connection: 'close' });
   }
 
-  const server = createServer((request, response) => {
+  const onRequest = (request: IncomingMessage, response: ServerResponse) => {
     const declared = Number(request.headers['content-length'] ?? 0);
     if (declared > MAX_BODY_BYTES) return refuseTooLarge(request, response, 0);
     const chunks: Buffer[] = [];
@@ -318,7 +338,8 @@ export async function startGateway(options: GatewayOptions = {}): Promise<Gatewa
         if (!response.headersSent) answer(response, 500, { message: 'Internal server error' });
       });
     });
-  });
+  };
+  const server = createServer(onRequest);
 
   /** Parses a request target as API Gateway would see it; undefined when it is not a path. */
   function targetOf(request: IncomingMessage): URL | undefined {
@@ -337,7 +358,7 @@ export async function startGateway(options: GatewayOptions = {}): Promise<Gatewa
       log({ route: 'edge:bad-request', status: 400 });
       return answer(response, 400, { message: 'Bad Request' });
     }
-    const clientIp = sourceIp(request, trustedProxy);
+    const clientIp = sourceIp(request, trustedProxy, viaProxy.has(request.socket));
     const edge = gate.refusal(clientIp, mounted.find((entry) => entry.regex.test(url.pathname))?.route.id);
     if (edge) {
       log({ route: `edge:${edge}`, status: 429 });
@@ -382,6 +403,13 @@ export async function startGateway(options: GatewayOptions = {}): Promise<Gatewa
     return answer(response, 404, { message: 'Not Found' });
   }
   await new Promise<void>((resolve) => server.listen(options.port ?? 0, '127.0.0.1', resolve));
+  const proxyServer = proxySocket === undefined ? undefined : createServer(onRequest);
+  if (proxyServer && proxySocket !== undefined) {
+    proxyServer.on('connection', (socket) => viaProxy.add(socket));
+    rmSync(proxySocket, { force: true }); // a socket file left by a gateway that died
+    await new Promise<void>((resolve) => proxyServer.listen(proxySocket, resolve));
+    chmodSync(proxySocket, 0o660);
+  }
   openGateways++;
   const { port } = server.address() as AddressInfo;
   return {
@@ -390,6 +418,7 @@ export async function startGateway(options: GatewayOptions = {}): Promise<Gatewa
     served: mounted.flatMap((m) => m.route.methods.map((method) => `${method} ${m.route.path}`)),
     close: async () => {
       await new Promise<void>((resolve) => server.close(() => resolve()));
+      if (proxyServer) await new Promise<void>((resolve) => proxyServer.close(() => resolve()));
       openGateways--;
       if (openGateways > 0) return; // the handlers (and their connections) still serve another gateway
       closeAllPlatforms();
