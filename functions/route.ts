@@ -19,7 +19,7 @@ import type { SecretName } from '../config/secrets.ts';
 export type KeySource =
   /** The client IP API Gateway saw (IPv6 by its /64), never X-Forwarded-For. */
   | { readonly from: 'clientIp' }
-  /** An API key header, hashed (SHA-256, 128 bits). */
+  /** An API key header (`rk_` + 32 base64url), known by its keyed hash: HMAC-SHA-256 with `api-key-pepper` (functions/shared/api-key.ts). */
   | { readonly from: 'apiKey'; readonly header: string }
   /** A path parameter, as API Gateway names it (`{bot}`). */
   | { readonly from: 'pathParameter'; readonly name: string };
