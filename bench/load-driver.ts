@@ -30,8 +30,12 @@ const input = JSON.parse(process.argv[2] ?? '{}') as {
 /** Ids never reused across runs (each run is a fresh process): a repeated id would be a redelivery, answered without counting. */
 let sequence = Date.now() * 1000;
 const REQUESTS: Record<LoadRoute, Request> = {
-  'api-standard': { method: 'GET', path: '/v1/whoami', headers: { 'x-api-key': 'demo-standard-key' } },
-  'api-partner': { method: 'GET', path: '/v1/items', headers: { 'x-api-key': 'demo-partner-key' } },
+  'api-standard': {
+    method: 'GET',
+    path: '/v1/whoami',
+    headers: { 'x-api-key': 'rk_localDemoStandardKeyNotASecret00' },
+  },
+  'api-partner': { method: 'GET', path: '/v1/items', headers: { 'x-api-key': 'rk_localDemoPartnerKeyNotASecret000' } },
   login: {
     method: 'POST',
     path: '/auth/login',
@@ -70,7 +74,7 @@ const REQUESTS: Record<LoadRoute, Request> = {
   llm: {
     method: 'POST',
     path: '/v1/llm/complete',
-    headers: { 'content-type': 'application/json', 'x-api-key': 'demo-partner-key' },
+    headers: { 'content-type': 'application/json', 'x-api-key': 'rk_localDemoPartnerKeyNotASecret000' },
     body: JSON.stringify({ model: 'nova-lite', prompt: 'load', max_tokens: 4 }),
   },
 };

@@ -6,7 +6,8 @@
  *   reset <policy> <key>                     forget a key's counter (unlock an account, clear a window)
  *   rate <policy> <key> --set N | --increase | --decrease [--pause 30s]
  *   override <policy> [<key>] '<json>'       write an override, validated as the store validates it
- *     [--until <ISO time> | --for 8h]         ... that ends by itself then
+ *     [--until <ISO time> | --for 8h]         ... that ends by itself then (a real, future time)
+ *   api-key new                              a new API key and the keyed hash it is registered by
  *
  * A key may be given raw and is then hashed as the consumers hash it, never
  * printed back: --email <address> (peppered), --api-key <key>. --scope <id>
@@ -54,9 +55,10 @@ import {
   type ParameterWriter,
   type PolicyStore,
 } from '@platform/rate-limit/config';
-import { hashApiKey, hashEmail, REFUSAL_LOG, type RefusalRecord } from '@platform/rate-limit/middleware';
+import { hashEmail, REFUSAL_LOG, type RefusalRecord } from '@platform/rate-limit/middleware';
 import { SsmParameterSource } from '@platform/rate-limit/ssm';
 import { PLATFORM_POLICIES } from '../config/catalogue.ts';
+import { API_KEY_PEPPER, hashApiKey, isApiKey, newApiKey } from '../functions/shared/api-key.ts';
 import { LOCAL_REFUSAL_LOG, readConsumerSettings } from '../functions/shared/settings.ts';
 
 const EXIT = { ok: 0, unavailable: 1, usage: 2, refused: 3 } as const;
@@ -80,10 +82,11 @@ const USAGE = `usage: ratelimit <command> [options]
                                           write a policy (or per-key) override, validated first;
                                           with --until/--for it ends by itself then
   top <policy> [--since 1h]               the keys a policy refused most (local refusal log)
+  api-key new                             a new API key and its registry entry (its keyed hash)
 
 options:
   --email <address>   the key is this email, hashed with the pepper as login does
-  --api-key <key>     the key is this API key, hashed as the API does
+  --api-key <key>     the key is this API key (rk_…), hashed with the pepper as the API does
   --scope <id>        the hash tag of a grouped policy (a workspace, a bot)
   --ssm               parameters from SSM (RATE_LIMIT_PARAMETER_PATH), not the local file
   --json              machine-readable output
@@ -134,9 +137,18 @@ function keyOf(context: Context, given: string | undefined, values: { email?: st
     if (!pepper) throw new CliError(EXIT.unavailable, 'no email pepper in the parameters (secrets/login/email-pepper)');
     return hashEmail(values.email, pepper);
   }
-  if (values['api-key'] !== undefined) return hashApiKey(values['api-key']);
+  if (values['api-key'] !== undefined) return apiKeyHashOf(context, values['api-key']);
   if (given === undefined) throw new CliError(EXIT.usage, 'a key is needed (or --email / --api-key)');
   return given;
+}
+
+/** An API key's keyed hash, as the API knows it; a key of the wrong shape is a usage error, never hashed. */
+function apiKeyHashOf(context: Context, apiKey: string): string {
+  if (!isApiKey(apiKey.trim()))
+    throw new CliError(EXIT.usage, '--api-key takes an API key: rk_ followed by 32 base64url characters');
+  const pepper = context.store.secret(API_KEY_PEPPER);
+  if (!pepper) throw new CliError(EXIT.unavailable, 'no API key pepper in the parameters (secrets/api/api-key-pepper)');
+  return hashApiKey(apiKey.trim(), pepper);
 }
 
 function describe(decision: Decision): Record<string, unknown> {
@@ -271,7 +283,57 @@ async function rateCommand(context: Context, rest: readonly string[], values: Cl
   return EXIT.ok;
 }
 
-/** Writes a policy override (or a per-key one) where the store reads it, after checking it compiles, audited. */
+/** An ISO 8601 time: a date, optionally a time of day to the minute (seconds, milliseconds) and a zone. */
+const ISO_TIME = /^(\d{4})-(\d{2})-(\d{2})(?:T(\d{2}):(\d{2})(?::(\d{2})(?:\.(\d{1,3}))?)?(Z|[+-]\d{2}:\d{2}))?$/;
+
+/**
+ * The epoch ms an ISO 8601 time names, or undefined when it is malformed or
+ * names no real instant: 2030-02-30 is not March 2 (Date.parse would roll it
+ * over), 24:00 and :60 are not times, and a time of day needs its zone.
+ */
+export function parseIsoTime(text: string): number | undefined {
+  const match = ISO_TIME.exec(text);
+  if (!match) return undefined;
+  const [, y, mo, d, h = '0', mi = '0', sec = '0', ms = '0', zone = 'Z'] = match;
+  const [year, month, day, hour, minute, second] = [y, mo, d, h, mi, sec].map(Number) as [
+    number,
+    number,
+    number,
+    number,
+    number,
+    number,
+  ];
+  if (month < 1 || month > 12 || day < 1 || hour > 23 || minute > 59 || second > 59) return undefined;
+  // the last day of that month (day 0 of the next), leap years included
+  if (day > new Date(Date.UTC(year, month, 0)).getUTCDate()) return undefined;
+  let offsetMinutes = 0;
+  if (zone !== 'Z') {
+    const [zh, zm] = zone.slice(1).split(':').map(Number) as [number, number];
+    if (zh > 23 || zm > 59) return undefined;
+    offsetMinutes = (zone.startsWith('-') ? -1 : 1) * (zh * 60 + zm);
+  }
+  const utc = Date.UTC(year, month - 1, day, hour, minute, second, Number(ms.padEnd(3, '0')));
+  return utc - offsetMinutes * 60_000;
+}
+
+/**
+ * The instant an override's `until` names, checked however it was given (the
+ * `--until` flag, or an `until` in the JSON): malformed is `malformedCode`
+ * (the flag: a usage error, 2; the JSON: refused, 3), past is refused (3):
+ * such an override could never apply.
+ */
+function untilOf(text: unknown, given: string, malformedCode: number, now: number): number {
+  const at = typeof text === 'string' ? parseIsoTime(text) : undefined;
+  if (at === undefined)
+    throw new CliError(
+      malformedCode,
+      `${given} takes a real ISO 8601 time such as 2026-12-02T06:00Z, not ${JSON.stringify(text)}`,
+    );
+  if (at <= now)
+    throw new CliError(EXIT.refused, `${given} ${String(text)} has passed: the override would never apply`);
+  return at;
+}
+
 /** When an override written now ends: `--until <ISO time>` or `--for <duration>`; undefined for one that stays. */
 function overrideEnd(values: CliValues, now = Date.now()): string | undefined {
   if (values.until !== undefined && values.for !== undefined) throw new CliError(EXIT.usage, 'one of --until, --for');
@@ -281,27 +343,33 @@ function overrideEnd(values: CliValues, now = Date.now()): string | undefined {
     return new Date(now + ms).toISOString();
   }
   if (values.until === undefined) return undefined;
-  const at = Date.parse(values.until);
-  if (!Number.isFinite(at)) throw new CliError(EXIT.usage, '--until takes an ISO 8601 time such as 2026-12-02T06:00Z');
-  if (at <= now) throw new CliError(EXIT.refused, `--until ${values.until} has passed: the override would never apply`);
-  return new Date(at).toISOString();
+  return new Date(untilOf(values.until, '--until', EXIT.usage, now)).toISOString();
 }
+
+/** Writes a policy override (or a per-key one) where the store reads it, after checking it compiles, audited. */
 
 async function overrideCommand(context: Context, rest: readonly string[], values: CliValues): Promise<number> {
   const [policy, ...tail] = rest;
   const [key, text] = tail.length >= 2 ? [tail[0], tail[1]] : [undefined, tail[0]];
   if (!policy || text === undefined) throw new CliError(EXIT.usage, "override <policy> [<key>] '<json>'");
-  const until = overrideEnd(values);
+  const now = Date.now();
+  const until = overrideEnd(values, now);
   let patch: unknown;
   try {
     patch = JSON.parse(text);
   } catch (error) {
     throw new CliError(EXIT.refused, `not JSON: ${(error as Error).message}`);
   }
+  const isObject = typeof patch === 'object' && patch !== null && !Array.isArray(patch);
   if (until !== undefined) {
-    if (typeof patch !== 'object' || patch === null || Array.isArray(patch))
-      throw new CliError(EXIT.refused, 'an override that ends is a JSON object');
-    patch = { ...patch, until };
+    if (!isObject) throw new CliError(EXIT.refused, 'an override that ends is a JSON object');
+    if (Object.hasOwn(patch as object, 'until'))
+      throw new CliError(EXIT.usage, 'the end is given twice: --until/--for and an "until" in the JSON');
+    patch = { ...(patch as object), until };
+  } else if (isObject && Object.hasOwn(patch as object, 'until')) {
+    // the JSON's own end, held to the flag's rules, written as the instant it names
+    const at = untilOf((patch as { until: unknown }).until, 'until', EXIT.refused, now);
+    patch = { ...(patch as object), until: new Date(at).toISOString() };
   }
   const base = context.store.explain(policy)?.config;
   if (base === undefined) throw new CliError(EXIT.refused, `no policy "${policy}" to override`);
@@ -373,6 +441,23 @@ async function topCommand(context: Context, rest: readonly string[], values: Cli
   return EXIT.ok;
 }
 
+/**
+ * `api-key new`: a fresh key and the registry entry it is known by (its keyed
+ * hash), for a new caller or for re-keying one (docs/configuration.md, "API
+ * keys"). The key is printed once, here only; nothing is written.
+ */
+async function apiKeyCommand(context: Context, rest: readonly string[]): Promise<number> {
+  if (rest[0] !== 'new') throw new CliError(EXIT.usage, 'api-key new');
+  const apiKey = newApiKey();
+  const keyHash = apiKeyHashOf(context, apiKey);
+  out(
+    context,
+    `api key (give it to its owner; it is shown once): ${apiKey}\nits registry entry: ${keyHash}  (SSM <API_KEYS_PARAMETER_PATH>/${keyHash}, or a key of config/local-api-keys.json)`,
+    { apiKey, keyHash },
+  );
+  return EXIT.ok;
+}
+
 const COMMANDS: Readonly<
   Record<string, (context: Context, rest: readonly string[], values: CliValues) => Promise<number>>
 > = {
@@ -382,6 +467,7 @@ const COMMANDS: Readonly<
   rate: rateCommand,
   override: overrideCommand,
   top: topCommand,
+  'api-key': apiKeyCommand,
 };
 
 /** The commands that talk to Redis, and so wait for its connection first. */

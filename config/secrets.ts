@@ -15,6 +15,7 @@ export const SECRETS = {
   'telegram-bot-*': 'telegram',
   'mattermost-bot-token': 'mattermost-listener',
   'device-cookie-key': 'login',
+  'api-key-pepper': 'api',
 } as const;
 
 export type SecretName = keyof typeof SECRETS;

@@ -65,6 +65,6 @@ export interface OperatorFunction {
 }
 
 export const operated: readonly OperatorFunction[] = [
-  // the CLI hashes --email as login does
-  { id: 'admin', handler: 'admin/handler.ts', reservedConcurrency: 2, secrets: ['email-pepper'] },
+  // the CLI hashes --email as login does, and --api-key as the API does
+  { id: 'admin', handler: 'admin/handler.ts', reservedConcurrency: 2, secrets: ['email-pepper', 'api-key-pepper'] },
 ];

@@ -213,8 +213,8 @@ async function loginAgainstOneAccount(stage: DemoStage): Promise<ScenarioResult[
 async function apiKeysOverQuota(stage: DemoStage): Promise<ScenarioResult[]> {
   const results: ScenarioResult[] = [];
   for (const [key, label, capacity] of [
-    ['demo-standard-key', 'standard key (api-key)', policy('api-key').capacity as number],
-    ['demo-premium-key', 'key with a per-key override (capacity 1200)', 1200],
+    ['rk_localDemoStandardKeyNotASecret00', 'standard key (api-key)', policy('api-key').capacity as number],
+    ['rk_localDemoPremiumKeyNotASecret000', 'key with a per-key override (capacity 1200)', 1200],
   ] as const) {
     const rec = recorder();
     const requests = (policy('api-key').capacity as number) + 30;
@@ -430,7 +430,7 @@ async function redisStopped(stage: DemoStage): Promise<ScenarioResult[]> {
     const a = await call(stage.base, {
       path: '/v1/whoami',
       from: loopbackAddress(),
-      headers: { 'x-api-key': 'demo-partner-key' },
+      headers: { 'x-api-key': 'rk_localDemoPartnerKeyNotASecret000' },
     });
     // Served without RateLimit headers: the limiter could not decide and the API failed open.
     api.record(a.status === 200 && a.headers.ratelimit === undefined ? 'degraded' : outcomeOf(a));

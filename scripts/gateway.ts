@@ -6,13 +6,18 @@
  * proxy event API Gateway would send: the client IP from the socket, the raw
  * body, headers as sent. `node scripts/gateway.ts` runs it alone (PORT, default
  * 3000; REDIS_URL); `npm start` runs it beside its own durable Redis.
- * GATEWAY_TRUSTED_PROXY names a proxy of ours (nginx) whose X-Real-IP is believed.
+ * GATEWAY_TRUSTED_PROXY names a proxy of ours (nginx) whose X-Real-IP is
+ * believed: a dedicated address nginx binds to (`proxy_bind 127.0.0.2`), never
+ * 127.0.0.1 or ::1, the address every local client connects from. Or
+ * GATEWAY_PROXY_SOCKET: a unix socket (mode 0660) the proxy connects over
+ * (`proxy_pass http://unix:<path>:`), whose X-Real-IP is believed.
  */
 
 import { randomUUID } from 'node:crypto';
 import type { EventEmitter } from 'node:events';
+import { chmodSync, rmSync } from 'node:fs';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
-import { type AddressInfo, isIP } from 'node:net';
+import { type AddressInfo, isIP, type Socket } from 'node:net';
 import type { APIGatewayProxyEvent, APIGatewayProxyResult, Context } from 'aws-lambda';
 import { type OuterLine, readOuterLine, type Throttle } from '../config/outer-line.ts';
 import { type HttpMethod, type Route, routes } from '../functions/routes.ts';
@@ -37,7 +42,30 @@ export function closeAllPlatforms(): void {
 
 type Handler = (event: APIGatewayProxyEvent, context: Context) => Promise<APIGatewayProxyResult>;
 
-const MAX_BODY_BYTES = 1024 * 1024;
+/** The largest body the gateway takes (API Gateway's is 10 MB; the consumers need far less). */
+export const MAX_BODY_BYTES = 1024 * 1024;
+
+/** How long a refused upload's connection is kept, unread, so its client reads the 413 before the reset. */
+const REFUSED_LINGER_MS = 1000;
+
+/** Addresses every local client connects from by default: a proxy there would let any of them pick its IP. */
+const SHARED_LOOPBACK = new Set(['127.0.0.1', '::1', '::ffff:127.0.0.1']);
+
+/**
+ * The trusted proxy's address from GATEWAY_TRUSTED_PROXY, or undefined when
+ * none; a shared loopback address or a non-address is a setting error, not a
+ * silently trusted world.
+ */
+export function trustedProxyOf(value: string | undefined): string | undefined {
+  if (value === undefined || value === '') return undefined;
+  if (isIP(value) === 0) throw new Error(`GATEWAY_TRUSTED_PROXY=${value} is not an IP address`);
+  if (SHARED_LOOPBACK.has(value)) {
+    throw new Error(
+      `GATEWAY_TRUSTED_PROXY=${value} is the address every local client connects from: bind the proxy to a dedicated one (nginx: proxy_bind 127.0.0.2) and name that`,
+    );
+  }
+  return value;
+}
 
 /** A route's path as a pattern: `{name}` one segment, `{proxy+}` the rest. */
 function matcher(route: Route): { regex: RegExp; names: string[] } {
@@ -70,14 +98,21 @@ class ThrottleBucket {
   }
 }
 
-/** The outer line, in memory: what API Gateway and WAF do before a function runs. */
-class OuterLineGate {
+/**
+ * The outer line, in memory: what API Gateway and WAF do before a function runs.
+ * Its per-IP state holds only IPs with a request admitted within the rule's
+ * window, and is swept once per window: at most the stage's admitted requests
+ * of one window, however many addresses send (an IPv6 flood has plenty).
+ */
+export class OuterLineGate {
   readonly #line: OuterLine;
   readonly #stage: ThrottleBucket;
   /** A route with a throttle of its own draws from it, not from the stage's (method throttling). */
   readonly #routes = new Map<string, ThrottleBucket>();
   /** Per IP: the times of its requests still in the rule's window, oldest first, from `head` on. */
   readonly #perIp = new Map<string, { times: number[]; head: number }>();
+  /** When the per-IP state was last swept (the first request starts the clock). */
+  #sweptAt: number | undefined;
 
   constructor(line: OuterLine) {
     this.#line = line;
@@ -88,9 +123,10 @@ class OuterLineGate {
   }
 
   /** Why this request (to `route`, when it matched one) is refused at the edge, or undefined when it passes. */
-  refusal(ip: string, route: string | undefined): string | undefined {
-    const now = performance.now();
+  refusal(ip: string, route: string | undefined, now = performance.now()): string | undefined {
     const windowMs = this.#line.ipRateRule.evaluationWindowSeconds * 1000;
+    this.#sweptAt ??= now;
+    if (now - this.#sweptAt >= windowMs) this.#sweep(now, windowMs);
     // The times only ever grow: drop the expired ones from the front, O(1) amortised per request
     // (filtering the whole window on every request made a busy IP quadratic: found by bench:load).
     const seen = this.#perIp.get(ip) ?? { times: [], head: 0 };
@@ -99,28 +135,56 @@ class OuterLineGate {
       seen.times = seen.times.slice(seen.head);
       seen.head = 0;
     }
-    this.#perIp.set(ip, seen);
     if (seen.times.length - seen.head >= this.#line.ipRateRule.limit) return 'ip-rate-rule';
     const own = route === undefined ? undefined : this.#routes.get(route);
     if (!(own ?? this.#stage).take(now)) return own ? 'route-throttle' : 'stage-throttle';
+    // only an admitted request makes an entry: refused ones (a throttled flood) leave nothing behind
     seen.times.push(now);
+    this.#perIp.set(ip, seen);
     return undefined;
+  }
+
+  /** How many IPs the gate holds state for. */
+  get trackedIps(): number {
+    return this.#perIp.size;
+  }
+
+  /** Forgets every IP whose last admitted request left the window: O(IPs), once per window. */
+  #sweep(now: number, windowMs: number): void {
+    this.#sweptAt = now;
+    for (const [ip, seen] of this.#perIp) {
+      if (now - (seen.times[seen.times.length - 1] as number) >= windowMs) this.#perIp.delete(ip);
+    }
   }
 }
 
 /**
  * The client IP, as API Gateway puts it in the request context: the TCP peer.
- * Behind a proxy of our own (nginx, GATEWAY_TRUSTED_PROXY=127.0.0.1), the
- * peer is the proxy, so its X-Real-IP is taken, from that peer only: a client
- * that sends X-Real-IP itself is not believed (as API Gateway believes
- * CloudFront, not the client).
+ * Behind a proxy of our own (nginx bound to a dedicated address,
+ * GATEWAY_TRUSTED_PROXY=127.0.0.2), the peer is the proxy, so its X-Real-IP is
+ * taken, from that peer only: a client that sends X-Real-IP itself is not
+ * believed (as API Gateway believes CloudFront, not the client).
  */
-function sourceIp(request: IncomingMessage): string {
+function sourceIp(request: IncomingMessage, trustedProxy: string | undefined, viaProxySocket: boolean): string {
+  if (viaProxySocket) {
+    // the proxy's own unix socket: only what may open the file (mode 0660) connects, so its X-Real-IP stands
+    const forwarded = request.headers['x-real-ip'];
+    return typeof forwarded === 'string' && isIP(forwarded) ? forwarded : '127.0.0.1';
+  }
   const raw = request.socket.remoteAddress ?? '127.0.0.1';
   const peer = raw.startsWith('::ffff:') ? raw.slice(7) : raw;
   const realIp = request.headers['x-real-ip'];
-  if (peer === process.env.GATEWAY_TRUSTED_PROXY && typeof realIp === 'string' && isIP(realIp)) return realIp;
+  if (trustedProxy !== undefined && peer === trustedProxy && typeof realIp === 'string' && isIP(realIp)) return realIp;
   return peer;
+}
+
+/**
+ * A map without a prototype: a header or query name such as `__proto__`,
+ * `constructor` or `toString` is a key like any other, never an inherited
+ * member (a `multiValue[name] ?? []` on a plain object once answered 500).
+ */
+function bare<V>(): Record<string, V> {
+  return Object.create(null) as Record<string, V>;
 }
 
 function restEvent(
@@ -129,17 +193,18 @@ function restEvent(
   url: URL,
   pathParameters: Record<string, string>,
   body: Buffer,
+  clientIp: string,
 ): APIGatewayProxyEvent {
-  const headers: Record<string, string> = {};
-  const multiValueHeaders: Record<string, string[]> = {};
+  const headers = bare<string>();
+  const multiValueHeaders = bare<string[]>();
   for (let i = 0; i < request.rawHeaders.length; i += 2) {
     const name = request.rawHeaders[i] as string;
     const value = request.rawHeaders[i + 1] as string;
     headers[name] = value;
     multiValueHeaders[name] = [...(multiValueHeaders[name] ?? []), value];
   }
-  const query: Record<string, string> = {};
-  const multiQuery: Record<string, string[]> = {};
+  const query = bare<string>();
+  const multiQuery = bare<string[]>();
   for (const [name, value] of url.searchParams) {
     query[name] = value;
     multiQuery[name] = [...(multiQuery[name] ?? []), value];
@@ -164,7 +229,7 @@ function restEvent(
       authorizer: null,
       protocol: `HTTP/${request.httpVersion}`,
       httpMethod: method,
-      identity: { sourceIp: sourceIp(request), userAgent: request.headers['user-agent'] ?? null },
+      identity: { sourceIp: clientIp, userAgent: request.headers['user-agent'] ?? null },
       path: `/local${url.pathname}`,
       stage: 'local',
       requestId: randomUUID(),
@@ -185,8 +250,16 @@ export interface GatewayOptions {
   readonly outerLine?: OuterLine;
   /** The module of a route's handler. @default its source under functions/ (the built bundles: npm start -- --bundles) */
   readonly handlerModule?: (route: Route) => URL;
-  /** Told about every request: route id (or why refused at the edge) and status. */
-  readonly onRequest?: (entry: { route: string; status: number }) => void;
+  /** Told about every request: route id (or why refused at the edge), status, and the body bytes read. */
+  readonly onRequest?: (entry: { route: string; status: number; bodyBytesRead?: number }) => void;
+  /** The proxy whose X-Real-IP is believed. @default GATEWAY_TRUSTED_PROXY (trustedProxyOf) */
+  readonly trustedProxy?: string;
+  /**
+   * A unix socket the gateway also listens on, for the proxy alone (mode
+   * 0660: its owner and group): X-Real-IP is believed from connections on it,
+   * and no TCP client can reach it. @default GATEWAY_PROXY_SOCKET
+   */
+  readonly proxySocket?: string;
 }
 
 export interface Gateway {
@@ -216,21 +289,57 @@ export async function startGateway(options: GatewayOptions = {}): Promise<Gatewa
   const outerLine = options.outerLine ?? readOuterLine();
   const gate = new OuterLineGate(outerLine);
   const log = options.onRequest ?? (() => {});
+  const trustedProxy = trustedProxyOf(options.trustedProxy ?? process.env.GATEWAY_TRUSTED_PROXY);
+  const proxySocket = options.proxySocket ?? (process.env.GATEWAY_PROXY_SOCKET || undefined);
+  /** Connections made over the proxy's unix socket. */
+  const viaProxy = new WeakSet<Socket>();
 
-  const server = createServer((request, response) => {
+  /**
+   * A body past the limit is refused as soon as it is known to be (by its
+   * Content-Length before any of it is read, or by the byte that crosses the
+   * limit): 413, `Connection: close`, nothing more read; the connection is
+   * half-closed and reset after a linger, so the sender reads the answer and
+   * no more than the limit (plus one chunk) was ever taken in.
+   */
+  function refuseTooLarge(request: IncomingMessage, response: ServerResponse, bodyBytesRead: number): void {
+    request.pause();
+    log({ route: 'edge:too-large', status: 413, bodyBytesRead });
+    response.shouldKeepAlive = false;
+    response.on('finish', () => {
+      // Node resumes an unread request once its answer is sent (to drain it): not this one
+      request.pause();
+      request.socket.pause();
+      request.socket.end();
+      setTimeout(() => request.socket.destroy(), REFUSED_LINGER_MS).unref();
+    });
+    answer(response, 413, { message: 'Request Entity Too Large' }, { Connection: 'close' });
+  }
+
+  const onRequest = (request: IncomingMessage, response: ServerResponse) => {
+    const declared = Number(request.headers['content-length'] ?? 0);
+    if (declared > MAX_BODY_BYTES) return refuseTooLarge(request, response, 0);
     const chunks: Buffer[] = [];
     let size = 0;
+    let refused = false;
     request.on('data', (chunk: Buffer) => {
+      if (refused) return;
       size += chunk.length;
       if (size <= MAX_BODY_BYTES) chunks.push(chunk);
+      else {
+        refused = true;
+        chunks.length = 0;
+        refuseTooLarge(request, response, size);
+      }
     });
     request.on('end', () => {
-      serve(request, response, size, Buffer.concat(chunks)).catch(() => {
+      if (refused) return;
+      serve(request, response, Buffer.concat(chunks)).catch(() => {
         // never let one request take the gateway down
         if (!response.headersSent) answer(response, 500, { message: 'Internal server error' });
       });
     });
-  });
+  };
+  const server = createServer(onRequest);
 
   /** Parses a request target as API Gateway would see it; undefined when it is not a path. */
   function targetOf(request: IncomingMessage): URL | undefined {
@@ -243,17 +352,14 @@ export async function startGateway(options: GatewayOptions = {}): Promise<Gatewa
     }
   }
 
-  async function serve(request: IncomingMessage, response: ServerResponse, size: number, body: Buffer) {
+  async function serve(request: IncomingMessage, response: ServerResponse, body: Buffer) {
     const url = targetOf(request);
     if (!url) {
       log({ route: 'edge:bad-request', status: 400 });
       return answer(response, 400, { message: 'Bad Request' });
     }
-    if (size > MAX_BODY_BYTES) {
-      log({ route: 'edge:too-large', status: 413 });
-      return answer(response, 413, { message: 'Request Entity Too Large' });
-    }
-    const edge = gate.refusal(sourceIp(request), mounted.find((entry) => entry.regex.test(url.pathname))?.route.id);
+    const clientIp = sourceIp(request, trustedProxy, viaProxy.has(request.socket));
+    const edge = gate.refusal(clientIp, mounted.find((entry) => entry.regex.test(url.pathname))?.route.id);
     if (edge) {
       log({ route: `edge:${edge}`, status: 429 });
       // as the WAF rule's custom response: a 429 with the rule's window as Retry-After (API Gateway's throttles send none)
@@ -275,7 +381,7 @@ export async function startGateway(options: GatewayOptions = {}): Promise<Gatewa
         log({ route: entry.route.id, status: 400 });
         return answer(response, 400, { message: 'Bad Request' }); // a malformed %-escape
       }
-      const event = restEvent(request, entry.route, url, params, body);
+      const event = restEvent(request, entry.route, url, params, body, clientIp);
       // as Lambda gives it: the remaining-time signal counts down from the function's timeout (10 s or the route's, infra)
       const deadline = Date.now() + (entry.route.timeoutSeconds ? entry.route.timeoutSeconds * 1000 : LOCAL_TIMEOUT_MS);
       const context = {
@@ -297,6 +403,13 @@ export async function startGateway(options: GatewayOptions = {}): Promise<Gatewa
     return answer(response, 404, { message: 'Not Found' });
   }
   await new Promise<void>((resolve) => server.listen(options.port ?? 0, '127.0.0.1', resolve));
+  const proxyServer = proxySocket === undefined ? undefined : createServer(onRequest);
+  if (proxyServer && proxySocket !== undefined) {
+    proxyServer.on('connection', (socket) => viaProxy.add(socket));
+    rmSync(proxySocket, { force: true }); // a socket file left by a gateway that died
+    await new Promise<void>((resolve) => proxyServer.listen(proxySocket, resolve));
+    chmodSync(proxySocket, 0o660);
+  }
   openGateways++;
   const { port } = server.address() as AddressInfo;
   return {
@@ -305,6 +418,7 @@ export async function startGateway(options: GatewayOptions = {}): Promise<Gatewa
     served: mounted.flatMap((m) => m.route.methods.map((method) => `${method} ${m.route.path}`)),
     close: async () => {
       await new Promise<void>((resolve) => server.close(() => resolve()));
+      if (proxyServer) await new Promise<void>((resolve) => proxyServer.close(() => resolve()));
       openGateways--;
       if (openGateways > 0) return; // the handlers (and their connections) still serve another gateway
       closeAllPlatforms();

@@ -6,7 +6,7 @@
  * them by path at runtime.
  *
  * The file maps each secret's name to its value:
- *   { "email-pepper": "…", "device-cookie-key": "…", "slack-signing-secret": "…", "telegram-bot-<bot>": "…", "mattermost-bot-token": "…" }
+ *   { "email-pepper": "…", "device-cookie-key": "…", "slack-signing-secret": "…", "telegram-bot-<bot>": "…", "mattermost-bot-token": "…", "api-key-pepper": "…" }
  * Values are never printed; the file is yours to delete afterwards.
  */
 import { readFileSync } from 'node:fs';

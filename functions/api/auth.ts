@@ -1,23 +1,18 @@
 /**
- * The API key check every /v1 route shares: the key is looked up by its hash
- * in the key registry; an unknown key is 401, counted per client IP so key
+ * The API key check every /v1 route shares: the key's shape is checked
+ * (functions/shared/api-key.ts), then it is looked up by its keyed hash
+ * (HMAC-SHA-256 with the pepper) in the key registry; an unknown or malformed key is 401, counted per client IP so key
  * guessing is itself limited (`api-unknown-key-ip`, 429 once over), and an IP
  * over that window is refused before a key it sends costs a registry read. A
  * known key's owner, role and role policy are put on the event for what follows.
  */
 import type { MiddlewareObj } from '@middy/core';
 import { enforce, verdictFor } from '@platform/rate-limit';
-import {
-  clientIp,
-  type HttpEvent,
-  hashApiKey,
-  header,
-  rateLimitHeaders,
-  rateLimitRefusal,
-} from '@platform/rate-limit/middleware';
+import { clientIp, type HttpEvent, header, rateLimitHeaders, rateLimitRefusal } from '@platform/rate-limit/middleware';
 import type { Context } from 'aws-lambda';
 import { type RoleLimits, roleLimits } from '../../config/api-roles.ts';
 import type { PolicyName } from '../../config/catalogue.ts';
+import { API_KEY_PEPPER, hashApiKey, isApiKey } from '../shared/api-key.ts';
 import { httpError } from '../shared/http.ts';
 import { platform } from '../shared/platform.ts';
 import { readConsumerSettings } from '../shared/settings.ts';
@@ -54,9 +49,12 @@ export const apiKeyAuth: MiddlewareObj<HttpEvent, unknown, Error, AuthenticatedC
   before: async function apiKeyAuthBefore(request) {
     const apiKey = header(request.event, 'x-api-key')?.trim();
     if (!apiKey) throw httpError(401, 'missing_api_key', 'Send your API key in the x-api-key header.');
-    const keyHash = hashApiKey(apiKey);
+    const { limiter, observer, policies } = platform();
+    const pepper = policies.secret(API_KEY_PEPPER);
+    if (!pepper) throw httpError(503, 'not_configured', 'The API key pepper is not configured.');
+    // a malformed key is an unknown one (same answer, same count), without a hash or a registry read
+    const keyHash = isApiKey(apiKey) ? hashApiKey(apiKey, pepper) : undefined;
     const keys = keyRegistry();
-    const { limiter, observer } = platform();
     const ip = (() => {
       try {
         return clientIp(request.event);
@@ -67,13 +65,13 @@ export const apiKeyAuth: MiddlewareObj<HttpEvent, unknown, Error, AuthenticatedC
     // A key this container has not looked up costs a registry read (SSM): an IP already over its
     // guessing window is refused before it, so a flood of random keys cannot exhaust Parameter
     // Store's throughput (real lookups and policy refreshes share it).
-    if (!keys.remembers(keyHash) && ip !== undefined) {
+    if (keyHash !== undefined && !keys.remembers(keyHash) && ip !== undefined) {
       const guessing = await limiter.peek([{ policy: UNKNOWN_KEY_POLICY, key: ip }]);
       if (guessing.outcome === 'limited') throw rateLimitRefusal(verdictFor(guessing, UNKNOWN_KEY_POLICY, 0, ip));
     }
     let found: KeyOwner | undefined;
     try {
-      found = await keys.lookup(keyHash);
+      found = keyHash === undefined ? undefined : await keys.lookup(keyHash);
     } catch {
       throw httpError(503, 'key_registry_unavailable', 'Try again shortly.', { 'Retry-After': '1' });
     }

@@ -24,7 +24,7 @@ function owner(value: unknown): KeyOwner | undefined {
   return typeof owner === 'string' && typeof role === 'string' ? { owner, role } : undefined;
 }
 
-/** config/local-api-keys.json: demo keys `demo-standard-key`, `demo-partner-key`, `demo-premium-key`. */
+/** config/local-api-keys.json: demo keys `rk_localDemoStandardKeyNotASecret00`, `rk_localDemoPartnerKeyNotASecret000`, `rk_localDemoPremiumKeyNotASecret000`. */
 export class FileKeyRegistry implements KeyRegistry {
   readonly #file: string;
   #keys: Promise<Record<string, unknown>> | undefined;

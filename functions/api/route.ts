@@ -12,7 +12,7 @@ export const route = {
   ],
   scope: { from: 'apiKey', header: 'x-api-key' },
   uses: ['apiKeyRegistry'],
-  secrets: [],
+  secrets: ['api-key-pepper'],
   inHandler: [['api-unknown-key-ip']],
   reservedConcurrency: 100,
 } as const satisfies Route;

@@ -8,7 +8,7 @@ export const route = {
   rawBody: false,
   limits: [],
   uses: ['apiKeyRegistry'],
-  secrets: [],
+  secrets: ['api-key-pepper'],
   inHandler: [['llm-in-flight', 'llm-budget'], ['api-unknown-key-ip']],
   reservedConcurrency: 20,
   // above the largest call's worst case (docs/llm-budget.md, "How long a call may run"); llm-in-flight's leaseTtl is above it

@@ -1,10 +1,11 @@
 import middy, { type MiddlewareObj } from '@middy/core';
 import httpErrorHandler from '@middy/http-error-handler';
+import { MisconfiguredCheckError } from '@platform/rate-limit';
 import {
-  apiKeyHash,
   clientIp,
   clientIp48,
   type HttpEvent,
+  header,
   httpError as jsonHttpError,
   type KeyExtractor,
   MissingKeyError,
@@ -15,6 +16,7 @@ import type { APIGatewayProxyEvent, APIGatewayProxyResult, Context } from 'aws-l
 import * as v from 'valibot';
 import type { RoleLimits } from '../../config/api-roles.ts';
 import type { KeySource, Route } from '../route.ts';
+import { API_KEY_PEPPER, hashApiKey, isApiKey } from './api-key.ts';
 import { platform } from './platform.ts';
 
 export type HttpResponse = APIGatewayProxyResult;
@@ -50,6 +52,50 @@ export const SenderId = v.pipe(
 export function rawBody(event: RestEvent): string {
   const body = typeof event.body === 'string' ? event.body : '';
   return event.isBase64Encoded === true ? Buffer.from(body, 'base64').toString('utf8') : body;
+}
+
+/** How large and how deeply nested a JSON body may be before it is parsed. */
+export interface JsonBounds {
+  readonly maxBytes: number;
+  readonly maxDepth: number;
+}
+
+/**
+ * Whether a JSON text nests deeper than `maxDepth` (objects and arrays), by
+ * one linear scan without recursion, strings skipped: a body 200,000 levels
+ * deep parses (V8's parser is iterative) but overflows the stack of anything
+ * that walks it after (JSON.stringify in the sink), so it is refused unparsed.
+ */
+export function nestsDeeperThan(text: string, maxDepth: number): boolean {
+  let depth = 0;
+  let inString = false;
+  for (let i = 0; i < text.length; i++) {
+    const c = text.charCodeAt(i);
+    if (inString) {
+      if (c === 0x5c)
+        i++; // a backslash: the next character is escaped
+      else if (c === 0x22) inString = false;
+    } else if (c === 0x22) inString = true;
+    else if (c === 0x7b || c === 0x5b) {
+      if (++depth > maxDepth) return true;
+    } else if (c === 0x7d || c === 0x5d) depth--;
+  }
+  return false;
+}
+
+/**
+ * Why a body is out of bounds (`too-large`: past `maxBytes` as UTF-8;
+ * `too-deep`: nested past `maxDepth`), or undefined when it is within them.
+ * The size is known from the string's length before any byte is counted.
+ */
+export function outOfBounds(event: RestEvent, bounds: JsonBounds): 'too-large' | 'too-deep' | undefined {
+  const sent = typeof event.body === 'string' ? event.body : '';
+  // base64 is 4 characters per 3 bytes; UTF-16 length never exceeds the UTF-8 byte count
+  const atLeast = event.isBase64Encoded === true ? Math.floor((sent.length * 3) / 4) - 2 : sent.length;
+  if (atLeast > bounds.maxBytes) return 'too-large';
+  const body = rawBody(event);
+  if (Buffer.byteLength(body) > bounds.maxBytes) return 'too-large';
+  return nestsDeeperThan(body, bounds.maxDepth) ? 'too-deep' : undefined;
 }
 
 /** The body as a JSON object, or a 400 saying it is not one. */
@@ -90,10 +136,19 @@ function keyFrom(source: KeySource): KeyExtractor {
     case 'clientIp48':
       return clientIp48;
     case 'apiKey':
-      return apiKeyHash(source.header);
+      // the key's keyed hash (never the key, nor a hash a dump could match without the pepper)
+      return (event) => {
+        const key = header(event, source.header)?.trim();
+        if (!key || !isApiKey(key)) throw new MissingKeyError(`the request has no well-formed ${source.header} header`);
+        const pepper = platform().policies.secret(API_KEY_PEPPER);
+        if (!pepper) throw new MisconfiguredCheckError('no API key pepper (secrets/api/api-key-pepper)');
+        return hashApiKey(key, pepper);
+      };
     case 'pathParameter':
       return (event) => {
-        const value = (event as RestEvent).pathParameters?.[source.name];
+        const params = (event as RestEvent).pathParameters;
+        // own properties only: a parameter name is never an inherited member (`constructor`)
+        const value = params && Object.hasOwn(params, source.name) ? params[source.name] : undefined;
         if (typeof value !== 'string' || !ID.test(value)) throw new MissingKeyError(`the path has no ${source.name}`);
         return value;
       };

@@ -1,9 +1,40 @@
+import type { MiddlewareObj } from '@middy/core';
 import { DEFAULT_TIME_BUDGET, degradedBy, enforce, type Limiter, toMs, verdictFor } from '@platform/rate-limit';
-import { rateLimitHeaders, rateLimitRefusal } from '@platform/rate-limit/middleware';
+import { type HttpEvent, rateLimitHeaders, rateLimitRefusal } from '@platform/rate-limit/middleware';
 import type { PolicyName } from '../../config/catalogue.ts';
-import { type HttpResponse, httpError, json } from './http.ts';
+import { type HttpResponse, httpError, type JsonBounds, json, outOfBounds, type RestEvent } from './http.ts';
 import { platform } from './platform.ts';
 import type { AcceptedEvent } from './sink.ts';
+
+/**
+ * The bounds of a webhook's body: Slack's and Telegram's events are a few KiB
+ * and a few levels deep. 192 KiB leaves the SQS message (256 KiB) room for
+ * the envelope; 64 levels are far past any real payload and far below what
+ * overflows a recursive walk (the sink's JSON.stringify).
+ */
+export const WEBHOOK_BODY_BOUNDS: JsonBounds = { maxBytes: 192 * 1024, maxDepth: 64 };
+
+/**
+ * Refuses a body out of bounds before anything is counted: 413 when too
+ * large, 400 when too deep, with the sender's no-retry headers (Slack's
+ * `X-Slack-No-Retry: 1`: the same body would be refused again). Runs before
+ * the route's limits, so neither the per-IP window nor the in-handler
+ * windows are debited and no event is claimed.
+ */
+export function boundedWebhookBody(
+  noRetryHeaders: Record<string, string> = {},
+  bounds: JsonBounds = WEBHOOK_BODY_BOUNDS,
+): MiddlewareObj<HttpEvent> {
+  return {
+    before: function boundedWebhookBodyBefore(request) {
+      const out = outOfBounds(request.event as RestEvent, bounds);
+      if (out === 'too-large')
+        throw httpError(413, 'too_large', `The body is larger than ${bounds.maxBytes} bytes.`, noRetryHeaders);
+      if (out === 'too-deep')
+        throw httpError(400, 'too_deep', `The body nests deeper than ${bounds.maxDepth} levels.`, noRetryHeaders);
+    },
+  };
+}
 
 export interface WebhookEvent extends AcceptedEvent {
   /** The limits of this event, decided all-or-nothing with `scope` as their hash tag. */

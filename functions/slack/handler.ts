@@ -10,6 +10,9 @@
  *    all-or-nothing, scoped by the workspace. A retried `event_id` already
  *    accepted answers 200 and is neither counted nor forwarded again.
  *
+ * 0. Before anything is counted: a body past 192 KiB is 413, one nested past
+ *    64 levels 400, both with `X-Slack-No-Retry: 1` (WEBHOOK_BODY_BOUNDS).
+ *
  * A refusal is 429 with Retry-After and `X-Slack-No-Retry: 1`: Slack would
  * otherwise retry at +1 min and +5 min into a channel that is over its limit;
  * the event is dropped, counted (Limited) and logged by id. The limiter down
@@ -21,7 +24,7 @@ import { header } from '@platform/rate-limit/middleware';
 import * as v from 'valibot';
 import { httpError, json, jsonObjectBody, parseBody, rawBody, routeHandler, SenderId } from '../shared/http.ts';
 import { platform } from '../shared/platform.ts';
-import { acceptOnce } from '../shared/webhook.ts';
+import { acceptOnce, boundedWebhookBody } from '../shared/webhook.ts';
 import { route } from './route.ts';
 import { verifySlackSignature } from './signature.ts';
 
@@ -44,34 +47,42 @@ const EventCallback = v.looseObject({
 /** The workspace and channel windows, decided together, as the route declares them. */
 const [[WORKSPACE, CHANNEL]] = route.inHandler;
 
-export const handler = routeHandler(route, async (event) => {
-  const secret = platform().policies.secret('slack-signing-secret');
-  if (!secret) throw httpError(503, 'not_configured', 'The Slack signing secret is not configured.');
-  const body = rawBody(event);
-  const check = verifySlackSignature(
-    secret,
-    header(event, 'X-Slack-Request-Timestamp'),
-    header(event, 'X-Slack-Signature'),
-    body,
-  );
-  if (check === 'stale') throw httpError(401, 'stale_request', 'The request timestamp is missing or too old.');
-  if (check !== 'valid') throw httpError(401, 'bad_signature', 'The request signature does not match.');
-  const { type } = parseBody(event, Envelope);
-  if (type === 'url_verification') return json(200, { challenge: parseBody(event, UrlVerification).challenge });
-  if (type !== 'event_callback') return json(200, { ok: true, ignored: type });
-  const fields = parseBody(event, EventCallback);
-  const team = fields.team_id;
-  const id = fields.event_id;
-  const channel = fields.event?.channel;
-  const payload = jsonObjectBody(event); // handed on as Slack sent it
-  return acceptOnce(
-    {
-      source: 'slack',
-      id,
-      scope: team,
-      payload,
-      limits: [{ policy: WORKSPACE, key: team }, ...(channel ? [{ policy: CHANNEL, key: channel }] : [])],
-    },
-    { 'X-Slack-No-Retry': '1' },
-  );
-});
+/** Slack's answer to a refusal it should not retry: the same delivery would be refused again. */
+const NO_RETRY = { 'X-Slack-No-Retry': '1' };
+
+export const handler = routeHandler(
+  route,
+  async (event) => {
+    const secret = platform().policies.secret('slack-signing-secret');
+    if (!secret) throw httpError(503, 'not_configured', 'The Slack signing secret is not configured.');
+    const body = rawBody(event);
+    const check = verifySlackSignature(
+      secret,
+      header(event, 'X-Slack-Request-Timestamp'),
+      header(event, 'X-Slack-Signature'),
+      body,
+    );
+    if (check === 'stale') throw httpError(401, 'stale_request', 'The request timestamp is missing or too old.');
+    if (check !== 'valid') throw httpError(401, 'bad_signature', 'The request signature does not match.');
+    const { type } = parseBody(event, Envelope);
+    if (type === 'url_verification') return json(200, { challenge: parseBody(event, UrlVerification).challenge });
+    if (type !== 'event_callback') return json(200, { ok: true, ignored: type });
+    const fields = parseBody(event, EventCallback);
+    const team = fields.team_id;
+    const id = fields.event_id;
+    const channel = fields.event?.channel;
+    const payload = jsonObjectBody(event); // handed on as Slack sent it
+    return acceptOnce(
+      {
+        source: 'slack',
+        id,
+        scope: team,
+        payload,
+        limits: [{ policy: WORKSPACE, key: team }, ...(channel ? [{ policy: CHANNEL, key: channel }] : [])],
+      },
+      NO_RETRY,
+    );
+  },
+  // a body too large or too deep is refused before the per-IP window or anything else counts it
+  { before: [boundedWebhookBody(NO_RETRY)] },
+);

@@ -1,6 +1,8 @@
 /**
  * POST /webhooks/telegram/{bot} — docs/design.md, "The limits" (Messenger inbound), fail-closed.
  *
+ * 0. Before anything is counted: a body past 192 KiB is 413, one nested past
+ *    64 levels 400 (WEBHOOK_BODY_BOUNDS): no update Telegram builds is either.
  * 1. Before verification: the per-IP window `telegram-ip` (the route's middleware).
  * 2. `X-Telegram-Bot-Api-Secret-Token` (set with setWebhook(secret_token))
  *    compared in constant time with the bot's secret
@@ -16,7 +18,7 @@ import { header } from '@platform/rate-limit/middleware';
 import * as v from 'valibot';
 import { httpError, jsonObjectBody, parseBody, routeHandler, SenderId, safeId } from '../shared/http.ts';
 import { platform } from '../shared/platform.ts';
-import { acceptOnce } from '../shared/webhook.ts';
+import { acceptOnce, boundedWebhookBody } from '../shared/webhook.ts';
 import { route } from './route.ts';
 
 /** Equal-length digests, so the comparison takes the same time whatever was sent. */
@@ -64,19 +66,24 @@ function chatOf(update: Update): string | undefined {
 /** The bot and chat windows, decided together, as the route declares them. */
 const [[BOT, CHAT]] = route.inHandler;
 
-export const handler = routeHandler(route, async (event) => {
-  const bot = safeId(event.pathParameters?.bot, 'the bot');
-  const secret = platform().policies.secret(`telegram-bot-${bot}`);
-  if (!secret || !sameSecret(header(event, 'X-Telegram-Bot-Api-Secret-Token'), secret)) {
-    throw httpError(401, 'bad_secret_token', 'The secret token does not match.');
-  }
-  const update = parseBody(event, Update);
-  const chat = chatOf(update);
-  return acceptOnce({
-    source: 'telegram',
-    id: update.update_id,
-    scope: bot,
-    payload: jsonObjectBody(event), // handed on as Telegram sent it
-    limits: [{ policy: BOT, key: bot }, ...(chat === undefined ? [] : [{ policy: CHAT, key: chat }])],
-  });
-});
+export const handler = routeHandler(
+  route,
+  async (event) => {
+    const bot = safeId(event.pathParameters?.bot, 'the bot');
+    const secret = platform().policies.secret(`telegram-bot-${bot}`);
+    if (!secret || !sameSecret(header(event, 'X-Telegram-Bot-Api-Secret-Token'), secret)) {
+      throw httpError(401, 'bad_secret_token', 'The secret token does not match.');
+    }
+    const update = parseBody(event, Update);
+    const chat = chatOf(update);
+    return acceptOnce({
+      source: 'telegram',
+      id: update.update_id,
+      scope: bot,
+      payload: jsonObjectBody(event), // handed on as Telegram sent it
+      limits: [{ policy: BOT, key: bot }, ...(chat === undefined ? [] : [{ policy: CHAT, key: chat }])],
+    });
+  },
+  // a body too large or too deep is refused before anything counts it (Telegram itself never builds one)
+  { before: [boundedWebhookBody()] },
+);

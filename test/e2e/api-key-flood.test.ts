@@ -12,6 +12,7 @@ import { mockClient } from 'aws-sdk-client-mock';
 import { PLATFORM_POLICIES } from '../../config/catalogue.ts';
 import { useRegistry } from '../../functions/api/auth.ts';
 import { SsmKeyRegistry } from '../../functions/api/registry.ts';
+import { newApiKey } from '../../functions/shared/api-key.ts';
 import { consumers, type TestPlatform } from '../support/consumers.ts';
 import { restEvent } from '../support/events.ts';
 
@@ -31,20 +32,31 @@ describe('The API under a flood of random keys from one IP', () => {
     const { handler } = await import('../../functions/api/handler.ts');
     const ip = `198.51.100.${1 + (process.pid % 250)}`;
     const statuses = new Map<number, number>();
+    const send = async (from: string, apiKey: string) => {
+      const event = {
+        ...restEvent({ ip: from, headers: { 'x-api-key': apiKey } }),
+        httpMethod: 'GET',
+        path: '/v1/whoami',
+        pathParameters: { proxy: 'whoami' },
+      };
+      return (await handler(event, {} as never)) as { statusCode: number };
+    };
+    let malformedReads: number;
     try {
+      // well-formed random keys: the shape passes, the registry is asked until the window closes
       for (let i = 0; i < KEYS; i++) {
-        const event = {
-          ...restEvent({ ip, headers: { 'x-api-key': randomBytes(16).toString('hex') } }),
-          httpMethod: 'GET',
-          path: '/v1/whoami',
-          pathParameters: { proxy: 'whoami' },
-        };
-        const answer = (await handler(event, {} as never)) as { statusCode: number };
+        const answer = await send(ip, newApiKey());
         statuses.set(answer.statusCode, (statuses.get(answer.statusCode) ?? 0) + 1);
       }
+      // malformed ones (from another IP, with its window open): answered as unknown, never a read
+      const before = ssm.commandCalls(GetParameterCommand).length;
+      const other = `203.0.113.${1 + (process.pid % 250)}`;
+      for (let i = 0; i < 5; i++) assert.equal((await send(other, randomBytes(16).toString('hex'))).statusCode, 401);
+      malformedReads = ssm.commandCalls(GetParameterCommand).length - before;
     } finally {
       ssm.restore();
     }
+    assert.equal(malformedReads, 0, 'a malformed key costs no registry read');
     const reads = ssm.commandCalls(GetParameterCommand).length;
     const window = (PLATFORM_POLICIES['api-unknown-key-ip'] as { limit: number }).limit;
     t.diagnostic(

@@ -31,7 +31,7 @@ describe('The built bundles behind the gateway', () => {
     const api = await call(platform.base, {
       path: '/v1/whoami',
       from: loopbackAddress(),
-      headers: { 'x-api-key': 'demo-partner-key' },
+      headers: { 'x-api-key': 'rk_localDemoPartnerKeyNotASecret000' },
     });
     assert.deepEqual(api.json(), { owner: 'globex', role: 'partner' });
     const body = JSON.stringify({ type: 'url_verification', challenge: 'built' });

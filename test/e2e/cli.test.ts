@@ -9,7 +9,9 @@ import { copyFileSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, describe, it } from 'node:test';
+import { parseIsoTime } from '../../cli/commands.ts';
 import { PLATFORM_POLICIES } from '../../config/catalogue.ts';
+import { hashApiKey, isApiKey } from '../../functions/shared/api-key.ts';
 import { createPolicyStore, FileParameterSource } from '../../layer/src/config/index.ts';
 import { createLimiter, createRedisClient } from '../../layer/src/index.ts';
 import { hashEmail } from '../../layer/src/middleware/index.ts';
@@ -39,13 +41,13 @@ describe('ratelimit (the admin CLI)', () => {
   after(() => rmSync(dir, { recursive: true, force: true }));
 
   it('lists every policy in force, with where each value came from', async () => {
-    const result = await ratelimit(['policies', '--api-key', 'demo-premium-key', '--json']);
+    const result = await ratelimit(['policies', '--api-key', 'rk_localDemoPremiumKeyNotASecret000', '--json']);
     assert.equal(result.code, 0, result.stderr);
     const all = JSON.parse(result.stdout) as Record<string, { sources: Record<string, string> }>;
     assert.ok(Object.keys(all).includes('login-ip') && Object.keys(all).includes('llm-budget'));
     assert.equal(all['api-key']?.sources.capacity, 'per-key override');
     assert.equal(all['api-key']?.sources['refill.every'], 'shipped default');
-    assert.doesNotMatch(result.stdout, /demo-premium-key/, 'the raw key is never printed');
+    assert.doesNotMatch(result.stdout, /rk_localDemoPremiumKeyNotASecret000/, 'the raw key is never printed');
   });
 
   it('inspects an account in backoff by its email, resets it, and logs the write without the email', async () => {
@@ -149,6 +151,52 @@ describe('ratelimit (the admin CLI)', () => {
     );
     assert.equal((await ratelimit(['override', 'login-ip', '{"limit": 40, "until": "soon"}'])).code, 3);
     assert.equal(readFileSync(parameters, 'utf8'), before, 'nothing written by a refusal');
+  });
+
+  it('refuses a past until however it is given (flag or JSON), and an impossible date as malformed, writing nothing', async () => {
+    const before = readFileSync(parameters, 'utf8');
+    const cases: [string[], number, RegExp][] = [
+      [['override', 'login-ip', '{"limit": 40, "until": "2020-01-01T00:00:00Z"}'], 3, /has passed/],
+      [['override', 'login-ip', '{"limit": 40}', '--until', '2020-01-01T00:00:00Z'], 3, /has passed/],
+      [['override', 'login-ip', '{"limit": 40}', '--until', '2030-02-30T00:00:00Z'], 2, /real ISO 8601 time/],
+      [['override', 'login-ip', '{"limit": 40, "until": "2030-02-30T00:00:00Z"}'], 3, /real ISO 8601 time/],
+      [['override', 'login-ip', '{"limit": 40, "until": 1924992000000}'], 3, /real ISO 8601 time/],
+      [['override', 'login-ip', '{"limit": 40}', '--until', '2030-01-01T24:00Z'], 2, /real ISO 8601 time/],
+      [['override', 'login-ip', '{"limit": 40}', '--until', '2030-01-01T06:00'], 2, /real ISO 8601 time/],
+      [['override', 'login-ip', '{"limit": 40, "until": "2099-01-01T00:00Z"}', '--for', '1h'], 2, /given twice/],
+    ];
+    for (const [args, code, message] of cases) {
+      const refused = await ratelimit(args);
+      assert.equal(refused.code, code, `${args.join(' ')}: ${refused.stderr}`);
+      assert.match(refused.stderr, message, args.join(' '));
+    }
+    assert.equal(readFileSync(parameters, 'utf8'), before, 'nothing written');
+    const leap = await ratelimit([
+      'override',
+      'login-ip',
+      '{"limit": 40, "until": "2028-02-29T06:00+02:00"}',
+      '--json',
+    ]);
+    assert.equal(leap.code, 0, leap.stderr);
+    assert.equal((JSON.parse(leap.stdout) as { after: { until: string } }).after.until, '2028-02-29T04:00:00.000Z');
+    assert.equal(parseIsoTime('2030-02-30T00:00:00Z'), undefined, 'not normalised to March 2');
+    assert.equal(parseIsoTime('2029-02-29'), undefined, 'not a leap year');
+    assert.equal(parseIsoTime('2030-03-02T00:00:00.5Z'), Date.UTC(2030, 2, 2, 0, 0, 0, 500));
+  });
+
+  it('hashes --api-key with the pepper, refuses a malformed one, and makes new keys with their registry entry', async () => {
+    const malformed = await ratelimit(['policies', '--api-key', 'demo-premium-key']);
+    assert.equal(malformed.code, 2);
+    assert.match(malformed.stderr, /rk_ followed by 32 base64url characters/);
+    const made = await ratelimit(['api-key', 'new', '--json']);
+    assert.equal(made.code, 0, made.stderr);
+    const { apiKey, keyHash } = JSON.parse(made.stdout) as { apiKey: string; keyHash: string };
+    assert.ok(isApiKey(apiKey), apiKey);
+    const pepper = JSON.parse(readFileSync(parameters, 'utf8'))['/ratelimit/local/secrets/api/api-key-pepper'];
+    assert.equal(keyHash, hashApiKey(apiKey, pepper));
+    const listed = await ratelimit(['policies', '--api-key', apiKey]);
+    assert.match(listed.stdout, new RegExp(`\\(key ${keyHash}\\)`));
+    assert.equal((await ratelimit(['api-key', 'old'])).code, 2);
   });
 
   it('answers bad arguments with exit 2 and help, and an unreachable Redis with exit 1', async () => {

@@ -43,7 +43,11 @@ const remaining = (header: string | undefined) => Number(/r=(-?\d+)/.exec(header
 
 describe('LLM calls against a cost budget (POST /v1/llm/complete)', () => {
   it('reserves the estimate, settles the actual cost, and answers with the budget headers', async () => {
-    const answer = await complete('demo-partner-key', { model: 'nova-lite', prompt: 'a'.repeat(40), max_tokens: 100 });
+    const answer = await complete('rk_localDemoPartnerKeyNotASecret000', {
+      model: 'nova-lite',
+      prompt: 'a'.repeat(40),
+      max_tokens: 100,
+    });
     assert.equal(answer.status, 200, answer.body);
     // (40 + 64) × 0.06 + 100 × 0.24 = 30.24 reserved; 40 × 0.06 + 20 output tokens × 0.24 = 7.2 spent
     assert.deepEqual(answer.json().cost, { reservedMicroUsd: 31, actualMicroUsd: 8 });
@@ -58,8 +62,16 @@ describe('LLM calls against a cost budget (POST /v1/llm/complete)', () => {
   });
 
   it('refunds the reservation when the provider refused the call before any work', async () => {
-    const before = await complete('demo-partner-key', { model: 'nova-lite', prompt: 'b'.repeat(40), max_tokens: 100 });
-    const failed = await complete('demo-partner-key', { model: 'nova-lite', prompt: '[fail] c', max_tokens: 100 });
+    const before = await complete('rk_localDemoPartnerKeyNotASecret000', {
+      model: 'nova-lite',
+      prompt: 'b'.repeat(40),
+      max_tokens: 100,
+    });
+    const failed = await complete('rk_localDemoPartnerKeyNotASecret000', {
+      model: 'nova-lite',
+      prompt: '[fail] c',
+      max_tokens: 100,
+    });
     assert.equal(failed.status, 502);
     assert.equal(failed.json().error, 'provider_failed');
     assert.deepEqual(failed.json().cost, { reservedMicroUsd: 29, chargedMicroUsd: 0 }); // (8 + 64) × 0.06 + 100 × 0.24
@@ -67,9 +79,17 @@ describe('LLM calls against a cost budget (POST /v1/llm/complete)', () => {
   });
 
   it('charges a provider failure after tokens were produced what it produced', async () => {
-    const before = await complete('demo-partner-key', { model: 'nova-lite', prompt: 'b'.repeat(40), max_tokens: 100 });
+    const before = await complete('rk_localDemoPartnerKeyNotASecret000', {
+      model: 'nova-lite',
+      prompt: 'b'.repeat(40),
+      max_tokens: 100,
+    });
     const prompt = '[fail-after:50] x'; // 17 bytes; 50 output tokens produced, then the provider failed
-    const failed = await complete('demo-partner-key', { model: 'nova-lite', prompt, max_tokens: 100 });
+    const failed = await complete('rk_localDemoPartnerKeyNotASecret000', {
+      model: 'nova-lite',
+      prompt,
+      max_tokens: 100,
+    });
     assert.equal(failed.status, 502, failed.body);
     // 17 × 0.06 + 50 × 0.24 = 13.02 µUSD, rounded up
     assert.deepEqual(failed.json().cost, { reservedMicroUsd: 29, chargedMicroUsd: 14 });
@@ -83,25 +103,44 @@ describe('LLM calls against a cost budget (POST /v1/llm/complete)', () => {
   it('refuses a call the budget cannot cover with 429, and waiting its Retry-After admits it', async () => {
     // (40 + 64) × 0.06 + 4096 × 0.24 = 989.28 reserved of 1000: a second cannot fit until ~2 s refilled
     const request = { model: 'nova-lite', prompt: `[long] ${'d'.repeat(33)}`, max_tokens: 4096 };
-    const first = await complete('demo-standard-key', request);
+    const first = await complete('rk_localDemoStandardKeyNotASecret00', request);
     assert.equal(first.status, 200, first.body);
-    const refused = await complete('demo-standard-key', request);
+    const refused = await complete('rk_localDemoStandardKeyNotASecret00', request);
     assert.equal(refused.status, 429);
     assert.equal(refused.json().policy, 'llm-budget');
     const retryAfter = Number(refused.headers['retry-after']);
     assert.ok(retryAfter >= 1 && retryAfter <= 2, `Retry-After ${retryAfter}`);
     await wait(retryAfter * 1000); // the answer's own Retry-After
-    assert.equal((await complete('demo-standard-key', request)).status, 200);
+    assert.equal((await complete('rk_localDemoStandardKeyNotASecret00', request)).status, 200);
   });
 
   it('answers 400 with a reason for an unknown model, a bad max_tokens or a call dearer than the whole budget', async () => {
-    assert.equal((await complete('demo-partner-key', { model: 'gpt-x', prompt: 'x', max_tokens: 1 })).status, 400);
-    const proto = await complete('demo-partner-key', { model: '__proto__', prompt: 'x', max_tokens: 1 });
+    assert.equal(
+      (await complete('rk_localDemoPartnerKeyNotASecret000', { model: 'gpt-x', prompt: 'x', max_tokens: 1 })).status,
+      400,
+    );
+    const proto = await complete('rk_localDemoPartnerKeyNotASecret000', {
+      model: '__proto__',
+      prompt: 'x',
+      max_tokens: 1,
+    });
     assert.equal(proto.json().message, 'model must be one of nova-lite, nova-pro', 'no price from Object.prototype');
-    assert.equal((await complete('demo-partner-key', { model: 'nova-lite', prompt: 'x', max_tokens: 0 })).status, 400);
-    const tooMany = await complete('demo-partner-key', { model: 'nova-lite', prompt: 'x', max_tokens: 4097 });
+    assert.equal(
+      (await complete('rk_localDemoPartnerKeyNotASecret000', { model: 'nova-lite', prompt: 'x', max_tokens: 0 }))
+        .status,
+      400,
+    );
+    const tooMany = await complete('rk_localDemoPartnerKeyNotASecret000', {
+      model: 'nova-lite',
+      prompt: 'x',
+      max_tokens: 4097,
+    });
     assert.equal(tooMany.json().message, 'max_tokens must be a whole number from 1 to 4096');
-    const dear = await complete('demo-partner-key', { model: 'nova-pro', prompt: 'x', max_tokens: 4000 });
+    const dear = await complete('rk_localDemoPartnerKeyNotASecret000', {
+      model: 'nova-pro',
+      prompt: 'x',
+      max_tokens: 4000,
+    });
     assert.equal(dear.status, 400);
     assert.equal(dear.json().error, 'over_budget_capacity');
     assert.equal((await complete('nobody', { model: 'nova-lite', prompt: 'x', max_tokens: 1 })).status, 401);
@@ -131,7 +170,10 @@ describe('LLM calls against an in-flight limit beside the budget (globex: 2 at o
   after(() => useProvider(new FakeProvider()));
   /** Two calls of the partner, sent at once; resolves once the gated provider holds both (their slots taken). */
   async function twoHeld(gate: ReturnType<typeof gatedProvider>, body: unknown) {
-    const running = [complete('demo-partner-key', body), complete('demo-partner-key', body)];
+    const running = [
+      complete('rk_localDemoPartnerKeyNotASecret000', body),
+      complete('rk_localDemoPartnerKeyNotASecret000', body),
+    ];
     const held = (async () => {
       while (gate.state.waiting < 2) await new Promise((resolve) => setImmediate(resolve));
     })();
@@ -149,21 +191,25 @@ describe('LLM calls against an in-flight limit beside the budget (globex: 2 at o
     await useProvider(gate.provider);
     const small = { model: 'nova-lite', prompt: 'e'.repeat(8), max_tokens: 2 };
     const running = await twoHeld(gate, small);
-    const third = await complete('demo-partner-key', small);
+    const third = await complete('rk_localDemoPartnerKeyNotASecret000', small);
     assert.equal(third.status, 429, third.body);
     assert.equal(third.json().policy, 'llm-in-flight');
     assert.ok(Number(third.headers['retry-after']) >= 1, 'a Retry-After: at the latest when the oldest lease lapses');
     gate.open();
     for (const answer of await Promise.all(running)) assert.equal(answer.status, 200, answer.body);
     await useProvider(new FakeProvider());
-    assert.equal((await complete('demo-partner-key', small)).status, 200, 'both slots were given back');
+    assert.equal(
+      (await complete('rk_localDemoPartnerKeyNotASecret000', small)).status,
+      200,
+      'both slots were given back',
+    );
   });
 
   it('gives the slot back when the budget refuses the call: both limits, or neither', async () => {
     await useProvider(new FakeProvider());
     const dear = { model: 'nova-lite', prompt: 'f'.repeat(8), max_tokens: 4096 }; // 988 µUSD: more than is left (975)
     for (let i = 0; i < 3; i++) {
-      const refused = await complete('demo-partner-key', dear);
+      const refused = await complete('rk_localDemoPartnerKeyNotASecret000', dear);
       assert.equal(refused.status, 429, refused.body);
       assert.equal(refused.json().policy, 'llm-budget');
     }
@@ -188,7 +234,7 @@ describe('LLM calls bounded by the invocation (globex: 2 at once; its handler ca
       resource: '/v1/llm/complete',
       path: '/v1/llm/complete',
       httpMethod: 'POST',
-      headers: { 'x-api-key': 'demo-partner-key', 'content-type': 'application/json' },
+      headers: { 'x-api-key': 'rk_localDemoPartnerKeyNotASecret000', 'content-type': 'application/json' },
       multiValueHeaders: {},
       queryStringParameters: null,
       multiValueQueryStringParameters: null,

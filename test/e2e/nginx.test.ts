@@ -11,7 +11,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { setTimeout as wait } from 'node:timers/promises';
-import { NGINX_CONF, renderNginxConf } from '../../scripts/nginx-conf.ts';
+import { NGINX_CONF, NGINX_PROXY_ADDRESS, renderNginxConf } from '../../scripts/nginx-conf.ts';
 import { freePort } from '../../scripts/redis-process.ts';
 import { consumers, type TestPlatform } from '../support/consumers.ts';
 import { call, loopbackAddress } from '../support/http.ts';
@@ -28,7 +28,7 @@ const SKIP = nginxVersion() === undefined ? 'nginx is not installed (apt-get ins
 
 let platform: TestPlatform;
 before(async () => {
-  process.env.GATEWAY_TRUSTED_PROXY = '127.0.0.1';
+  process.env.GATEWAY_TRUSTED_PROXY = NGINX_PROXY_ADDRESS; // nginx's own address (proxy_bind), not every local client's
   platform = await consumers();
 });
 after(() => platform.close());
@@ -86,6 +86,20 @@ describe('The nginx outer line (infra/local/nginx.conf)', () => {
         'each client counted under its own address',
       );
       assert.equal(b.headers.ratelimit, '"login-ip";r=19;t=900, "login-ip48";r=199;t=900');
+      // past nginx, straight to the gateway from the default local address: X-Real-IP is not believed
+      const victim = loopbackAddress();
+      await call(platform.base, {
+        method: 'POST',
+        path: '/auth/login',
+        from: '127.0.0.1',
+        headers: { 'X-Real-IP': victim },
+        body: '{}',
+      });
+      assert.equal(
+        (await login(victim)).headers.ratelimit,
+        '"login-ip";r=19;t=900, "login-ip48";r=199;t=900',
+        'the spoofed IP was never counted',
+      );
       const burst = await Promise.all(
         Array.from({ length: 30 }, () => call(base, { path: '/v1/items', from: loopbackAddress() })),
       );

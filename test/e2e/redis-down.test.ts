@@ -36,7 +36,7 @@ describe('Consumers with Redis stopped', () => {
       call(platform.base, {
         path: '/v1/whoami',
         from: loopbackAddress(),
-        headers: { 'x-api-key': 'demo-standard-key' },
+        headers: { 'x-api-key': 'rk_localDemoStandardKeyNotASecret00' },
       });
     const body = JSON.stringify({
       type: 'event_callback',

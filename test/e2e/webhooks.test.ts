@@ -117,7 +117,15 @@ const hostile = fc.oneof(
     1e300,
     '',
     'x'.repeat(200),
+    // own properties named after Object.prototype's members, as JSON.parse makes them (and JSON.stringify sends them)
+    JSON.parse('{"__proto__":{"polluted":true},"constructor":{"prototype":{"x":1}},"toString":"x","hasOwnProperty":1}'),
   ),
+  // nested past the webhooks' 64 levels (and within): 400 too_deep, never a 5xx
+  fc.tuple(fc.integer({ min: 1, max: 3000 }), fc.boolean()).map(([depth, arrays]) => {
+    let value: unknown = 'x';
+    for (let i = 0; i < depth; i++) value = arrays ? [value] : { a: value };
+    return value;
+  }),
 );
 
 /** A JSON body from an object whose fields are given by `fields`, as JSON.stringify would send it. */
@@ -154,6 +162,80 @@ describe('Telegram webhook (POST /webhooks/telegram/{bot})', () => {
     const again = await telegram('demo', update);
     assert.deepEqual(again.json(), { ok: true, duplicate: true });
     assert.equal(platform.events().filter((e) => e.id === String(update.update_id)).length, 1);
+  });
+});
+
+/** `depth` nested arrays around `inner`, as text (JSON.stringify itself would overflow at 200,000). */
+const nestedText = (depth: number, inner = '1') => `${'['.repeat(depth)}${inner}${']'.repeat(depth)}`;
+
+describe('Webhooks: bodies past their bounds (192 KiB, 64 levels) are refused before anything counts', () => {
+  const telegramRaw = (bot: string, body: string, from: string) =>
+    call(platform.base, {
+      method: 'POST',
+      path: `/webhooks/telegram/${bot}`,
+      body,
+      headers: { 'X-Telegram-Bot-Api-Secret-Token': TELEGRAM_SECRET },
+      from,
+    });
+
+  it('answers a signed Slack body 200,000 levels deep, 65 levels deep, or past 192 KiB with 4xx and X-Slack-No-Retry: nothing debited, nothing claimed', async () => {
+    const team = `T${randomUUID().slice(0, 8)}`;
+    const id = `Ev${randomUUID().slice(0, 12)}`;
+    const from = loopbackAddress();
+    const event = (extra: string) =>
+      `{"type":"event_callback","team_id":"${team}","event_id":"${id}","event":{"type":"message","channel":"CB","extra":${extra}}}`;
+    for (const [extra, status, error] of [
+      [nestedText(200_000), 413, 'too_large'], // 400 KB of brackets: past the size first
+      [nestedText(63), 400, 'too_deep'], // 65 levels with the envelope's object and event
+      [`"${'x'.repeat(192 * 1024)}"`, 413, 'too_large'],
+    ] as const) {
+      const body = event(extra);
+      const answer = await slack(body, signSlackBody(SLACK_SECRET, body), from);
+      assert.equal(answer.status, status, `${body.length} bytes: ${answer.body.slice(0, 200)}`);
+      assert.equal(answer.json().error, error);
+      assert.equal(answer.headers['x-slack-no-retry'], '1', 'Slack is told not to retry what would be refused again');
+    }
+    assert.equal(platform.events().filter((e) => e.id === id).length, 0, 'nothing handed on');
+    const body = event(nestedText(62)); // 64 levels: within the bound
+    const admitted = await slack(body, signSlackBody(SLACK_SECRET, body), from);
+    assert.equal(admitted.status, 200, admitted.body);
+    assert.deepEqual(admitted.json(), { ok: true }, 'not a duplicate: the refused deliveries left no claim');
+    const limits = admitted.headers.ratelimit ?? '';
+    assert.match(limits, /"slack-workspace";r=299;/, 'the workspace debited once, by the admitted event only');
+    assert.match(limits, /"slack-channel";r=59;/);
+    assert.match(limits, /"slack-ip";r=(\d+);/);
+    const fresh = await slack(slackEvent(`T${randomUUID().slice(0, 8)}`, 'CB'), undefined, loopbackAddress());
+    assert.equal(
+      /"slack-ip";r=(\d+);/.exec(limits)?.[1],
+      /"slack-ip";r=(\d+);/.exec(fresh.headers.ratelimit ?? '')?.[1],
+      "the refused bodies took nothing of the sender's IP window either",
+    );
+  });
+
+  it('answers a Telegram update with the right secret token 200,000 levels deep, too deep or too large with 4xx: nothing debited, nothing claimed', async () => {
+    const chat = 70_000_000 + Math.floor(Math.random() * 1_000_000);
+    const updateId = 900_000_000 + Math.floor(Math.random() * 1_000_000);
+    const from = loopbackAddress();
+    const update = (extra: string) =>
+      `{"update_id":${updateId},"message":{"message_id":1,"chat":{"id":${chat}},"text":"hi","extra":${extra}}}`;
+    const before = await telegram('demo', { update_id: updateId + 1, message: { chat: { id: chat + 1 } } });
+    assert.equal(before.status, 200, before.body);
+    const botLeft = Number(/"telegram-bot";r=(\d+);/.exec(before.headers.ratelimit ?? '')?.[1]);
+    for (const [extra, status] of [
+      [nestedText(200_000), 413],
+      [nestedText(63), 400],
+      [`"${'x'.repeat(192 * 1024)}"`, 413],
+    ] as const) {
+      const answer = await telegramRaw('demo', update(extra), from);
+      assert.equal(answer.status, status, answer.body.slice(0, 200));
+    }
+    assert.equal(platform.events().filter((e) => e.id === String(updateId)).length, 0, 'nothing handed on');
+    const admitted = await telegramRaw('demo', update(nestedText(10)), from);
+    assert.equal(admitted.status, 200, admitted.body);
+    assert.deepEqual(admitted.json(), { ok: true }, 'not a duplicate: no claim was left behind');
+    assert.match(admitted.headers.ratelimit ?? '', /"telegram-chat";r=(\d+);/);
+    const botNow = Number(/"telegram-bot";r=(\d+);/.exec(admitted.headers.ratelimit ?? '')?.[1]);
+    assert.ok(botNow >= botLeft - 1, `the bot's window debited by the admitted update only (${botLeft} → ${botNow})`);
   });
 });
 

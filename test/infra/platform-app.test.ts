@@ -558,12 +558,12 @@ async function limiterMetricsEmittedByEveryConsumer(): Promise<Map<string, Set<s
     // a returning device (its cookie from round 1's login) is checked against its own backoff
     if (!deviceCookie) deviceCookie = String((await login(SPENT_48)).headers['set-cookie']).split(';')[0] as string;
     await login(SPENT_48, { Cookie: deviceCookie });
-    for (const key of ['demo-standard-key', 'demo-partner-key', 'not-a-key']) {
+    for (const key of ['rk_localDemoStandardKeyNotASecret00', 'rk_localDemoPartnerKeyNotASecret000', 'not-a-key']) {
       await send('/v1/whoami', { headers: { 'x-api-key': key } });
     }
     await send('/v1/llm/complete', {
       method: 'POST',
-      headers: { 'x-api-key': 'demo-partner-key' },
+      headers: { 'x-api-key': 'rk_localDemoPartnerKeyNotASecret000' },
       body: JSON.stringify({ model: 'nova-lite', prompt: 'hello', max_tokens: 10 }),
     });
     const slack = JSON.stringify({
@@ -776,9 +776,9 @@ describe('The alarms (all consumers deployed)', () => {
       [/FnloginServiceRole/, ['parameter/ratelimit/prod/secrets/login']],
       [/FnslackServiceRole/, ['parameter/ratelimit/prod/secrets/slack']],
       [/FntelegramServiceRole/, ['parameter/ratelimit/prod/secrets/telegram']],
-      [/FnapiServiceRole/, []],
-      [/FnllmServiceRole/, []],
-      [/FnadminServiceRole/, ['parameter/ratelimit/prod/secrets/login']],
+      [/FnapiServiceRole/, ['parameter/ratelimit/prod/secrets/api']],
+      [/FnllmServiceRole/, ['parameter/ratelimit/prod/secrets/api']],
+      [/FnadminServiceRole/, ['parameter/ratelimit/prod/secrets/api', 'parameter/ratelimit/prod/secrets/login']],
       [/HarvesterServiceRole/, []],
       [/ListenerTaskTaskRole/, ['parameter/ratelimit/prod/secrets/mattermost-listener']],
     ];

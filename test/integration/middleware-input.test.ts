@@ -166,7 +166,8 @@ describe('rateLimit middleware, bad input', () => {
           headers: fc.oneof(
             fc.anything(),
             fc.dictionary(
-              fc.constantFrom('x-api-key', 'X-Api-Key', 'origin', 'x'),
+              // with the names of Object.prototype's members, as own properties (JSON-parsed events have them)
+              fc.constantFrom('x-api-key', 'X-Api-Key', 'origin', 'x', '__proto__', 'constructor', 'toString'),
               fc.oneof(fc.string(), fc.anything()),
             ),
           ),
@@ -177,6 +178,9 @@ describe('rateLimit middleware, bad input', () => {
             fc
               .record({ cost: fc.anything(), team: fc.oneof(fc.anything(), fc.record({ id: fc.anything() })) })
               .map((b) => JSON.stringify(b)),
+            fc.constant('{"__proto__":{"id":"x"},"team":{"__proto__":{"id":"y"},"constructor":1},"toString":2}'),
+            // deep past any walk's stack (as text: JSON.stringify would overflow)
+            fc.integer({ min: 1, max: 100_000 }).map((depth) => `{"team":${'['.repeat(depth)}${']'.repeat(depth)}}`),
           ),
           isBase64Encoded: fc.anything(),
         },
