@@ -270,14 +270,22 @@ describe('Local gateway', () => {
         await login(from, { 'X-Real-IP': victim });
         await login(from, { 'X-Forwarded-For': victim });
       }
-      assert.equal((await login(victim)).headers.ratelimit, '"login-ip";r=19;t=900', 'the victim was never counted');
+      assert.equal(
+        (await login(victim)).headers.ratelimit,
+        '"login-ip";r=19;t=900, "login-ip48";r=199;t=900',
+        'the victim was never counted',
+      );
       const client = loopbackAddress();
       assert.equal(
         (await login('127.0.0.2', { 'X-Real-IP': client })).headers.ratelimit,
-        '"login-ip";r=19;t=900',
+        '"login-ip";r=19;t=900, "login-ip48";r=199;t=900',
         'the proxy is believed',
       );
-      assert.equal((await login(client)).headers.ratelimit, '"login-ip";r=18;t=900', 'counted as that client');
+      assert.equal(
+        (await login(client)).headers.ratelimit,
+        '"login-ip";r=18;t=900, "login-ip48";r=198;t=900',
+        'counted as that client',
+      );
     } finally {
       await gateway.close();
     }
@@ -307,13 +315,21 @@ describe('Local gateway', () => {
         req.on('error', reject);
         req.end('{}');
       });
-      assert.equal(viaSocket, '"login-ip";r=19;t=900', 'the proxy is believed');
+      assert.equal(viaSocket, '"login-ip";r=19;t=900, "login-ip48";r=199;t=900', 'the proxy is believed');
       const login = (from: string, headers: Record<string, string> = {}) =>
         call(gateway.url, { method: 'POST', path: '/auth/login', from, headers, body: '{}' });
-      assert.equal((await login(client)).headers.ratelimit, '"login-ip";r=18;t=900', 'counted as that client');
+      assert.equal(
+        (await login(client)).headers.ratelimit,
+        '"login-ip";r=18;t=900, "login-ip48";r=198;t=900',
+        'counted as that client',
+      );
       const victim = loopbackAddress();
       await login('127.0.0.1', { 'X-Real-IP': victim });
-      assert.equal((await login(victim)).headers.ratelimit, '"login-ip";r=19;t=900', 'TCP clients are not believed');
+      assert.equal(
+        (await login(victim)).headers.ratelimit,
+        '"login-ip";r=19;t=900, "login-ip48";r=199;t=900',
+        'TCP clients are not believed',
+      );
     } finally {
       await gateway.close();
       rmSync(dir, { recursive: true, force: true });
