@@ -4,7 +4,7 @@
  * stores, and cdk-nag as a gate that an unacknowledged finding fails.
  */
 import assert from 'node:assert/strict';
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
@@ -17,6 +17,7 @@ import { runHarvest } from '../../functions/harvester/job.ts';
 import { MattermostListener } from '../../functions/mattermost-listener/listener.ts';
 import { routes } from '../../functions/routes.ts';
 import { platform as sharedPlatform } from '../../functions/shared/platform.ts';
+import { PLAIN_HEADERS, SECRET_HEADERS, secretHeadersOf } from '../../functions/shared/secret-headers.ts';
 import { signSlackBody } from '../../functions/slack/signature.ts';
 import { operated } from '../../functions/workers.ts';
 import { createPlatformApp, type PlatformApp } from '../../infra/app.ts';
@@ -30,6 +31,8 @@ import { startMattermostServer } from '../../scripts/mattermost-server.ts';
 import { startRedis } from '../../scripts/redis-process.ts';
 import { consumers } from '../support/consumers.ts';
 import { call, loopbackAddress } from '../support/http.ts';
+
+const ROOT = new URL('../../', import.meta.url).pathname;
 
 type Resources = Record<string, { Type: string; Properties?: Record<string, unknown>; DeletionPolicy?: string }>;
 
@@ -266,6 +269,164 @@ describe('The CDK app (ElastiCache for Valkey, the default)', () => {
       MANAGED_RULE_GROUPS.map((name) => [name, { Count: {} }]),
     );
     app.platform.hasResourceProperties('AWS::WAFv2::LoggingConfiguration', { ResourceArn: Match.anyValue() });
+  });
+
+  it('keeps every header a consumer treats as a secret out of every log the stack configures', () => {
+    // Every header the code reads is classified: a new one fails here until it is listed secret or plain
+    const sources = [
+      ...readdirSync(join(ROOT, 'functions'), { recursive: true, encoding: 'utf8' }).map((f) => join('functions', f)),
+      ...readdirSync(join(ROOT, 'layer/src'), { recursive: true, encoding: 'utf8' }).map((f) => join('layer/src', f)),
+    ].filter((f) => f.endsWith('.ts'));
+    const read = new Set<string>();
+    for (const file of sources) {
+      // the code, not its comments
+      const text = readFileSync(join(ROOT, file), 'utf8')
+        .replace(/\/\*[\s\S]*?\*\//g, '')
+        .replace(/^\s*\/\/.*$/gm, '');
+      for (const m of text.matchAll(/\bheader\(\s*[\w.]+\s*,\s*'([^']+)'\s*\)/g))
+        read.add((m[1] as string).toLowerCase());
+      for (const m of text.matchAll(/apiKeyHash\(\s*(?:headerName\s*=\s*)?'([^']+)'/g))
+        read.add((m[1] as string).toLowerCase());
+    }
+    const secret = secretHeadersOf(routes);
+    assert.ok(read.size >= 4, `found the headers the code reads (${[...read].join(', ')})`);
+    const unclassified = [...read].filter(
+      (name) => !secret.includes(name) && !(PLAIN_HEADERS as readonly string[]).includes(name),
+    );
+    assert.deepEqual(
+      unclassified,
+      [],
+      'headers read by the code, neither secret nor plain (functions/shared/secret-headers.ts)',
+    );
+    for (const name of ['x-api-key', 'authorization', 'x-telegram-bot-api-secret-token', 'x-slack-signature']) {
+      assert.ok(secret.includes(name), `${name} is secret`);
+    }
+    const resources = Object.values(app.platform.toJSON().Resources as Resources);
+    // WAF: every logging configuration redacts each secret header, and keeps only what a rule blocked or counted
+    const wafLogging = resources.filter((r) => r.Type === 'AWS::WAFv2::LoggingConfiguration');
+    assert.equal(wafLogging.length, 1);
+    for (const logging of wafLogging) {
+      const redacted = (props(logging).RedactedFields as { SingleHeader?: { Name: string } }[]).map(
+        (field) => field.SingleHeader?.Name,
+      );
+      assert.deepEqual(redacted.sort(), secret);
+      assert.deepEqual(props(logging).LoggingFilter, {
+        DefaultBehavior: 'DROP',
+        Filters: [
+          {
+            Behavior: 'KEEP',
+            Requirement: 'MEETS_ANY',
+            Conditions: [{ ActionCondition: { Action: 'BLOCK' } }, { ActionCondition: { Action: 'COUNT' } }],
+          },
+        ],
+      });
+    }
+    // API Gateway: the access log names no header or key, and no method logs its data trace (the request itself)
+    const stages = resources.filter((r) => r.Type === 'AWS::ApiGateway::Stage');
+    for (const stage of stages) {
+      const format = String((props(stage).AccessLogSetting as { Format?: string } | undefined)?.Format);
+      assert.doesNotMatch(format, /header|apikey|\$input|requestoverride|authorizer/i, format);
+      for (const setting of props(stage).MethodSettings as { DataTraceEnabled?: boolean }[]) {
+        assert.equal(setting.DataTraceEnabled, false, JSON.stringify(setting));
+      }
+    }
+    // Lambda: no function logs its event (Powertools' log-event switch), none logs at debug
+    for (const fn of resources.filter((r) => r.Type === 'AWS::Lambda::Function')) {
+      const env = (props(fn).Environment as { Variables?: Record<string, unknown> } | undefined)?.Variables ?? {};
+      assert.notEqual(String(env.POWERTOOLS_LOGGER_LOG_EVENT).toLowerCase(), 'true');
+      assert.doesNotMatch(String(env.POWERTOOLS_LOG_LEVEL ?? env.LOG_LEVEL ?? ''), /debug|trace/i);
+      const level = (props(fn).LoggingConfig as { ApplicationLogLevel?: string } | undefined)?.ApplicationLogLevel;
+      assert.doesNotMatch(String(level ?? ''), /debug|trace/i);
+    }
+  });
+
+  it("keeps the stage's logging and metrics on every method with a throttle of its own", () => {
+    const stage = Object.values(app.platform.toJSON().Resources as Resources).find(
+      (r) => r.Type === 'AWS::ApiGateway::Stage',
+    );
+    const settings = props(stage).MethodSettings as Record<string, unknown>[];
+    assert.equal(settings.length, 1 + routes.reduce((n, r) => n + r.methods.length, 0));
+    for (const setting of settings) {
+      assert.deepEqual(
+        [setting.LoggingLevel, setting.MetricsEnabled, setting.DataTraceEnabled],
+        ['ERROR', true, false],
+        `${String(setting.HttpMethod)} ${String(setting.ResourcePath)}`,
+      );
+    }
+  });
+
+  it('leaves the webhook paths out of the per-IP WAF rule (they have their per-source limits), nothing else', () => {
+    const acl = props(
+      Object.values(app.platform.toJSON().Resources as Resources).find((r) => r.Type === 'AWS::WAFv2::WebACL'),
+    );
+    type ScopedRule = {
+      Name: string;
+      Statement: {
+        RateBasedStatement: {
+          ScopeDownStatement: {
+            NotStatement: { Statement: { RegexMatchStatement: { FieldToMatch: unknown; RegexString: string } } };
+          };
+        };
+      };
+    };
+    const rule = (acl.Rules as ScopedRule[]).find((r) => r.Name === 'per-ip-rate');
+    const match = rule?.Statement.RateBasedStatement.ScopeDownStatement.NotStatement.Statement.RegexMatchStatement;
+    assert.deepEqual(match?.FieldToMatch, { UriPath: {} });
+    const pattern = new RegExp(match?.RegexString ?? '^$never');
+    const webhookPaths = [
+      '/webhooks/slack',
+      '/prod/webhooks/slack',
+      '/webhooks/telegram/demo',
+      '/prod/webhooks/telegram/7',
+    ];
+    const counted = [
+      '/auth/login',
+      '/prod/v1/whoami',
+      '/v1/llm/complete',
+      '/v1/x/webhooks/slack', // the public API's proxy, with a webhook's path inside
+      '/prod/v1/webhooks/slack',
+      '/webhooks/slack/x',
+      '/webhooks/telegram/a/b',
+      '/dev/webhooks/slack', // another stage's prefix
+      '/webhooks/slackx',
+    ];
+    assert.deepEqual(
+      webhookPaths.filter((p) => !pattern.test(p)),
+      [],
+    );
+    assert.deepEqual(
+      counted.filter((p) => pattern.test(p)),
+      [],
+    );
+    assert.deepEqual(
+      routes.filter((r) => r.rawBody).map((r) => r.id),
+      ['slack', 'telegram'],
+    );
+  });
+
+  it('names the WAF log group after its stack, so one a failed create or a destroy leaves never blocks the next', () => {
+    const resources = app.platform.toJSON().Resources as Resources;
+    const logging = Object.values(resources).find((r) => r.Type === 'AWS::WAFv2::LoggingConfiguration');
+    const groupId = JSON.stringify(props(logging).LogDestinationConfigs).match(/"Ref":"(\w+)"/)?.[1] as string;
+    const group = resources[groupId];
+    assert.equal(group?.Type, 'AWS::Logs::LogGroup');
+    const name = JSON.stringify(props(group).LogGroupName);
+    assert.match(name, /^\{"Fn::Join":\["",\["aws-waf-logs-ratelimit-prod-",/, 'WAF needs the prefix');
+    assert.match(name, /"Ref":"AWS::StackId"/, 'unique per created stack');
+    assert.equal(group?.DeletionPolicy, 'Retain', "prod keeps its WAF logs (under its stack's name)");
+    const qa = createPlatformApp({
+      context: { stage: 'qa', dist: join(work, 'dist') },
+      outdir: mkdtempSync(join(work, 'cdk-qa-')),
+      stagesDir: work,
+    });
+    const qaGroups = Object.values(Template.fromStack(qa.platform).toJSON().Resources as Resources).filter(
+      (r) => r.Type === 'AWS::Logs::LogGroup' && JSON.stringify(props(r).LogGroupName ?? '').includes('aws-waf-logs-'),
+    );
+    assert.deepEqual(
+      qaGroups.map((r) => r.DeletionPolicy),
+      ['Delete'],
+      'another stage deletes them with the stack',
+    );
   });
 
   it('gives the operator an admin function reachable through IAM only, writing overrides and nothing else', () => {
@@ -507,17 +668,31 @@ describe('cdk-nag', () => {
  * harvester and the Mattermost listener, first with their Redis up, then with
  * it stopped (the verdicts a degraded limiter gives). By `namespace|service|policy`, the metric names.
  */
-async function limiterMetricsEmittedByEveryConsumer(): Promise<Map<string, Set<string>>> {
+async function limiterMetricsEmittedByEveryConsumer(): Promise<{
+  emitted: Map<string, Set<string>>;
+  /** Everything else the consumers printed (their logs, as Lambda would ship them). */
+  printed: string;
+  /** The values of the secret headers the run sent. */
+  secretsSent: Set<string>;
+}> {
   const lines: string[] = [];
+  const other: string[] = [];
+  const secretsSent = new Set<string>();
   const write = process.stdout.write.bind(process.stdout);
+  const writeError = process.stderr.write.bind(process.stderr);
   process.stdout.write = ((chunk: string | Uint8Array, ...rest: unknown[]) => {
     const text = String(chunk);
+    other.push(text);
     if (text.includes('"_aws"')) {
       lines.push(...text.split('\n').filter((l) => l.includes('"_aws"')));
       return true;
     }
     return (write as (...args: unknown[]) => boolean)(chunk, ...rest);
   }) as typeof process.stdout.write;
+  process.stderr.write = ((chunk: string | Uint8Array, ...rest: unknown[]) => {
+    other.push(String(chunk));
+    return (writeError as (...args: unknown[]) => boolean)(chunk, ...rest);
+  }) as typeof process.stderr.write;
   const redis = await startRedis();
   // the IP windows fail open here, so that with Redis stopped each request reaches the checks its
   // handler makes itself (as when only their shard cannot answer)
@@ -537,8 +712,12 @@ async function limiterMetricsEmittedByEveryConsumer(): Promise<Map<string, Set<s
   const [mattermost, source] = await Promise.all([startMattermostServer(), startHarvestSource()]);
   const everyConsumer = async (round: number) => {
     const from = loopbackAddress();
-    const send = (path: string, init: { method?: string; body?: string; headers?: Record<string, string> } = {}) =>
-      call(platform.base, { path, from, ...init });
+    const send = (path: string, init: { method?: string; body?: string; headers?: Record<string, string> } = {}) => {
+      for (const [name, value] of Object.entries(init.headers ?? {})) {
+        if ((SECRET_HEADERS as readonly string[]).includes(name.toLowerCase())) secretsSent.add(value);
+      }
+      return call(platform.base, { path, from, ...init });
+    };
     await send('/auth/login', {
       method: 'POST',
       body: JSON.stringify({ email: 'metrics@example.com', password: 'no' }),
@@ -596,6 +775,7 @@ async function limiterMetricsEmittedByEveryConsumer(): Promise<Map<string, Set<s
     await everyConsumer(2);
   } finally {
     process.stdout.write = write;
+    process.stderr.write = writeError;
     await Promise.all([platform.close(), mattermost.close(), source.close(), redis.stop()]);
   }
   const emitted = new Map<string, Set<string>>();
@@ -610,7 +790,7 @@ async function limiterMetricsEmittedByEveryConsumer(): Promise<Map<string, Set<s
       emitted.set(id, names);
     }
   }
-  return emitted;
+  return { emitted, printed: other.join(''), secretsSent };
 }
 
 type Dimension = { Name: string; Value: unknown };
@@ -652,8 +832,10 @@ describe('The alarms (all consumers deployed)', () => {
   let resources: Resources;
   let alarms: AlarmResource[];
   let emitted: Map<string, Set<string>>;
+  let printed: string;
+  let secretsSent: Set<string>;
   before(async () => {
-    emitted = await limiterMetricsEmittedByEveryConsumer();
+    ({ emitted, printed, secretsSent } = await limiterMetricsEmittedByEveryConsumer());
     const stacks = createPlatformApp({
       context: {
         dist: join(work, 'dist'),
@@ -735,6 +917,14 @@ describe('The alarms (all consumers deployed)', () => {
     assert.ok(
       emitted.has('RateLimit|platform|harvester-source') && emitted.has('RateLimit|platform|mattermost-channel'),
     );
+  });
+
+  it('logs no secret header: none of the values the run sent is in anything the consumers printed', () => {
+    // the API keys, the Slack signatures and the Telegram secret token of both rounds
+    assert.ok(secretsSent.size >= 5, `${secretsSent.size} secret values sent`);
+    const leaked = [...secretsSent].filter((value) => printed.includes(value));
+    assert.deepEqual(leaked, [], 'secret header values in the logs');
+    assert.ok(printed.includes('rate limited'), 'the run printed its logs (and was read)');
   });
 
   it("lets each function read the policies and its own secrets' folder, and no other consumer's secret", () => {
