@@ -4,6 +4,7 @@
  * parameters. Termination-protected; deploying the platform stack never
  * replaces anything here.
  */
+import { REDIS_ROLES } from '@platform/rate-limit';
 import { RemovalPolicy, Stack, type StackProps, Validations } from 'aws-cdk-lib';
 import {
   FlowLogDestination,
@@ -104,10 +105,13 @@ export class DataStack extends Stack {
       removalPolicy: RemovalPolicy.RETAIN,
     });
     const authSecret = new Secret(this, 'RedisAuth', {
-      description: `${name}: the Redis AUTH token (ElastiCache) or ACL user password (MemoryDB)`,
+      description: `${name}: the functions' Redis user and password (ElastiCache RBAC) or MemoryDB's ACL user`,
       encryptionKey: this.dataKey,
       generateSecretString: {
-        secretStringTemplate: JSON.stringify(context.redis === 'memorydb' ? { username: MEMORYDB_USER } : {}),
+        // the user the functions authenticate as: MemoryDB's one user, or ElastiCache's functions user (RBAC)
+        secretStringTemplate: JSON.stringify({
+          username: context.redis === 'memorydb' ? MEMORYDB_USER : REDIS_ROLES.functions.username,
+        }),
         generateStringKey: 'password',
         // ElastiCache AUTH tokens: 16–128 printable characters without @ " / or spaces.
         excludePunctuation: true,

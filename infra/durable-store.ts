@@ -33,8 +33,10 @@ export interface DurableStore {
   /** The cluster's configuration endpoint: what REDIS_CLUSTER_NODES names. */
   readonly endpointAddress: string;
   readonly endpointPort: string;
-  /** `{ "password": …, "username"?: … }`: the AUTH token (ElastiCache) or the ACL user (MemoryDB). */
+  /** `{ "password": …, "username": … }`: the functions' user (ElastiCache RBAC, layer/src/keyspace.ts REDIS_ROLES) or MemoryDB's ACL user. */
   readonly authSecret: ISecret;
+  /** The operator's credentials (the admin function): ElastiCache's operator user; on MemoryDB its one user's. */
+  readonly operatorSecret: ISecret;
   /** The store's own metrics, one per node where the service reports them by node. */
   metrics(name: StoreMetric, period: Duration): IMetric[];
 }

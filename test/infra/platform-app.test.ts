@@ -23,14 +23,16 @@ import { operated } from '../../functions/workers.ts';
 import { createPlatformApp, type PlatformApp } from '../../infra/app.ts';
 import { InvalidContextError } from '../../infra/context.ts';
 import { API_SECURITY_POLICY, MANAGED_RULE_GROUPS } from '../../infra/public-api.ts';
-import { compilePolicy } from '../../layer/src/index.ts';
+import { compilePolicy, managedAccessString, REDIS_ROLES, type RedisRole } from '../../layer/src/index.ts';
 import { OBSERVER_METRICS } from '../../layer/src/middleware/index.ts';
+import type { RedisClient } from '../../layer/src/run-script.ts';
 import { buildAll } from '../../scripts/build.ts';
 import { startHarvestSource } from '../../scripts/harvest-source.ts';
 import { startMattermostServer } from '../../scripts/mattermost-server.ts';
 import { startRedis } from '../../scripts/redis-process.ts';
 import { consumers } from '../support/consumers.ts';
 import { call, loopbackAddress } from '../support/http.ts';
+import { connected, targets } from '../support/targets.ts';
 
 const ROOT = new URL('../../', import.meta.url).pathname;
 
@@ -86,7 +88,8 @@ describe('The CDK app (ElastiCache for Valkey, the default)', () => {
       CacheNodeType: 'cache.r7g.large',
       TransitEncryptionEnabled: true,
       AtRestEncryptionEnabled: true,
-      AuthToken: Match.anyValue(),
+      AuthToken: Match.absent(), // RBAC users instead (see "reaches ElastiCache by RBAC")
+      UserGroupIds: [Match.anyValue()],
     });
     app.data.hasResourceProperties('AWS::ElastiCache::ParameterGroup', {
       CacheParameterGroupFamily: 'valkey9',
@@ -427,6 +430,115 @@ describe('The CDK app (ElastiCache for Valkey, the default)', () => {
       ['Delete'],
       'another stage deletes them with the stack',
     );
+  });
+
+  it('reaches ElastiCache by RBAC: no AUTH token, the default user off, a user per role with its rules and its own secret', () => {
+    const data = app.data.toJSON().Resources as Resources;
+    const [, group] =
+      Object.entries(data).find(([, r]) => r.Type === 'AWS::ElastiCache::ReplicationGroup') ?? assert.fail('no store');
+    assert.equal(props(group).AuthToken, undefined, 'no AUTH token (the default user, with every command)');
+    const [groupId, userGroup] =
+      Object.entries(data).find(([, r]) => r.Type === 'AWS::ElastiCache::UserGroup') ?? assert.fail('no user group');
+    assert.deepEqual(props(group).UserGroupIds, [{ Ref: groupId }]);
+    assert.equal(props(userGroup).Engine, 'valkey');
+    const users = new Map(
+      Object.entries(data)
+        .filter(([, r]) => r.Type === 'AWS::ElastiCache::User')
+        .map(([id, r]) => [id, props(r)]),
+    );
+    const members = (props(userGroup).UserIds as { Ref: string }[]).map((ref) => users.get(ref.Ref));
+    assert.equal(members.length, users.size, 'every user in the group');
+    const byName = new Map(members.map((user) => [String(user?.UserName), user]));
+    // the default user: off, no command, no key
+    assert.equal(byName.get('default')?.AccessString, 'off -@all');
+    assert.deepEqual(
+      [...byName.keys()].sort(),
+      ['default', ...Object.values(REDIS_ROLES).map((role) => role.username)].sort(),
+    );
+    const secretOf = (user: Record<string, unknown> | undefined) =>
+      JSON.stringify((user?.AuthenticationMode as { Passwords?: unknown[] } | undefined)?.Passwords).match(
+        /"Ref":"(\w+)"/,
+      )?.[1];
+    const secrets = new Set<string | undefined>();
+    for (const [role, { username, rules }] of Object.entries(REDIS_ROLES)) {
+      const user = byName.get(username);
+      // the rule set of layer/src/keyspace.ts, as the local users have it (less resetchannels, which
+      // ElastiCache's access strings do not take)
+      assert.equal(user?.AccessString, managedAccessString(role as RedisRole));
+      assert.deepEqual(
+        String(user?.AccessString).split(' '),
+        rules().filter((rule) => rule !== 'resetchannels'),
+      );
+      assert.equal((user?.AuthenticationMode as { Type?: string } | undefined)?.Type, 'password');
+      const secret = secretOf(user);
+      secrets.add(secret);
+      const template = JSON.parse(
+        String(
+          (props(data[secret as string]).GenerateSecretString as { SecretStringTemplate: string }).SecretStringTemplate,
+        ),
+      );
+      assert.equal(template.username, username, `${role}'s secret names its user`);
+    }
+    assert.equal(secrets.size, Object.keys(REDIS_ROLES).length, 'a secret per role');
+    // each function reads its role's secret only: the admin function the operator's, every other the functions'
+    const platformResources = app.platform.toJSON().Resources as Resources;
+    const exported = (secretId: string) => new RegExp(`ExportsOutputRef${secretId}`);
+    const [functionsSecret, operatorSecret] = [
+      secretOf(byName.get(REDIS_ROLES.functions.username)),
+      secretOf(byName.get(REDIS_ROLES.operator.username)),
+    ] as [string, string];
+    for (const [id, fn] of Object.entries(platformResources).filter(([, r]) => r.Type === 'AWS::Lambda::Function')) {
+      const own = props(fn).FunctionName === 'ratelimit-prod-admin' ? operatorSecret : functionsSecret;
+      const other = own === operatorSecret ? functionsSecret : operatorSecret;
+      const env = JSON.stringify(
+        (props(fn).Environment as { Variables: Record<string, unknown> }).Variables.REDIS_AUTH_SECRET_ARN,
+      );
+      assert.match(env, exported(own), `${id} is told its role's secret`);
+      const role = JSON.stringify(props(fn).Role).match(/"(\w+ServiceRole\w*)"/)?.[1] as string;
+      const granted = JSON.stringify(
+        Object.values(platformResources).filter(
+          (r) => r.Type === 'AWS::IAM::Policy' && JSON.stringify(props(r).Roles).includes(role),
+        ),
+      );
+      assert.match(granted, exported(own), `${id} may read its role's secret`);
+      assert.doesNotMatch(granted, exported(other), `${id} may not read the other role's secret`);
+    }
+  });
+
+  it("gives the deployed users exactly the local production shape's ACL users' permissions", async () => {
+    // the suite's production-shaped cluster (test/support/global-setup.ts): its ACL file is built from the
+    // same rule set; what Redis enforces there, per user, is compared with the deployed access strings
+    const admin = targets[1]?.admin() as RedisClient;
+    try {
+      await connected(admin);
+      const data = app.data.toJSON().Resources as Resources;
+      const deployed = new Map(
+        Object.values(data)
+          .filter((r) => r.Type === 'AWS::ElastiCache::User')
+          .map((r) => [String(props(r).UserName), String(props(r).AccessString)]),
+      );
+      const permissions = (tokens: readonly string[]) => ({
+        enabled: tokens.includes('on') && !tokens.includes('off'),
+        keys: tokens.filter((t) => t.startsWith('~')).sort(),
+        commands: tokens.filter((t) => /^[+-]/.test(t)).sort(),
+      });
+      for (const { username } of Object.values(REDIS_ROLES)) {
+        const reply = (await admin.call('ACL', 'GETUSER', username)) as unknown[];
+        const field = (name: string) => reply[reply.indexOf(name) + 1];
+        const local = permissions([
+          ...(field('flags') as string[]),
+          ...String(field('keys')).split(' '),
+          ...String(field('commands')).split(' '),
+        ]);
+        assert.ok(local.commands.length > 10 && local.keys.length === 3, JSON.stringify(local));
+        assert.deepEqual(permissions(String(deployed.get(username)).split(' ')), local, username);
+      }
+      // and the local default user is off, as the deployed one
+      const localDefault = (await admin.call('ACL', 'GETUSER', 'default')) as unknown[];
+      assert.ok((localDefault[localDefault.indexOf('flags') + 1] as string[]).includes('off'));
+    } finally {
+      admin.disconnect();
+    }
   });
 
   it('gives the operator an admin function reachable through IAM only, writing overrides and nothing else', () => {
