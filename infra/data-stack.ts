@@ -113,7 +113,7 @@ export class DataStack extends Stack {
           username: context.redis === 'memorydb' ? MEMORYDB_USER : REDIS_ROLES.functions.username,
         }),
         generateStringKey: 'password',
-        // ElastiCache AUTH tokens: 16–128 printable characters without @ " / or spaces.
+        // ElastiCache user passwords: 16–128 printable characters without @ " / or spaces.
         excludePunctuation: true,
         passwordLength: 64,
       },
@@ -122,7 +122,7 @@ export class DataStack extends Stack {
     Validations.of(authSecret).acknowledge({
       id: 'AwsSolutions-SMG4',
       reason:
-        'Rotating the Redis AUTH token needs a two-step ROTATE/SET on the replication group (or the MemoryDB user) and every consumer to pick the new value up; until that rotation function exists the token is rotated by a documented procedure (docs/deploy.md).',
+        'Rotated by the documented two-password procedure (docs/runbook.md, "Rotating the Redis users\' passwords"): the ElastiCache or MemoryDB user holds the new password beside the old until every consumer has picked it up; no rotation function yet.',
     });
 
     const storeProps = {
