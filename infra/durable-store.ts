@@ -39,6 +39,12 @@ export interface DurableStore {
   readonly operatorSecret: ISecret;
   /** The store's own metrics, one per node where the service reports them by node. */
   metrics(name: StoreMetric, period: Duration): IMetric[];
+  /**
+   * Where the service reports by node: each node's metric of `name`, by node
+   * id, for the alarms that watch that every node reports (an id the list has
+   * and the service does not report is a node gone, or ids that changed).
+   */
+  nodeMetrics?(name: StoreMetric, period: Duration, statistic: 'SampleCount'): ReadonlyMap<string, IMetric>;
 }
 
 /** The store metrics the dashboard and the alarms read (same meaning on both services). */

@@ -154,7 +154,9 @@ export class ValkeyCluster extends Construct implements DurableStore {
     });
     this.endpointAddress = this.replicationGroup.attrConfigurationEndPointAddress;
     this.endpointPort = this.replicationGroup.attrConfigurationEndPointPort;
-    // ElastiCache reports host and engine metrics per node: <group>-<shard 0001…>-<node 001…>.
+    // ElastiCache reports host and engine metrics per node: <group>-<shard 0001…>-<node 001…>, from the
+    // same shape as the group's NumNodeGroups and ReplicasPerNodeGroup (a reshard redeploys both). Should
+    // the ids ever differ from these, the RedisNodeSilent alarms (infra/observability.ts) go off.
     this.#nodeIds = [];
     for (let shard = 1; shard <= props.shards; shard++) {
       for (let node = 1; node <= 1 + props.replicasPerShard; node++) {
@@ -164,16 +166,21 @@ export class ValkeyCluster extends Construct implements DurableStore {
   }
 
   metrics(name: StoreMetric, period: Duration): IMetric[] {
-    return this.#nodeIds.map(
-      (node) =>
-        new Metric({
-          namespace: 'AWS/ElastiCache',
-          metricName: name,
-          dimensionsMap: { CacheClusterId: node },
-          statistic: STORE_METRIC_STATISTIC[name],
-          period,
-          label: node,
-        }),
-    );
+    return this.#nodeIds.map((node) => this.#nodeMetric(node, name, period, STORE_METRIC_STATISTIC[name]));
+  }
+
+  nodeMetrics(name: StoreMetric, period: Duration, statistic: 'SampleCount'): ReadonlyMap<string, IMetric> {
+    return new Map(this.#nodeIds.map((node) => [node, this.#nodeMetric(node, name, period, statistic)]));
+  }
+
+  #nodeMetric(node: string, name: StoreMetric, period: Duration, statistic: string): IMetric {
+    return new Metric({
+      namespace: 'AWS/ElastiCache',
+      metricName: name,
+      dimensionsMap: { CacheClusterId: node },
+      statistic,
+      period,
+      label: node,
+    });
   }
 }

@@ -541,6 +541,56 @@ describe('The CDK app (ElastiCache for Valkey, the default)', () => {
     }
   });
 
+  it("watches every node of the store's shape, and alarms when one of them reports nothing (never silently green)", () => {
+    /** The node ids the template's replication group will have, and the ids each Redis alarm reads. */
+    const nodesOf = (stacks: { data: Template; platform: Template }) => {
+      const group = Object.values(stacks.data.toJSON().Resources as Resources).find(
+        (r) => r.Type === 'AWS::ElastiCache::ReplicationGroup',
+      );
+      const {
+        ReplicationGroupId,
+        NumNodeGroups = 1,
+        ReplicasPerNodeGroup = 0,
+      } = props(group) as Record<string, number>;
+      const expected: string[] = [];
+      for (let shard = 1; shard <= NumNodeGroups; shard++) {
+        for (let node = 1; node <= 1 + ReplicasPerNodeGroup; node++) {
+          expected.push(`${ReplicationGroupId}-${String(shard).padStart(4, '0')}-${String(node).padStart(3, '0')}`);
+        }
+      }
+      const alarms = Object.values(stacks.platform.toJSON().Resources as Resources)
+        .filter((r) => r.Type === 'AWS::CloudWatch::Alarm' && /ratelimit-\w+ Redis/.test(String(props(r).AlarmName)))
+        .map((r) => props(r));
+      const ids = (alarm: Record<string, unknown>) =>
+        [...JSON.stringify(alarm).matchAll(/"CacheClusterId","Value":"([^"]+)"/g)].map((m) => m[1] as string).sort();
+      return { expected: expected.sort(), alarms, ids };
+    };
+    const check = (stacks: { data: Template; platform: Template }, nodes: number) => {
+      const { expected, alarms, ids } = nodesOf(stacks);
+      assert.equal(expected.length, nodes);
+      for (const alarm of alarms.filter((a) => !String(a.AlarmName).includes('RedisNodeSilent'))) {
+        assert.deepEqual(ids(alarm), expected, `${String(alarm.AlarmName)} reads every node of the store`);
+      }
+      const silent = alarms.filter((a) => String(a.AlarmName).includes('RedisNodeSilent'));
+      assert.deepEqual(silent.flatMap(ids).sort(), expected, 'a silent-node alarm per node');
+      for (const alarm of silent) {
+        assert.deepEqual(
+          [alarm.TreatMissingData, alarm.ComparisonOperator, alarm.Threshold],
+          ['breaching', 'LessThanThreshold', 1],
+        );
+        assert.match(JSON.stringify(alarm), /"Stat":"SampleCount"/, 'counts reports, whatever their value');
+      }
+    };
+    check(app, 2);
+    // another shape: the alarms follow it
+    const wider = createPlatformApp({
+      context: { stage: 'wide', shards: 2, replicasPerShard: 2, dist: join(work, 'dist') },
+      outdir: mkdtempSync(join(work, 'cdk-wide-')),
+      stagesDir: work,
+    });
+    check({ data: Template.fromStack(wider.data), platform: Template.fromStack(wider.platform) }, 6);
+  });
+
   it('gives the operator an admin function reachable through IAM only, writing overrides and nothing else', () => {
     const resources = app.platform.toJSON().Resources as Resources;
     const [adminId] =
