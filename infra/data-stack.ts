@@ -4,6 +4,7 @@
  * parameters. Termination-protected; deploying the platform stack never
  * replaces anything here.
  */
+import { REDIS_ROLES } from '@platform/rate-limit';
 import { RemovalPolicy, Stack, type StackProps, Validations } from 'aws-cdk-lib';
 import {
   FlowLogDestination,
@@ -104,12 +105,15 @@ export class DataStack extends Stack {
       removalPolicy: RemovalPolicy.RETAIN,
     });
     const authSecret = new Secret(this, 'RedisAuth', {
-      description: `${name}: the Redis AUTH token (ElastiCache) or ACL user password (MemoryDB)`,
+      description: `${name}: the functions' Redis user and password (ElastiCache RBAC) or MemoryDB's ACL user`,
       encryptionKey: this.dataKey,
       generateSecretString: {
-        secretStringTemplate: JSON.stringify(context.redis === 'memorydb' ? { username: MEMORYDB_USER } : {}),
+        // the user the functions authenticate as: MemoryDB's one user, or ElastiCache's functions user (RBAC)
+        secretStringTemplate: JSON.stringify({
+          username: context.redis === 'memorydb' ? MEMORYDB_USER : REDIS_ROLES.functions.username,
+        }),
         generateStringKey: 'password',
-        // ElastiCache AUTH tokens: 16–128 printable characters without @ " / or spaces.
+        // ElastiCache user passwords: 16–128 printable characters without @ " / or spaces.
         excludePunctuation: true,
         passwordLength: 64,
       },
@@ -118,7 +122,7 @@ export class DataStack extends Stack {
     Validations.of(authSecret).acknowledge({
       id: 'AwsSolutions-SMG4',
       reason:
-        'Rotating the Redis AUTH token needs a two-step ROTATE/SET on the replication group (or the MemoryDB user) and every consumer to pick the new value up; until that rotation function exists the token is rotated by a documented procedure (docs/deploy.md).',
+        'Rotated by the documented two-password procedure (docs/runbook.md, "Rotating the Redis users\' passwords"): the ElastiCache or MemoryDB user holds the new password beside the old until every consumer has picked it up; no rotation function yet.',
     });
 
     const storeProps = {

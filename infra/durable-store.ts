@@ -33,10 +33,18 @@ export interface DurableStore {
   /** The cluster's configuration endpoint: what REDIS_CLUSTER_NODES names. */
   readonly endpointAddress: string;
   readonly endpointPort: string;
-  /** `{ "password": …, "username"?: … }`: the AUTH token (ElastiCache) or the ACL user (MemoryDB). */
+  /** `{ "password": …, "username": … }`: the functions' user (ElastiCache RBAC, layer/src/keyspace.ts REDIS_ROLES) or MemoryDB's ACL user. */
   readonly authSecret: ISecret;
+  /** The operator's credentials (the admin function): ElastiCache's operator user; on MemoryDB its one user's. */
+  readonly operatorSecret: ISecret;
   /** The store's own metrics, one per node where the service reports them by node. */
   metrics(name: StoreMetric, period: Duration): IMetric[];
+  /**
+   * Where the service reports by node: each node's metric of `name`, by node
+   * id, for the alarms that watch that every node reports (an id the list has
+   * and the service does not report is a node gone, or ids that changed).
+   */
+  nodeMetrics?(name: StoreMetric, period: Duration, statistic: 'SampleCount'): ReadonlyMap<string, IMetric>;
 }
 
 /** The store metrics the dashboard and the alarms read (same meaning on both services). */

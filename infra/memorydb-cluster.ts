@@ -30,6 +30,8 @@ export class MemoryDbCluster extends Construct implements DurableStore {
   readonly endpointAddress: string;
   readonly endpointPort: string;
   readonly authSecret: ISecret;
+  /** MemoryDB's one user serves the operator too. */
+  readonly operatorSecret: ISecret;
   readonly cluster: CfnCluster;
   readonly #name: string;
 
@@ -37,6 +39,7 @@ export class MemoryDbCluster extends Construct implements DurableStore {
     super(scope, id);
     this.#name = props.name;
     this.authSecret = props.authSecret;
+    this.operatorSecret = props.authSecret;
     const subnets = new CfnSubnetGroup(this, 'Subnets', {
       subnetGroupName: props.name,
       description: `${props.name}: isolated subnets`,

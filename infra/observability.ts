@@ -57,11 +57,15 @@ export const ALARMS = {
   wafBlocked: { above: 1000, minutes: 5, outOf: 5 },
   deadLetters: { above: 0, minutes: 1, outOf: 1 },
   queueAgeSeconds: { above: 300, minutes: 5, outOf: 5 },
+  /** A node of the store's list that reports nothing for 5 minutes (missing data breaches). */
+  redisNodeSilent: { below: 1, minutes: 5, outOf: 5 },
 } as const;
 
 type Threshold =
   | { readonly atLeast: number; readonly minutes: number; readonly outOf: number }
-  | { readonly above: number; readonly minutes: number; readonly outOf: number };
+  | { readonly above: number; readonly minutes: number; readonly outOf: number }
+  /** Alarms on too little, and on no data at all (the metric's absence is the failure). */
+  | { readonly below: number; readonly minutes: number; readonly outOf: number };
 
 /** A policy a deployed consumer checks. */
 export interface ObservedPolicy {
@@ -230,14 +234,16 @@ export class Observability extends Construct {
         alarmName: `${props.name} ${id}`,
         alarmDescription: `${description} See docs/runbook.md.`,
         metric,
-        threshold: 'above' in when ? when.above : when.atLeast,
+        threshold: 'above' in when ? when.above : 'below' in when ? when.below : when.atLeast,
         evaluationPeriods: when.outOf,
         datapointsToAlarm: when.minutes,
         comparisonOperator:
           'above' in when
             ? ComparisonOperator.GREATER_THAN_THRESHOLD
-            : ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
-        treatMissingData: TreatMissingData.NOT_BREACHING,
+            : 'below' in when
+              ? ComparisonOperator.LESS_THAN_THRESHOLD
+              : ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
+        treatMissingData: 'below' in when ? TreatMissingData.BREACHING : TreatMissingData.NOT_BREACHING,
       });
       created.addAlarmAction(action);
       created.addOkAction(action);
@@ -303,6 +309,17 @@ export class Observability extends Construct {
       worstOf('CurrConnections', 'MAX'),
       ALARMS.redisConnections,
     );
+    // The worst-of alarms above read the nodes of the store's list and treat a missing node as fine: each
+    // node of the list must also be seen reporting, or its own alarm goes off (a node gone, or node ids
+    // that are not the list's: the worst-of alarms would otherwise stay green on metrics nobody reports).
+    for (const [node, reports] of props.store.nodeMetrics?.('CurrConnections', minute, 'SampleCount') ?? []) {
+      alarm(
+        `RedisNodeSilent-${node}`,
+        `"Redis node silent": ${node} reported no metrics for 5 minutes: the node is gone, or its id is not the one the alarms watch (redeploy the data stack's shape).`,
+        reports,
+        ALARMS.redisNodeSilent,
+      );
+    }
     if (props.store.kind === 'elasticache') {
       alarm(
         'RedisTrafficManagement',

@@ -14,6 +14,7 @@ import {
   type FailureMode,
   folderPrefix,
   parameterPath,
+  type RedisRole,
 } from '@platform/rate-limit';
 import { Duration, Stack, type StackProps, Validations } from 'aws-cdk-lib';
 import { type ISecurityGroup, type IVpc, SubnetType } from 'aws-cdk-lib/aws-ec2';
@@ -79,8 +80,11 @@ export function observedPolicies(
   return [...observed].map(([name, { degradedAs }]) => ({ name, degradedAs }));
 }
 
-/** What a consumer reading these secrets is told and allowed. */
-type LimiterAccess = (secrets: readonly SecretName[]) => {
+/** What a consumer reading these secrets is told and allowed, as a Redis user of its role (default: functions). */
+type LimiterAccess = (
+  secrets: readonly SecretName[],
+  role?: RedisRole,
+) => {
   statements: PolicyStatement[];
   environment: Record<string, string>;
 };
@@ -171,10 +175,13 @@ export class PlatformStack extends Stack {
     const props = this.#props;
     const { store } = props;
     // Granted on the functions' side only: a grant through the key or secret policy would tie the data stack to this one.
-    const readRedisAuth = new PolicyStatement({
-      actions: ['secretsmanager:GetSecretValue'],
-      resources: [store.authSecret.secretArn],
-    });
+    // each role reads its own Redis user's secret, and no other (ElastiCache RBAC: layer/src/keyspace.ts REDIS_ROLES)
+    const redisSecret = (role: RedisRole) => (role === 'operator' ? store.operatorSecret : store.authSecret);
+    const readRedisAuth = (role: RedisRole) =>
+      new PolicyStatement({
+        actions: ['secretsmanager:GetSecretValue'],
+        resources: [redisSecret(role).secretArn],
+      });
     const decryptRedisAuth = new PolicyStatement({
       actions: ['kms:Decrypt'],
       resources: [props.dataKey.keyArn],
@@ -184,7 +191,6 @@ export class PlatformStack extends Stack {
     const limiterEnvironment = {
       REDIS_CLUSTER_NODES: `${store.endpointAddress}:${store.endpointPort}`,
       REDIS_TLS: 'true',
-      REDIS_AUTH_SECRET_ARN: store.authSecret.secretArn,
       RATE_LIMIT_PARAMETER_PATH: prefix,
       POWERTOOLS_SERVICE_NAME: 'platform',
       POWERTOOLS_METRICS_NAMESPACE: 'RateLimit',
@@ -198,7 +204,7 @@ export class PlatformStack extends Stack {
      * path (config/secrets.ts), nothing else; the Redis credentials; decrypting
      * SecureStrings (the data key, through SSM only) when it has secrets.
      */
-    const limiterAccess = (secrets: readonly SecretName[]) => {
+    const limiterAccess = (secrets: readonly SecretName[], role: RedisRole = 'functions') => {
       const paths = readPaths(secrets);
       for (const path of paths) readPathsInUse.add(path);
       const statements = [
@@ -217,10 +223,17 @@ export class PlatformStack extends Stack {
               }),
             ]
           : []),
-        readRedisAuth,
+        readRedisAuth(role),
         decryptRedisAuth,
       ];
-      return { statements, environment: { ...limiterEnvironment, RATE_LIMIT_READ_PATHS: paths.join(',') } };
+      return {
+        statements,
+        environment: {
+          ...limiterEnvironment,
+          REDIS_AUTH_SECRET_ARN: redisSecret(role).secretArn,
+          RATE_LIMIT_READ_PATHS: paths.join(','),
+        },
+      };
     };
     return Object.assign(limiterAccess, { pathsInUse: readPathsInUse });
   }
@@ -286,9 +299,10 @@ export class PlatformStack extends Stack {
       timeout: Duration.seconds(30),
       reservedConcurrentExecutions: admin.reservedConcurrency,
       ...this.#inVpc(),
-      environment: { ...limiterAccess(admin.secrets).environment, POWERTOOLS_SERVICE_NAME: 'admin' },
+      // the operator's Redis user (adds PTTL for `inspect`), not the functions'
+      environment: { ...limiterAccess(admin.secrets, 'operator').environment, POWERTOOLS_SERVICE_NAME: 'admin' },
     });
-    for (const statement of limiterAccess(admin.secrets).statements) fn.addToRolePolicy(statement);
+    for (const statement of limiterAccess(admin.secrets, 'operator').statements) fn.addToRolePolicy(statement);
     // `override` writes where the store reads overrides, and nowhere else
     fn.addToRolePolicy(
       new PolicyStatement({

@@ -5,7 +5,7 @@
  * method per route and method of functions/routes.ts, each proxied to its
  * function; this file never lists a route itself.
  */
-import { ArnFormat, Stack, Validations } from 'aws-cdk-lib';
+import { ArnFormat, Aws, Fn, RemovalPolicy, Stack, Validations } from 'aws-cdk-lib';
 import {
   AccessLogFormat,
   type CfnRestApi,
@@ -21,6 +21,7 @@ import { CfnLoggingConfiguration, CfnWebACL, CfnWebACLAssociation } from 'aws-cd
 import { Construct } from 'constructs';
 import type { OuterLine } from '../config/outer-line.ts';
 import type { Route } from '../functions/routes.ts';
+import { secretHeadersOf } from '../functions/shared/secret-headers.ts';
 
 /** The REST API's TLS security policy (API Gateway's enhanced policies for regional APIs). */
 export const API_SECURITY_POLICY = 'SecurityPolicy_TLS13_1_2_PFS_PQ_2025_09';
@@ -31,6 +32,51 @@ export const MANAGED_RULE_GROUPS = [
   'AWSManagedRulesKnownBadInputsRuleSet',
   'AWSManagedRulesAmazonIpReputationList',
 ] as const;
+
+/**
+ * The stage's execution logging and metrics, on the stage and on every method
+ * with a throttle of its own (a method setting replaces the stage's for that
+ * method: without these, the throttled methods would log and measure nothing).
+ * Errors only, never the data trace (it would log each request's headers).
+ */
+export const STAGE_LOGGING = { loggingLevel: MethodLoggingLevel.ERROR, metricsEnabled: true, dataTraceEnabled: false };
+
+/**
+ * WAF logs what a rule blocked or counted (the managed rule groups count),
+ * nothing it merely allowed: the requests worth reading, at a fraction of
+ * the cost of a record per request (~1.5 kB each).
+ */
+export const WAF_LOGGING_FILTER = {
+  DefaultBehavior: 'DROP',
+  Filters: [
+    {
+      Behavior: 'KEEP',
+      Requirement: 'MEETS_ANY',
+      Conditions: [{ ActionCondition: { Action: 'BLOCK' } }, { ActionCondition: { Action: 'COUNT' } }],
+    },
+  ],
+} as const;
+
+/**
+ * The URI paths of the routes that authenticate a sender's signed deliveries
+ * (the webhooks: `rawBody`), as one anchored regular expression, with or
+ * without the stage's prefix (the execute-api URL carries it, a custom domain
+ * does not). Slack and Telegram deliver from a few shared IPs: the per-IP WAF
+ * rule leaves these paths to their routes' own per-source limits. Anchored and
+ * exact, so `/v1/x/webhooks/slack` (the public API's proxy) is still counted.
+ */
+export function webhookPathPattern(routes: readonly Route[], stage: string): string | undefined {
+  const literal = (text: string) => text.replace(/[.*+?^$(){}|[\]\\]/g, '\\$&');
+  const paths = routes
+    .filter((route) => route.rawBody)
+    .map((route) =>
+      route.path
+        .split('/')
+        .map((part) => (/^\{[^}]+\+\}$/.test(part) ? '.+' : /^\{[^}]+\}$/.test(part) ? '[^/]+' : literal(part)))
+        .join('/'),
+    );
+  return paths.length === 0 ? undefined : `^(/${literal(stage)})?(${paths.join('|')})$`;
+}
 
 export interface PublicApiProps {
   readonly name: string;
@@ -54,7 +100,7 @@ export class PublicApi extends Construct {
         if (!throttle) return [];
         return route.methods.map((method) => [
           `${route.path}/${method}`,
-          { throttlingRateLimit: throttle.rateLimit, throttlingBurstLimit: throttle.burstLimit },
+          { throttlingRateLimit: throttle.rateLimit, throttlingBurstLimit: throttle.burstLimit, ...STAGE_LOGGING },
         ]);
       }),
     );
@@ -71,8 +117,7 @@ export class PublicApi extends Construct {
         methodOptions,
         accessLogDestination: new LogGroupLogDestination(accessLogs),
         accessLogFormat: AccessLogFormat.jsonWithStandardFields(),
-        loggingLevel: MethodLoggingLevel.ERROR,
-        metricsEnabled: true,
+        ...STAGE_LOGGING,
         tracingEnabled: true,
       },
     });
@@ -88,6 +133,7 @@ export class PublicApi extends Construct {
       for (const method of route.methods) resource.addMethod(method, integration);
     }
 
+    const webhooks = webhookPathPattern(props.routes, props.stage);
     this.webAcl = new CfnWebACL(this, 'WebAcl', {
       name: props.name,
       scope: 'REGIONAL',
@@ -111,6 +157,22 @@ export class PublicApi extends Construct {
               aggregateKeyType: 'IP',
               limit: ipRateRule.limit,
               evaluationWindowSec: ipRateRule.evaluationWindowSeconds,
+              ...(webhooks === undefined
+                ? {}
+                : {
+                    // only requests outside the webhook paths are counted (and blocked)
+                    scopeDownStatement: {
+                      notStatement: {
+                        statement: {
+                          regexMatchStatement: {
+                            fieldToMatch: { uriPath: {} },
+                            regexString: webhooks,
+                            textTransformations: [{ priority: 0, type: 'NONE' }],
+                          },
+                        },
+                      },
+                    },
+                  }),
             },
           },
           visibilityConfig: {
@@ -134,10 +196,16 @@ export class PublicApi extends Construct {
         })),
       ],
     });
-    // WAF's log group name must start with aws-waf-logs-
+    // WAF's log group name must start with aws-waf-logs-, so CloudFormation cannot generate it: the name
+    // carries the stack's own id (its UUID's first group), unique per created stack. A rolled-back
+    // create or a destroy that leaves the group behind never blocks the next create, which is a new
+    // stack with a new id. prod retains its WAF logs (evidence of an attack outlives the stack);
+    // every other stage deletes them with the stack.
+    const stackSuffix = Fn.select(0, Fn.split('-', Fn.select(2, Fn.split('/', Aws.STACK_ID))));
     const wafLogs = new LogGroup(this, 'WafLogs', {
-      logGroupName: `aws-waf-logs-${props.name}`,
+      logGroupName: `aws-waf-logs-${props.name}-${stackSuffix}`,
       retention: RetentionDays.THREE_MONTHS,
+      removalPolicy: props.stage === 'prod' ? RemovalPolicy.RETAIN : RemovalPolicy.DESTROY,
     });
     new CfnLoggingConfiguration(this, 'WafLogging', {
       resourceArn: this.webAcl.attrArn,
@@ -150,6 +218,9 @@ export class PublicApi extends Construct {
           arnFormat: ArnFormat.COLON_RESOURCE_NAME,
         }),
       ],
+      // every header a consumer treats as a secret (functions/shared/secret-headers.ts), never written
+      redactedFields: secretHeadersOf(props.routes).map((name) => ({ singleHeader: { Name: name } })),
+      loggingFilter: WAF_LOGGING_FILTER,
     });
     new CfnWebACLAssociation(this, 'WebAclStage', {
       resourceArn: this.api.deploymentStage.stageArn,

@@ -1,14 +1,25 @@
 /**
  * ElastiCache for Valkey with durability `sync`: cluster mode (durability
  * requires it), Multi-AZ with at least one replica per shard, TLS in transit
- * and at rest, an AUTH token from Secrets Manager, and its own parameter
- * group with `maxmemory-policy noeviction` (ElastiCache's default is
- * volatile-lru: an evicted counter is a reset limit).
+ * and at rest, its own parameter group with `maxmemory-policy noeviction`
+ * (ElastiCache's default is volatile-lru: an evicted counter is a reset
+ * limit), and least privilege by role-based access control: no AUTH token
+ * (which is the default user, with every command), the default user off,
+ * and one user per role of layer/src/keyspace.ts (REDIS_ROLES: the same names
+ * and rules as the local production shape's ACL users), each with its
+ * password in a Secrets Manager secret of its own.
  */
-import { type Duration, RemovalPolicy } from 'aws-cdk-lib';
+import { managedAccessString, REDIS_ROLES, type RedisRole } from '@platform/rate-limit';
+import { type Duration, RemovalPolicy, Validations } from 'aws-cdk-lib';
 import { type IMetric, Metric } from 'aws-cdk-lib/aws-cloudwatch';
-import { CfnParameterGroup, CfnReplicationGroup, CfnSubnetGroup } from 'aws-cdk-lib/aws-elasticache';
-import type { ISecret } from 'aws-cdk-lib/aws-secretsmanager';
+import {
+  CfnParameterGroup,
+  CfnReplicationGroup,
+  CfnSubnetGroup,
+  CfnUser,
+  CfnUserGroup,
+} from 'aws-cdk-lib/aws-elasticache';
+import { type ISecret, Secret } from 'aws-cdk-lib/aws-secretsmanager';
 import { Construct } from 'constructs';
 import {
   type DurableStore,
@@ -33,12 +44,64 @@ export class ValkeyCluster extends Construct implements DurableStore {
   readonly endpointAddress: string;
   readonly endpointPort: string;
   readonly authSecret: ISecret;
+  readonly operatorSecret: ISecret;
   readonly replicationGroup: CfnReplicationGroup;
+  /** The RBAC users by role (the default user, disabled, is not one). */
+  readonly users: Readonly<Record<RedisRole, CfnUser>>;
   readonly #nodeIds: string[];
 
   constructor(scope: Construct, id: string, props: DurableStoreProps) {
     super(scope, id);
+    // The functions' secret is the data stack's (its template names the user); the operator's is made here.
     this.authSecret = props.authSecret;
+    this.operatorSecret = new Secret(this, 'OperatorAuth', {
+      description: `${props.name}: the Redis operator user's password (the admin function)`,
+      encryptionKey: props.encryptionKey,
+      generateSecretString: {
+        secretStringTemplate: JSON.stringify({ username: REDIS_ROLES.operator.username }),
+        generateStringKey: 'password',
+        // ElastiCache passwords: 16–128 printable characters without @ " / or spaces.
+        excludePunctuation: true,
+        passwordLength: 64,
+      },
+      removalPolicy: RemovalPolicy.RETAIN,
+    });
+    Validations.of(this.operatorSecret).acknowledge({
+      id: 'AwsSolutions-SMG4',
+      reason:
+        'Rotated by the documented two-password procedure (docs/runbook.md, "Rotating the Redis users\' passwords"): ElastiCache keeps two passwords per user, so the new one is added before the old one is removed.',
+    });
+    const secretOf: Record<RedisRole, ISecret> = { functions: this.authSecret, operator: this.operatorSecret };
+    // The default user must be in a user group: off, no command, no key (off refuses every AUTH).
+    const defaultUser = new CfnUser(this, 'DefaultUser', {
+      engine: 'valkey',
+      userId: `${props.name}-default`,
+      userName: 'default',
+      accessString: 'off -@all',
+      authenticationMode: { Type: 'no-password-required' },
+    });
+    const users = Object.fromEntries(
+      (Object.keys(REDIS_ROLES) as RedisRole[]).map((role) => [
+        role,
+        new CfnUser(this, `User-${role}`, {
+          engine: 'valkey',
+          userId: `${props.name}-${role}`,
+          userName: REDIS_ROLES[role].username,
+          accessString: managedAccessString(role),
+          authenticationMode: {
+            Type: 'password',
+            Passwords: [secretOf[role].secretValueFromJson('password').unsafeUnwrap()],
+          },
+        }),
+      ]),
+    ) as Record<RedisRole, CfnUser>;
+    this.users = users;
+    const userGroup = new CfnUserGroup(this, 'Users', {
+      engine: 'valkey',
+      userGroupId: props.name,
+      // a user's Ref is its id: the group waits for its users
+      userIds: [defaultUser.ref, ...Object.values(users).map((user) => user.ref)],
+    });
     const subnets = new CfnSubnetGroup(this, 'Subnets', {
       description: `${props.name}: isolated subnets`,
       subnetIds: props.vpc.isolatedSubnets.map((subnet) => subnet.subnetId),
@@ -64,7 +127,7 @@ export class ValkeyCluster extends Construct implements DurableStore {
       transitEncryptionMode: 'required',
       atRestEncryptionEnabled: true,
       kmsKeyId: props.encryptionKey.keyArn,
-      authToken: props.authSecret.secretValueFromJson('password').unsafeUnwrap(),
+      userGroupIds: [userGroup.ref],
       port: REDIS_PORT,
       cacheParameterGroupName: parameters.ref,
       cacheSubnetGroupName: subnets.ref,
@@ -84,9 +147,16 @@ export class ValkeyCluster extends Construct implements DurableStore {
     // E3002 ("Durability was unexpected") is schema lag, acknowledged for this
     // resource and this rule only (npm run lint:cfn).
     this.replicationGroup.addMetadata('cfn-lint', { config: { ignore_checks: ['E3002'] } });
+    Validations.of(this.replicationGroup).acknowledge({
+      id: 'AwsSolutions-AEC6',
+      reason:
+        'Authenticated by role-based access control (a user group: the default user off, a user per role with its own password) rather than an AUTH token, which is the default user with every command; the rule knows only AuthToken.',
+    });
     this.endpointAddress = this.replicationGroup.attrConfigurationEndPointAddress;
     this.endpointPort = this.replicationGroup.attrConfigurationEndPointPort;
-    // ElastiCache reports host and engine metrics per node: <group>-<shard 0001…>-<node 001…>.
+    // ElastiCache reports host and engine metrics per node: <group>-<shard 0001…>-<node 001…>, from the
+    // same shape as the group's NumNodeGroups and ReplicasPerNodeGroup (a reshard redeploys both). Should
+    // the ids ever differ from these, the RedisNodeSilent alarms (infra/observability.ts) go off.
     this.#nodeIds = [];
     for (let shard = 1; shard <= props.shards; shard++) {
       for (let node = 1; node <= 1 + props.replicasPerShard; node++) {
@@ -96,16 +166,21 @@ export class ValkeyCluster extends Construct implements DurableStore {
   }
 
   metrics(name: StoreMetric, period: Duration): IMetric[] {
-    return this.#nodeIds.map(
-      (node) =>
-        new Metric({
-          namespace: 'AWS/ElastiCache',
-          metricName: name,
-          dimensionsMap: { CacheClusterId: node },
-          statistic: STORE_METRIC_STATISTIC[name],
-          period,
-          label: node,
-        }),
-    );
+    return this.#nodeIds.map((node) => this.#nodeMetric(node, name, period, STORE_METRIC_STATISTIC[name]));
+  }
+
+  nodeMetrics(name: StoreMetric, period: Duration, statistic: 'SampleCount'): ReadonlyMap<string, IMetric> {
+    return new Map(this.#nodeIds.map((node) => [node, this.#nodeMetric(node, name, period, statistic)]));
+  }
+
+  #nodeMetric(node: string, name: StoreMetric, period: Duration, statistic: string): IMetric {
+    return new Metric({
+      namespace: 'AWS/ElastiCache',
+      metricName: name,
+      dimensionsMap: { CacheClusterId: node },
+      statistic,
+      period,
+      label: node,
+    });
   }
 }

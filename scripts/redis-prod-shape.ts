@@ -19,7 +19,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { setTimeout as delay } from 'node:timers/promises';
 import { promisify } from 'node:util';
-import { functionsAclRules, operatorAclRules } from '../layer/src/keyspace.ts';
+import { REDIS_ROLES } from '../layer/src/keyspace.ts';
 import {
   type Credentials,
   type RedisProcess,
@@ -110,8 +110,8 @@ function aclFile(users: ProdShapeUsers): string {
     'user default off resetchannels -@all',
     line(users.admin, ['on', '~*', '&*', '+@all']),
     line(users.replication, ['on', 'resetchannels', '-@all', '+psync', '+replconf', '+ping']),
-    line(users.functions, functionsAclRules()),
-    line(users.operator, operatorAclRules()),
+    line(users.functions, REDIS_ROLES.functions.rules()),
+    line(users.operator, REDIS_ROLES.operator.rules()),
     '',
   ].join('\n');
 }
@@ -141,8 +141,9 @@ export async function startProdShapeCluster(
   const users: ProdShapeUsers = {
     admin: { username: 'rl-admin', password: password() },
     replication: { username: 'rl-replication', password: password() },
-    functions: { username: 'rl-functions', password: password() },
-    operator: { username: 'rl-operator', password: password() },
+    // the deployed store's users (ElastiCache RBAC), by the same names and rules
+    functions: { username: REDIS_ROLES.functions.username, password: password() },
+    operator: { username: REDIS_ROLES.operator.username, password: password() },
   };
   const acl = join(dir, 'users.acl');
   writeFileSync(acl, aclFile(users));

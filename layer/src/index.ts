@@ -44,8 +44,11 @@ export {
   KEY_FAMILIES,
   type KeyFamily,
   keyPatterns,
+  managedAccessString,
   OPERATOR_COMMANDS,
   operatorAclRules,
+  REDIS_ROLES,
+  type RedisRole,
 } from './keyspace.ts';
 export type {
   CheckOptions,

@@ -94,3 +94,32 @@ export const functionsAclRules = (): string[] => rules(FUNCTIONS_COMMANDS);
 
 /** The operator user's rules: the CLI's commands on the platform's keys. */
 export const operatorAclRules = (): string[] => rules(OPERATOR_COMMANDS);
+
+/**
+ * The platform's Redis users, by role, with the same names and rules
+ * everywhere they exist: the local production-shaped cluster's ACL file
+ * (scripts/redis-prod-shape.ts), ElastiCache's RBAC users
+ * (infra/valkey-cluster.ts) and the tests that compare them.
+ * - `functions`: every consumer (the route functions, the harvester, the
+ *   Mattermost listener);
+ * - `operator`: the CLI and the admin function (adds reading a counter's
+ *   expiry).
+ */
+export const REDIS_ROLES = {
+  functions: { username: 'rl-functions', rules: functionsAclRules },
+  operator: { username: 'rl-operator', rules: operatorAclRules },
+} as const;
+
+export type RedisRole = keyof typeof REDIS_ROLES;
+
+/**
+ * A role's rules as a managed service's access string (ElastiCache's and
+ * MemoryDB's users): without `resetchannels`, which their access strings do
+ * not take (and no pub/sub command is allowed anyway: `-@all`).
+ */
+export function managedAccessString(role: RedisRole): string {
+  return REDIS_ROLES[role]
+    .rules()
+    .filter((rule) => rule !== 'resetchannels')
+    .join(' ');
+}

@@ -1,6 +1,7 @@
 /**
- * Credentials for a Redis that requires them (ElastiCache's AUTH token,
- * MemoryDB's ACL user), read once per container from Secrets Manager
+ * Credentials for a Redis that requires them (ElastiCache's RBAC user of
+ * the function's role, MemoryDB's ACL user; a bare AUTH token, without a
+ * username, still works), read once per container from Secrets Manager
  * (`REDIS_AUTH_SECRET_ARN`, settings.ts) and set on the client before its
  * first connection. Never in an environment variable, never logged.
  */
@@ -13,7 +14,7 @@ import type { RedisClient } from './run-script.ts';
 
 export interface RedisCredentials {
   readonly password: string;
-  /** An ACL user (MemoryDB); absent for an AUTH token (ElastiCache's default user). */
+  /** An ACL user (ElastiCache RBAC, MemoryDB); absent for an AUTH token (a default user). */
   readonly username?: string;
 }
 

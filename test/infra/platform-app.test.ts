@@ -4,7 +4,7 @@
  * stores, and cdk-nag as a gate that an unacknowledged finding fails.
  */
 import assert from 'node:assert/strict';
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
@@ -17,19 +17,24 @@ import { runHarvest } from '../../functions/harvester/job.ts';
 import { MattermostListener } from '../../functions/mattermost-listener/listener.ts';
 import { routes } from '../../functions/routes.ts';
 import { platform as sharedPlatform } from '../../functions/shared/platform.ts';
+import { PLAIN_HEADERS, SECRET_HEADERS, secretHeadersOf } from '../../functions/shared/secret-headers.ts';
 import { signSlackBody } from '../../functions/slack/signature.ts';
 import { operated } from '../../functions/workers.ts';
 import { createPlatformApp, type PlatformApp } from '../../infra/app.ts';
 import { InvalidContextError } from '../../infra/context.ts';
 import { API_SECURITY_POLICY, MANAGED_RULE_GROUPS } from '../../infra/public-api.ts';
-import { compilePolicy } from '../../layer/src/index.ts';
+import { compilePolicy, managedAccessString, REDIS_ROLES, type RedisRole } from '../../layer/src/index.ts';
 import { OBSERVER_METRICS } from '../../layer/src/middleware/index.ts';
+import type { RedisClient } from '../../layer/src/run-script.ts';
 import { buildAll } from '../../scripts/build.ts';
 import { startHarvestSource } from '../../scripts/harvest-source.ts';
 import { startMattermostServer } from '../../scripts/mattermost-server.ts';
 import { startRedis } from '../../scripts/redis-process.ts';
 import { consumers } from '../support/consumers.ts';
 import { call, loopbackAddress } from '../support/http.ts';
+import { connected, targets } from '../support/targets.ts';
+
+const ROOT = new URL('../../', import.meta.url).pathname;
 
 type Resources = Record<string, { Type: string; Properties?: Record<string, unknown>; DeletionPolicy?: string }>;
 
@@ -83,7 +88,8 @@ describe('The CDK app (ElastiCache for Valkey, the default)', () => {
       CacheNodeType: 'cache.r7g.large',
       TransitEncryptionEnabled: true,
       AtRestEncryptionEnabled: true,
-      AuthToken: Match.anyValue(),
+      AuthToken: Match.absent(), // RBAC users instead (see "reaches ElastiCache by RBAC")
+      UserGroupIds: [Match.anyValue()],
     });
     app.data.hasResourceProperties('AWS::ElastiCache::ParameterGroup', {
       CacheParameterGroupFamily: 'valkey9',
@@ -266,6 +272,323 @@ describe('The CDK app (ElastiCache for Valkey, the default)', () => {
       MANAGED_RULE_GROUPS.map((name) => [name, { Count: {} }]),
     );
     app.platform.hasResourceProperties('AWS::WAFv2::LoggingConfiguration', { ResourceArn: Match.anyValue() });
+  });
+
+  it('keeps every header a consumer treats as a secret out of every log the stack configures', () => {
+    // Every header the code reads is classified: a new one fails here until it is listed secret or plain
+    const sources = [
+      ...readdirSync(join(ROOT, 'functions'), { recursive: true, encoding: 'utf8' }).map((f) => join('functions', f)),
+      ...readdirSync(join(ROOT, 'layer/src'), { recursive: true, encoding: 'utf8' }).map((f) => join('layer/src', f)),
+    ].filter((f) => f.endsWith('.ts'));
+    const read = new Set<string>();
+    for (const file of sources) {
+      // the code, not its comments
+      const text = readFileSync(join(ROOT, file), 'utf8')
+        .replace(/\/\*[\s\S]*?\*\//g, '')
+        .replace(/^\s*\/\/.*$/gm, '');
+      for (const m of text.matchAll(/\bheader\(\s*[\w.]+\s*,\s*'([^']+)'\s*\)/g))
+        read.add((m[1] as string).toLowerCase());
+      for (const m of text.matchAll(/apiKeyHash\(\s*(?:headerName\s*=\s*)?'([^']+)'/g))
+        read.add((m[1] as string).toLowerCase());
+    }
+    const secret = secretHeadersOf(routes);
+    assert.ok(read.size >= 4, `found the headers the code reads (${[...read].join(', ')})`);
+    const unclassified = [...read].filter(
+      (name) => !secret.includes(name) && !(PLAIN_HEADERS as readonly string[]).includes(name),
+    );
+    assert.deepEqual(
+      unclassified,
+      [],
+      'headers read by the code, neither secret nor plain (functions/shared/secret-headers.ts)',
+    );
+    for (const name of ['x-api-key', 'authorization', 'x-telegram-bot-api-secret-token', 'x-slack-signature']) {
+      assert.ok(secret.includes(name), `${name} is secret`);
+    }
+    const resources = Object.values(app.platform.toJSON().Resources as Resources);
+    // WAF: every logging configuration redacts each secret header, and keeps only what a rule blocked or counted
+    const wafLogging = resources.filter((r) => r.Type === 'AWS::WAFv2::LoggingConfiguration');
+    assert.equal(wafLogging.length, 1);
+    for (const logging of wafLogging) {
+      const redacted = (props(logging).RedactedFields as { SingleHeader?: { Name: string } }[]).map(
+        (field) => field.SingleHeader?.Name,
+      );
+      assert.deepEqual(redacted.sort(), secret);
+      assert.deepEqual(props(logging).LoggingFilter, {
+        DefaultBehavior: 'DROP',
+        Filters: [
+          {
+            Behavior: 'KEEP',
+            Requirement: 'MEETS_ANY',
+            Conditions: [{ ActionCondition: { Action: 'BLOCK' } }, { ActionCondition: { Action: 'COUNT' } }],
+          },
+        ],
+      });
+    }
+    // API Gateway: the access log names no header or key, and no method logs its data trace (the request itself)
+    const stages = resources.filter((r) => r.Type === 'AWS::ApiGateway::Stage');
+    for (const stage of stages) {
+      const format = String((props(stage).AccessLogSetting as { Format?: string } | undefined)?.Format);
+      assert.doesNotMatch(format, /header|apikey|\$input|requestoverride|authorizer/i, format);
+      for (const setting of props(stage).MethodSettings as { DataTraceEnabled?: boolean }[]) {
+        assert.equal(setting.DataTraceEnabled, false, JSON.stringify(setting));
+      }
+    }
+    // Lambda: no function logs its event (Powertools' log-event switch), none logs at debug
+    for (const fn of resources.filter((r) => r.Type === 'AWS::Lambda::Function')) {
+      const env = (props(fn).Environment as { Variables?: Record<string, unknown> } | undefined)?.Variables ?? {};
+      assert.notEqual(String(env.POWERTOOLS_LOGGER_LOG_EVENT).toLowerCase(), 'true');
+      assert.doesNotMatch(String(env.POWERTOOLS_LOG_LEVEL ?? env.LOG_LEVEL ?? ''), /debug|trace/i);
+      const level = (props(fn).LoggingConfig as { ApplicationLogLevel?: string } | undefined)?.ApplicationLogLevel;
+      assert.doesNotMatch(String(level ?? ''), /debug|trace/i);
+    }
+  });
+
+  it("keeps the stage's logging and metrics on every method with a throttle of its own", () => {
+    const stage = Object.values(app.platform.toJSON().Resources as Resources).find(
+      (r) => r.Type === 'AWS::ApiGateway::Stage',
+    );
+    const settings = props(stage).MethodSettings as Record<string, unknown>[];
+    assert.equal(settings.length, 1 + routes.reduce((n, r) => n + r.methods.length, 0));
+    for (const setting of settings) {
+      assert.deepEqual(
+        [setting.LoggingLevel, setting.MetricsEnabled, setting.DataTraceEnabled],
+        ['ERROR', true, false],
+        `${String(setting.HttpMethod)} ${String(setting.ResourcePath)}`,
+      );
+    }
+  });
+
+  it('leaves the webhook paths out of the per-IP WAF rule (they have their per-source limits), nothing else', () => {
+    const acl = props(
+      Object.values(app.platform.toJSON().Resources as Resources).find((r) => r.Type === 'AWS::WAFv2::WebACL'),
+    );
+    type ScopedRule = {
+      Name: string;
+      Statement: {
+        RateBasedStatement: {
+          ScopeDownStatement: {
+            NotStatement: { Statement: { RegexMatchStatement: { FieldToMatch: unknown; RegexString: string } } };
+          };
+        };
+      };
+    };
+    const rule = (acl.Rules as ScopedRule[]).find((r) => r.Name === 'per-ip-rate');
+    const match = rule?.Statement.RateBasedStatement.ScopeDownStatement.NotStatement.Statement.RegexMatchStatement;
+    assert.deepEqual(match?.FieldToMatch, { UriPath: {} });
+    const pattern = new RegExp(match?.RegexString ?? '^$never');
+    const webhookPaths = [
+      '/webhooks/slack',
+      '/prod/webhooks/slack',
+      '/webhooks/telegram/demo',
+      '/prod/webhooks/telegram/7',
+    ];
+    const counted = [
+      '/auth/login',
+      '/prod/v1/whoami',
+      '/v1/llm/complete',
+      '/v1/x/webhooks/slack', // the public API's proxy, with a webhook's path inside
+      '/prod/v1/webhooks/slack',
+      '/webhooks/slack/x',
+      '/webhooks/telegram/a/b',
+      '/dev/webhooks/slack', // another stage's prefix
+      '/webhooks/slackx',
+    ];
+    assert.deepEqual(
+      webhookPaths.filter((p) => !pattern.test(p)),
+      [],
+    );
+    assert.deepEqual(
+      counted.filter((p) => pattern.test(p)),
+      [],
+    );
+    assert.deepEqual(
+      routes.filter((r) => r.rawBody).map((r) => r.id),
+      ['slack', 'telegram'],
+    );
+  });
+
+  it('names the WAF log group after its stack, so one a failed create or a destroy leaves never blocks the next', () => {
+    const resources = app.platform.toJSON().Resources as Resources;
+    const logging = Object.values(resources).find((r) => r.Type === 'AWS::WAFv2::LoggingConfiguration');
+    const groupId = JSON.stringify(props(logging).LogDestinationConfigs).match(/"Ref":"(\w+)"/)?.[1] as string;
+    const group = resources[groupId];
+    assert.equal(group?.Type, 'AWS::Logs::LogGroup');
+    const name = JSON.stringify(props(group).LogGroupName);
+    assert.match(name, /^\{"Fn::Join":\["",\["aws-waf-logs-ratelimit-prod-",/, 'WAF needs the prefix');
+    assert.match(name, /"Ref":"AWS::StackId"/, 'unique per created stack');
+    assert.equal(group?.DeletionPolicy, 'Retain', "prod keeps its WAF logs (under its stack's name)");
+    const qa = createPlatformApp({
+      context: { stage: 'qa', dist: join(work, 'dist') },
+      outdir: mkdtempSync(join(work, 'cdk-qa-')),
+      stagesDir: work,
+    });
+    const qaGroups = Object.values(Template.fromStack(qa.platform).toJSON().Resources as Resources).filter(
+      (r) => r.Type === 'AWS::Logs::LogGroup' && JSON.stringify(props(r).LogGroupName ?? '').includes('aws-waf-logs-'),
+    );
+    assert.deepEqual(
+      qaGroups.map((r) => r.DeletionPolicy),
+      ['Delete'],
+      'another stage deletes them with the stack',
+    );
+  });
+
+  it('reaches ElastiCache by RBAC: no AUTH token, the default user off, a user per role with its rules and its own secret', () => {
+    const data = app.data.toJSON().Resources as Resources;
+    const [, group] =
+      Object.entries(data).find(([, r]) => r.Type === 'AWS::ElastiCache::ReplicationGroup') ?? assert.fail('no store');
+    assert.equal(props(group).AuthToken, undefined, 'no AUTH token (the default user, with every command)');
+    const [groupId, userGroup] =
+      Object.entries(data).find(([, r]) => r.Type === 'AWS::ElastiCache::UserGroup') ?? assert.fail('no user group');
+    assert.deepEqual(props(group).UserGroupIds, [{ Ref: groupId }]);
+    assert.equal(props(userGroup).Engine, 'valkey');
+    const users = new Map(
+      Object.entries(data)
+        .filter(([, r]) => r.Type === 'AWS::ElastiCache::User')
+        .map(([id, r]) => [id, props(r)]),
+    );
+    const members = (props(userGroup).UserIds as { Ref: string }[]).map((ref) => users.get(ref.Ref));
+    assert.equal(members.length, users.size, 'every user in the group');
+    const byName = new Map(members.map((user) => [String(user?.UserName), user]));
+    // the default user: off, no command, no key
+    assert.equal(byName.get('default')?.AccessString, 'off -@all');
+    assert.deepEqual(
+      [...byName.keys()].sort(),
+      ['default', ...Object.values(REDIS_ROLES).map((role) => role.username)].sort(),
+    );
+    const secretOf = (user: Record<string, unknown> | undefined) =>
+      JSON.stringify((user?.AuthenticationMode as { Passwords?: unknown[] } | undefined)?.Passwords).match(
+        /"Ref":"(\w+)"/,
+      )?.[1];
+    const secrets = new Set<string | undefined>();
+    for (const [role, { username, rules }] of Object.entries(REDIS_ROLES)) {
+      const user = byName.get(username);
+      // the rule set of layer/src/keyspace.ts, as the local users have it (less resetchannels, which
+      // ElastiCache's access strings do not take)
+      assert.equal(user?.AccessString, managedAccessString(role as RedisRole));
+      assert.deepEqual(
+        String(user?.AccessString).split(' '),
+        rules().filter((rule) => rule !== 'resetchannels'),
+      );
+      assert.equal((user?.AuthenticationMode as { Type?: string } | undefined)?.Type, 'password');
+      const secret = secretOf(user);
+      secrets.add(secret);
+      const template = JSON.parse(
+        String(
+          (props(data[secret as string]).GenerateSecretString as { SecretStringTemplate: string }).SecretStringTemplate,
+        ),
+      );
+      assert.equal(template.username, username, `${role}'s secret names its user`);
+    }
+    assert.equal(secrets.size, Object.keys(REDIS_ROLES).length, 'a secret per role');
+    // each function reads its role's secret only: the admin function the operator's, every other the functions'
+    const platformResources = app.platform.toJSON().Resources as Resources;
+    const exported = (secretId: string) => new RegExp(`ExportsOutputRef${secretId}`);
+    const [functionsSecret, operatorSecret] = [
+      secretOf(byName.get(REDIS_ROLES.functions.username)),
+      secretOf(byName.get(REDIS_ROLES.operator.username)),
+    ] as [string, string];
+    for (const [id, fn] of Object.entries(platformResources).filter(([, r]) => r.Type === 'AWS::Lambda::Function')) {
+      const own = props(fn).FunctionName === 'ratelimit-prod-admin' ? operatorSecret : functionsSecret;
+      const other = own === operatorSecret ? functionsSecret : operatorSecret;
+      const env = JSON.stringify(
+        (props(fn).Environment as { Variables: Record<string, unknown> }).Variables.REDIS_AUTH_SECRET_ARN,
+      );
+      assert.match(env, exported(own), `${id} is told its role's secret`);
+      const role = JSON.stringify(props(fn).Role).match(/"(\w+ServiceRole\w*)"/)?.[1] as string;
+      const granted = JSON.stringify(
+        Object.values(platformResources).filter(
+          (r) => r.Type === 'AWS::IAM::Policy' && JSON.stringify(props(r).Roles).includes(role),
+        ),
+      );
+      assert.match(granted, exported(own), `${id} may read its role's secret`);
+      assert.doesNotMatch(granted, exported(other), `${id} may not read the other role's secret`);
+    }
+  });
+
+  it("gives the deployed users exactly the local production shape's ACL users' permissions", async () => {
+    // the suite's production-shaped cluster (test/support/global-setup.ts): its ACL file is built from the
+    // same rule set; what Redis enforces there, per user, is compared with the deployed access strings
+    const admin = targets[1]?.admin() as RedisClient;
+    try {
+      await connected(admin);
+      const data = app.data.toJSON().Resources as Resources;
+      const deployed = new Map(
+        Object.values(data)
+          .filter((r) => r.Type === 'AWS::ElastiCache::User')
+          .map((r) => [String(props(r).UserName), String(props(r).AccessString)]),
+      );
+      const permissions = (tokens: readonly string[]) => ({
+        enabled: tokens.includes('on') && !tokens.includes('off'),
+        keys: tokens.filter((t) => t.startsWith('~')).sort(),
+        commands: tokens.filter((t) => /^[+-]/.test(t)).sort(),
+      });
+      for (const { username } of Object.values(REDIS_ROLES)) {
+        const reply = (await admin.call('ACL', 'GETUSER', username)) as unknown[];
+        const field = (name: string) => reply[reply.indexOf(name) + 1];
+        const local = permissions([
+          ...(field('flags') as string[]),
+          ...String(field('keys')).split(' '),
+          ...String(field('commands')).split(' '),
+        ]);
+        assert.ok(local.commands.length > 10 && local.keys.length === 3, JSON.stringify(local));
+        assert.deepEqual(permissions(String(deployed.get(username)).split(' ')), local, username);
+      }
+      // and the local default user is off, as the deployed one
+      const localDefault = (await admin.call('ACL', 'GETUSER', 'default')) as unknown[];
+      assert.ok((localDefault[localDefault.indexOf('flags') + 1] as string[]).includes('off'));
+    } finally {
+      admin.disconnect();
+    }
+  });
+
+  it("watches every node of the store's shape, and alarms when one of them reports nothing (never silently green)", () => {
+    /** The node ids the template's replication group will have, and the ids each Redis alarm reads. */
+    const nodesOf = (stacks: { data: Template; platform: Template }) => {
+      const group = Object.values(stacks.data.toJSON().Resources as Resources).find(
+        (r) => r.Type === 'AWS::ElastiCache::ReplicationGroup',
+      );
+      const {
+        ReplicationGroupId,
+        NumNodeGroups = 1,
+        ReplicasPerNodeGroup = 0,
+      } = props(group) as Record<string, number>;
+      const expected: string[] = [];
+      for (let shard = 1; shard <= NumNodeGroups; shard++) {
+        for (let node = 1; node <= 1 + ReplicasPerNodeGroup; node++) {
+          expected.push(`${ReplicationGroupId}-${String(shard).padStart(4, '0')}-${String(node).padStart(3, '0')}`);
+        }
+      }
+      const alarms = Object.values(stacks.platform.toJSON().Resources as Resources)
+        .filter((r) => r.Type === 'AWS::CloudWatch::Alarm' && /ratelimit-\w+ Redis/.test(String(props(r).AlarmName)))
+        .map((r) => props(r));
+      const ids = (alarm: Record<string, unknown>) =>
+        [...JSON.stringify(alarm).matchAll(/"CacheClusterId","Value":"([^"]+)"/g)].map((m) => m[1] as string).sort();
+      return { expected: expected.sort(), alarms, ids };
+    };
+    const check = (stacks: { data: Template; platform: Template }, nodes: number) => {
+      const { expected, alarms, ids } = nodesOf(stacks);
+      assert.equal(expected.length, nodes);
+      for (const alarm of alarms.filter((a) => !String(a.AlarmName).includes('RedisNodeSilent'))) {
+        assert.deepEqual(ids(alarm), expected, `${String(alarm.AlarmName)} reads every node of the store`);
+      }
+      const silent = alarms.filter((a) => String(a.AlarmName).includes('RedisNodeSilent'));
+      assert.deepEqual(silent.flatMap(ids).sort(), expected, 'a silent-node alarm per node');
+      for (const alarm of silent) {
+        assert.deepEqual(
+          [alarm.TreatMissingData, alarm.ComparisonOperator, alarm.Threshold],
+          ['breaching', 'LessThanThreshold', 1],
+        );
+        assert.match(JSON.stringify(alarm), /"Stat":"SampleCount"/, 'counts reports, whatever their value');
+      }
+    };
+    check(app, 2);
+    // another shape: the alarms follow it
+    const wider = createPlatformApp({
+      context: { stage: 'wide', shards: 2, replicasPerShard: 2, dist: join(work, 'dist') },
+      outdir: mkdtempSync(join(work, 'cdk-wide-')),
+      stagesDir: work,
+    });
+    check({ data: Template.fromStack(wider.data), platform: Template.fromStack(wider.platform) }, 6);
   });
 
   it('gives the operator an admin function reachable through IAM only, writing overrides and nothing else', () => {
@@ -507,17 +830,31 @@ describe('cdk-nag', () => {
  * harvester and the Mattermost listener, first with their Redis up, then with
  * it stopped (the verdicts a degraded limiter gives). By `namespace|service|policy`, the metric names.
  */
-async function limiterMetricsEmittedByEveryConsumer(): Promise<Map<string, Set<string>>> {
+async function limiterMetricsEmittedByEveryConsumer(): Promise<{
+  emitted: Map<string, Set<string>>;
+  /** Everything else the consumers printed (their logs, as Lambda would ship them). */
+  printed: string;
+  /** The values of the secret headers the run sent. */
+  secretsSent: Set<string>;
+}> {
   const lines: string[] = [];
+  const other: string[] = [];
+  const secretsSent = new Set<string>();
   const write = process.stdout.write.bind(process.stdout);
+  const writeError = process.stderr.write.bind(process.stderr);
   process.stdout.write = ((chunk: string | Uint8Array, ...rest: unknown[]) => {
     const text = String(chunk);
+    other.push(text);
     if (text.includes('"_aws"')) {
       lines.push(...text.split('\n').filter((l) => l.includes('"_aws"')));
       return true;
     }
     return (write as (...args: unknown[]) => boolean)(chunk, ...rest);
   }) as typeof process.stdout.write;
+  process.stderr.write = ((chunk: string | Uint8Array, ...rest: unknown[]) => {
+    other.push(String(chunk));
+    return (writeError as (...args: unknown[]) => boolean)(chunk, ...rest);
+  }) as typeof process.stderr.write;
   const redis = await startRedis();
   // the IP windows fail open here, so that with Redis stopped each request reaches the checks its
   // handler makes itself (as when only their shard cannot answer)
@@ -541,8 +878,12 @@ async function limiterMetricsEmittedByEveryConsumer(): Promise<Map<string, Set<s
   const [mattermost, source] = await Promise.all([startMattermostServer(), startHarvestSource()]);
   const everyConsumer = async (round: number) => {
     const from = loopbackAddress();
-    const send = (path: string, init: { method?: string; body?: string; headers?: Record<string, string> } = {}) =>
-      call(platform.base, { path, from, ...init });
+    const send = (path: string, init: { method?: string; body?: string; headers?: Record<string, string> } = {}) => {
+      for (const [name, value] of Object.entries(init.headers ?? {})) {
+        if ((SECRET_HEADERS as readonly string[]).includes(name.toLowerCase())) secretsSent.add(value);
+      }
+      return call(platform.base, { path, from, ...init });
+    };
     await send('/auth/login', {
       method: 'POST',
       body: JSON.stringify({ email: 'metrics@example.com', password: 'no' }),
@@ -611,6 +952,7 @@ async function limiterMetricsEmittedByEveryConsumer(): Promise<Map<string, Set<s
     await everyConsumer(2);
   } finally {
     process.stdout.write = write;
+    process.stderr.write = writeError;
     await Promise.all([platform.close(), mattermost.close(), source.close(), redis.stop()]);
   }
   const emitted = new Map<string, Set<string>>();
@@ -625,7 +967,7 @@ async function limiterMetricsEmittedByEveryConsumer(): Promise<Map<string, Set<s
       emitted.set(id, names);
     }
   }
-  return emitted;
+  return { emitted, printed: other.join(''), secretsSent };
 }
 
 type Dimension = { Name: string; Value: unknown };
@@ -667,8 +1009,10 @@ describe('The alarms (all consumers deployed)', () => {
   let resources: Resources;
   let alarms: AlarmResource[];
   let emitted: Map<string, Set<string>>;
+  let printed: string;
+  let secretsSent: Set<string>;
   before(async () => {
-    emitted = await limiterMetricsEmittedByEveryConsumer();
+    ({ emitted, printed, secretsSent } = await limiterMetricsEmittedByEveryConsumer());
     const stacks = createPlatformApp({
       context: {
         dist: join(work, 'dist'),
@@ -750,6 +1094,14 @@ describe('The alarms (all consumers deployed)', () => {
     assert.ok(
       emitted.has('RateLimit|platform|harvester-source') && emitted.has('RateLimit|platform|mattermost-channel'),
     );
+  });
+
+  it('logs no secret header: none of the values the run sent is in anything the consumers printed', () => {
+    // the API keys, the Slack signatures and the Telegram secret token of both rounds
+    assert.ok(secretsSent.size >= 5, `${secretsSent.size} secret values sent`);
+    const leaked = [...secretsSent].filter((value) => printed.includes(value));
+    assert.deepEqual(leaked, [], 'secret header values in the logs');
+    assert.ok(printed.includes('rate limited'), 'the run printed its logs (and was read)');
   });
 
   it("lets each function read the policies and its own secrets' folder, and no other consumer's secret", () => {

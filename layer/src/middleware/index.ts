@@ -19,7 +19,15 @@ export {
 export { rateLimitHeaders, retryAfterSeconds } from './headers.ts';
 export { gatewaySourceIp, type HttpEvent, header, jsonBody } from './http-event.ts';
 export { type HeldLeases, type HoldOptions, holdLeases } from './leases.ts';
-export { OBSERVER_METRICS, powertoolsObserver, REFUSAL_LOG, type RefusalRecord } from './observer.ts';
+export {
+  OBSERVER_BATCHING,
+  OBSERVER_METRICS,
+  type ObserverBatching,
+  type PowertoolsObserver,
+  powertoolsObserver,
+  REFUSAL_LOG,
+  type RefusalRecord,
+} from './observer.ts';
 export {
   ERROR_CODES,
   httpError,

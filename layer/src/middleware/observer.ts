@@ -43,35 +43,99 @@ export interface RefusalRecord {
 }
 
 /**
- * EMF metrics per policy through Powertools: one of Allowed, Limited,
- * ShadowLimited, DegradedOpen, DegradedClosed, plus NearLimit and
- * CheckLatency, with the deciding policy as dimension; one EMF line per
- * invocation and policy (`flush`; a handler that checks a second policy after
- * the middleware's starts a second line, since one line has one dimension
- * value). A refusal is one structured log line (REFUSAL_LOG) with the key as
- * stored, the input of "top offenders"; nothing else logs a key. Degraded checks
- * are already logged once by the limiter (`onDegraded`).
+ * How the observer folds checks into EMF lines. A line costs ~230 bytes of
+ * fixed envelope (namespace, dimensions, metric names) whatever it counts: one
+ * line per check made the metrics the limiter's largest cost (≈ 312 bytes per
+ * check). A held batch per policy carries the outcome counts as sums and the
+ * latencies as EMF's value array (at most 100 values per metric), so a busy
+ * container writes ~6 bytes per check.
+ */
+export interface ObserverBatching {
+  /** Checks a policy's line carries at most (EMF's 100 values per metric); a full batch is published at once. */
+  readonly maxChecks: number;
+  /** The age a held batch may reach before the next invocation's end (`flushIfDue`) publishes it. */
+  readonly maxAgeMs: number;
+}
+
+/** 100 checks or 10 s per line: well inside a CloudWatch alarm's 1-minute period. */
+export const OBSERVER_BATCHING: ObserverBatching = { maxChecks: 100, maxAgeMs: 10_000 };
+
+/** Latency is recorded to 0.1 ms (explicit rounding: shorter values, and finer than any alarm threshold). */
+const latencyValue = (ms: number) => Math.round(ms * 10) / 10;
+
+interface PolicyBatch {
+  /** Checks by metric name (an outcome's, NearLimit). */
+  readonly counts: Map<string, number>;
+  readonly latencies: number[];
+}
+
+export interface PowertoolsObserver extends RateLimitObserver {
+  /** Publish every held check now (a worker's run ends, a listener's summary, shutdown). */
+  flush(): void;
+  /**
+   * The end of an invocation: publish what is held if it is due (a degraded
+   * check, since the degraded alarms must see it within their period, or the
+   * oldest held check is `maxAgeMs` old); otherwise keep it for the next.
+   */
+  flushIfDue(): void;
+}
+
+/**
+ * EMF metrics per policy through Powertools: the counts of Allowed, Limited,
+ * ShadowLimited, DegradedOpen, DegradedClosed and NearLimit, and every
+ * check's CheckLatency, with the deciding policy as dimension; one EMF line
+ * per policy and batch (OBSERVER_BATCHING: checks are held across
+ * invocations of a container, so a container reclaimed while idle loses what
+ * it held, at most `maxChecks` per policy; a degraded check is published at the
+ * invocation's end). A refusal is one structured log line (REFUSAL_LOG) with
+ * the key as stored, written at once: the input of "top offenders"; nothing
+ * else logs a key. Degraded checks are already logged once by the limiter
+ * (`onDegraded`).
  */
 export function powertoolsObserver(options: {
   metrics: Metrics;
   logger?: Logger;
   /** Also told about every refusal (a local run writes them to a file). */
   refusals?: (record: RefusalRecord) => void;
-}): RateLimitObserver & { flush(): void } {
-  const { metrics, logger, refusals } = options;
-  let batchPolicy: string | undefined;
+  batching?: ObserverBatching;
+  /** Milliseconds since the epoch (a test's clock). */
+  now?: () => number;
+}): PowertoolsObserver {
+  const { metrics, logger, refusals, batching = OBSERVER_BATCHING, now = Date.now } = options;
+  const batches = new Map<string, PolicyBatch>();
+  let heldSince: number | undefined;
+  let urgent = false;
+
+  const publish = (policy: string, batch: PolicyBatch) => {
+    batches.delete(policy);
+    metrics.addDimension('policy', policy);
+    for (const [name, count] of batch.counts) metrics.addMetric(name, MetricUnit.Count, count);
+    // Powertools publishes on its own when a metric reaches 100 values (the batch's cap)
+    for (const ms of batch.latencies) metrics.addMetric(OBSERVER_METRICS.latency, MetricUnit.Milliseconds, ms);
+    if (metrics.hasStoredMetrics()) metrics.publishStoredMetrics();
+  };
+  const flush = () => {
+    for (const [policy, batch] of batches) publish(policy, batch);
+    heldSince = undefined;
+    urgent = false;
+  };
+  const count = (batch: PolicyBatch, name: string) => batch.counts.set(name, (batch.counts.get(name) ?? 0) + 1);
+
   return {
     observe(verdict) {
-      if (batchPolicy !== verdict.policy) {
-        if (batchPolicy !== undefined) metrics.publishStoredMetrics();
-        metrics.addDimension('policy', verdict.policy);
-        batchPolicy = verdict.policy;
+      let batch = batches.get(verdict.policy);
+      if (batch === undefined) {
+        batch = { counts: new Map(), latencies: [] };
+        batches.set(verdict.policy, batch);
       }
-      metrics.addMetric(METRIC[verdict.outcome], MetricUnit.Count, 1);
-      metrics.addMetric('CheckLatency', MetricUnit.Milliseconds, verdict.latencyMs);
+      heldSince ??= now();
+      count(batch, METRIC[verdict.outcome]);
+      batch.latencies.push(latencyValue(verdict.latencyMs));
       if (verdict.limits.some((l) => unitOf(l.strategy).quota && l.remaining < l.limit * NEAR_LIMIT)) {
-        metrics.addMetric('NearLimit', MetricUnit.Count, 1);
+        count(batch, OBSERVER_METRICS.nearLimit);
       }
+      if (verdict.outcome === 'degraded-open' || verdict.outcome === 'degraded-closed') urgent = true;
+      if (batch.latencies.length >= batching.maxChecks) publish(verdict.policy, batch);
       if (verdict.outcome === 'limited' || verdict.outcome === 'shadow-limited') {
         const record: RefusalRecord = {
           message: REFUSAL_LOG.message,
@@ -86,11 +150,11 @@ export function powertoolsObserver(options: {
         refusals?.(record);
       }
     },
-    flush() {
-      // an invocation refused before any check (a 401) has nothing to publish: no empty-metrics warning
-      if (batchPolicy === undefined) return;
-      metrics.publishStoredMetrics();
-      batchPolicy = undefined;
+    // an invocation refused before any check (a 401) holds nothing: no empty-metrics warning
+    flush,
+    flushIfDue() {
+      if (heldSince === undefined) return;
+      if (urgent || now() - heldSince >= batching.maxAgeMs) flush();
     },
   };
 }
