@@ -2,7 +2,8 @@
  * The request headers a consumer treats as secrets: a credential (an API
  * key, a bearer token) or proof of one that a replay could reuse (Slack's
  * signature within its five minutes, Telegram's static secret token, with
- * which anyone can forge any update). Nothing the stack configures may log
+ * which anyone can forge any update; login's device cookie, which lets its
+ * holder past an account's delay). Nothing the stack configures may log
  * them: WAF's log redacts each (infra/public-api.ts), the API's access log
  * and execution logging never include headers, and the functions never log
  * an event. test/infra/platform-app.test.ts reads every header the code
@@ -15,6 +16,8 @@ import type { Route } from '../route.ts';
 /** Secret headers, lowercase (HTTP header names are case-insensitive; WAF matches them so). */
 export const SECRET_HEADERS = [
   'authorization',
+  // login's device cookie: a valid one lets its holder past the account-wide delay (functions/login/device-cookie.ts)
+  'cookie',
   'x-api-key',
   'x-slack-signature',
   'x-telegram-bot-api-secret-token',
