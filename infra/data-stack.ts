@@ -19,7 +19,8 @@ import { Secret } from 'aws-cdk-lib/aws-secretsmanager';
 import type { Construct } from 'constructs';
 import type { DeployContext } from './context.ts';
 import { type DurableStore, REDIS_PORT } from './durable-store.ts';
-import { MEMORYDB_USER, MemoryDbCluster } from './memorydb-cluster.ts';
+import { MemoryDbCluster, memoryDbUser } from './memorydb-cluster.ts';
+import { UserDirectory } from './user-directory.ts';
 import { ValkeyCluster } from './valkey-cluster.ts';
 
 /** The services the functions call from their isolated subnets (there is no NAT). */
@@ -34,23 +35,33 @@ export interface DataStackProps extends StackProps {
 }
 
 export class DataStack extends Stack {
+  /** The stage file's zones: a stack bound to an account would otherwise look them up at synth (no offline synth). */
+  override get availabilityZones(): string[] {
+    return [...this.#zones];
+  }
+
   readonly vpc: Vpc;
   /** Every function's security group: the only one Redis and the endpoints let in. */
   readonly functionsSecurityGroup: SecurityGroup;
   readonly store: DurableStore;
   /** Encrypts Redis at rest and the limiter's SecureString parameters. */
   readonly dataKey: Key;
+  /** The Cognito user pool the login verifies passwords against, and its app client. */
+  readonly userDirectory: UserDirectory;
+
+  readonly #zones: readonly string[];
 
   constructor(scope: Construct, id: string, props: DataStackProps) {
     super(scope, id, { ...props, terminationProtection: true });
     const { context } = props;
+    this.#zones = context.availabilityZones;
     const name = `ratelimit-${context.stage}`;
 
     // Isolated subnets for Redis and the functions; with egress=nat also private
     // subnets behind one NAT gateway, for the consumers that call outside AWS.
     const withEgress = context.egress === 'nat';
     this.vpc = new Vpc(this, 'Vpc', {
-      maxAzs: 2,
+      availabilityZones: [...context.availabilityZones],
       natGateways: withEgress ? 1 : 0,
       subnetConfiguration: [
         { name: 'isolated', subnetType: SubnetType.PRIVATE_ISOLATED, cidrMask: 24 },
@@ -107,7 +118,7 @@ export class DataStack extends Stack {
       description: `${name}: the Redis AUTH token (ElastiCache) or ACL user password (MemoryDB)`,
       encryptionKey: this.dataKey,
       generateSecretString: {
-        secretStringTemplate: JSON.stringify(context.redis === 'memorydb' ? { username: MEMORYDB_USER } : {}),
+        secretStringTemplate: JSON.stringify(context.redis === 'memorydb' ? { username: memoryDbUser(name) } : {}),
         generateStringKey: 'password',
         // ElastiCache AUTH tokens: 16–128 printable characters without @ " / or spaces.
         excludePunctuation: true,
@@ -120,6 +131,8 @@ export class DataStack extends Stack {
       reason:
         'Rotating the Redis AUTH token needs a two-step ROTATE/SET on the replication group (or the MemoryDB user) and every consumer to pick the new value up; until that rotation function exists the token is rotated by a documented procedure (docs/deploy.md).',
     });
+
+    this.userDirectory = new UserDirectory(this, 'Users', { name, existingUserPoolId: context.userPoolId });
 
     const storeProps = {
       name,

@@ -7,8 +7,7 @@ export const route = {
   handler: 'llm/handler.ts',
   rawBody: false,
   limits: [],
-  uses: ['apiKeyRegistry'],
+  uses: ['apiKeyRegistry', 'llmProvider'],
   secrets: [],
   inHandler: [['llm-in-flight', 'llm-budget'], ['api-unknown-key-ip']],
-  reservedConcurrency: 20,
 } as const satisfies Route;

@@ -7,8 +7,7 @@ export const route = {
   handler: 'login/handler.ts',
   rawBody: false,
   limits: [{ policy: 'login-ip', key: { from: 'clientIp' } }],
-  uses: [],
+  uses: ['userDirectory'],
   secrets: ['email-pepper'],
   inHandler: [['login-account']],
-  reservedConcurrency: 50,
 } as const satisfies Route;
