@@ -115,7 +115,7 @@ class OuterLineGate {
  * that sends X-Real-IP itself is not believed (as API Gateway believes
  * CloudFront, not the client).
  */
-function sourceIp(request: IncomingMessage): string {
+export function sourceIp(request: IncomingMessage): string {
   const raw = request.socket.remoteAddress ?? '127.0.0.1';
   const peer = raw.startsWith('::ffff:') ? raw.slice(7) : raw;
   const realIp = request.headers['x-real-ip'];
@@ -123,9 +123,10 @@ function sourceIp(request: IncomingMessage): string {
   return peer;
 }
 
-function restEvent(
+/** The REST API (v1) proxy event API Gateway sends a route's function (also the synthesized app's test gateway's). */
+export function restEvent(
   request: IncomingMessage,
-  route: Route,
+  route: Pick<Route, 'id' | 'path'>,
   url: URL,
   pathParameters: Record<string, string>,
   body: Buffer,

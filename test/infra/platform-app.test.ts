@@ -19,7 +19,7 @@ import { routes } from '../../functions/routes.ts';
 import { platform as sharedPlatform } from '../../functions/shared/platform.ts';
 import { signSlackBody } from '../../functions/slack/signature.ts';
 import { operated } from '../../functions/workers.ts';
-import { createPlatformApp, type PlatformApp } from '../../infra/app.ts';
+import { createPlatformApp, type PlatformApp, readStageFile, STAGES_DIR } from '../../infra/app.ts';
 import { InvalidContextError } from '../../infra/context.ts';
 import { API_SECURITY_POLICY, MANAGED_RULE_GROUPS } from '../../infra/public-api.ts';
 import { compilePolicy } from '../../layer/src/index.ts';
@@ -785,11 +785,12 @@ describe('The alarms (all consumers deployed)', () => {
     });
   });
 
-  it('gives each function the reserved concurrency of its route (its share, and its Redis connection ceiling)', () => {
+  it('gives each function the reserved concurrency the stage file names (infra/stages/prod.json)', () => {
+    const reserved = (readStageFile(STAGES_DIR, 'prod').reservedConcurrency ?? {}) as Record<string, number>;
     for (const route of routes) {
       template.hasResourceProperties('AWS::Lambda::Function', {
         FunctionName: `ratelimit-prod-${route.id}`,
-        ReservedConcurrentExecutions: route.reservedConcurrency,
+        ReservedConcurrentExecutions: reserved[route.id],
       });
     }
     template.hasResourceProperties('AWS::Lambda::Function', {

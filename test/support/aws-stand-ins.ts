@@ -48,7 +48,7 @@ export interface StandInState {
   /** Queue URL → the message bodies sent, in order (with their attributes). */
   readonly queues: Map<string, { body: string; attributes: Record<string, unknown> }[]>;
   /** The user pool: its id, its app client's id, and email → password. */
-  readonly userPool: { id: string; clientId: string; users: Map<string, string> } | undefined;
+  userPool: { id: string; clientId: string; users: Map<string, string> } | undefined;
   /** What a Bedrock model answers a prompt with, and the usage it reports. */
   readonly models: Map<string, (text: string) => { text: string; inputTokens: number; outputTokens: number }>;
 }
@@ -60,6 +60,8 @@ export interface AwsStandIns {
   readonly url: string;
   readonly state: StandInState;
   readonly calls: StandInCall[];
+  /** Who may do what (the option's authorizer, or everyone). */
+  readonly authorize: Authorize;
   /** The `AWS_ENDPOINT_URL_<SERVICE>` variables that point an SDK here. */
   readonly endpointEnv: Record<string, string>;
   close(): Promise<void>;
@@ -242,14 +244,15 @@ export async function startAwsStandIns(
   }
 
   function reply(
-    response: ServerResponse,
+    response: ServerResponse | Http2ServerResponse,
     status: number,
     type: string,
     body: unknown,
     extra: Record<string, string> = {},
   ) {
-    response.writeHead(status, { 'content-type': type, 'x-amzn-requestid': randomUUID(), ...extra });
-    response.end(JSON.stringify(body));
+    const headers = { 'content-type': type, 'x-amzn-requestid': randomUUID(), ...extra };
+    // the two servers' responses share this much of their API, not their types
+    (response as ServerResponse).writeHead(status, headers).end(JSON.stringify(body));
   }
 
   const serve = (request: IncomingMessage | Http2ServerRequest, response: ServerResponse | Http2ServerResponse) => {
@@ -311,6 +314,7 @@ export async function startAwsStandIns(
     url,
     state,
     calls,
+    authorize,
     endpointEnv: {
       AWS_ENDPOINT_URL_SECRETS_MANAGER: url,
       AWS_ENDPOINT_URL_SSM: url,
