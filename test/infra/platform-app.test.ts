@@ -407,7 +407,10 @@ describe('The CDK app with -c redis=memorydb', () => {
       DeletionPolicy: 'Delete',
       Properties: Match.objectLike({
         FinalSnapshotName: {
-          'Fn::Join': ['-', ['ratelimit-prod-final', { 'Fn::Select': [2, { 'Fn::Split': ['/', { Ref: 'AWS::StackId' }] }] }]],
+          'Fn::Join': [
+            '-',
+            ['ratelimit-prod-final', { 'Fn::Select': [2, { 'Fn::Split': ['/', { Ref: 'AWS::StackId' }] }] }],
+          ],
         },
       }),
     });
@@ -1123,6 +1126,24 @@ describe('A first deploy into a fresh account (issue 27)', () => {
     }
     const slack = Object.values(prod.platform).find((r) => r.Properties?.FunctionName === 'ratelimit-prod-slack');
     assert.deepEqual(envOf(slack).EVENT_QUEUE_URL, { Ref: queueId }, 'the webhooks put on the queue the pipe drains');
+  });
+
+  it('docs/deploy.md prices what the templates deploy (alarms, WAF rules, KMS keys, endpoints)', () => {
+    const all = [...Object.values(prod.data), ...Object.values(prod.platform)];
+    const count = (type: string) => all.filter((r) => r.Type === type).length;
+    const wafRules = all
+      .filter((r) => r.Type === 'AWS::WAFv2::WebACL')
+      .reduce((n, r) => n + (r.Properties?.Rules as unknown[]).length, 0);
+    const docs = readFileSync(new URL('../../docs/deploy.md', import.meta.url), 'utf8');
+    for (const line of [
+      `CloudWatch dashboard, ${count('AWS::CloudWatch::Alarm')} alarms, ${count('AWS::CloudWatch::InsightRule')} Contributor Insights rule`,
+      `WAF web ACL + ${wafRules} rules`,
+      `${count('AWS::KMS::Key')} KMS keys`,
+      `${count('AWS::SecretsManager::Secret')} Secrets Manager secret`,
+      `${count('AWS::EC2::VPCEndpoint')} interface endpoints × 2 AZs`,
+    ]) {
+      assert.ok(docs.includes(line), `docs/deploy.md's cost table says: ${line}`);
+    }
   });
 
   it('fails the synth when a deployed function would use a local stand-in (a file, the fake model)', () => {
