@@ -1133,7 +1133,7 @@ describe('A first deploy into a fresh account (issue 27)', () => {
     const count = (type: string) => all.filter((r) => r.Type === type).length;
     const wafRules = all
       .filter((r) => r.Type === 'AWS::WAFv2::WebACL')
-      .reduce((n, r) => n + (r.Properties?.Rules as unknown[]).length, 0);
+      .reduce((n, r) => n + ((r.Properties?.Rules ?? []) as unknown[]).length, 0);
     const docs = readFileSync(new URL('../../docs/deploy.md', import.meta.url), 'utf8');
     for (const line of [
       `CloudWatch dashboard, ${count('AWS::CloudWatch::Alarm')} alarms, ${count('AWS::CloudWatch::InsightRule')} Contributor Insights rule`,
