@@ -148,7 +148,12 @@ if (import.meta.url === `file://${process.argv[1]}`) {
       `pre-flight: account ${target.account}, region ${target.region}, ${reserved.total} reserved concurrent executions fit`,
     );
   } catch (error) {
-    console.error(error instanceof Error ? `${error.name}: ${error.message}` : String(error));
+    const message = error instanceof Error ? error.message : String(error);
+    console.error(
+      error instanceof DeployRefusedError
+        ? `${error.name}: ${message}`
+        : `pre-flight: no deploy, the stage or the credentials could not be read: ${message}`,
+    );
     process.exit(1);
   }
   const cdk = values.diff
