@@ -23,6 +23,8 @@ import { call, loopbackAddress } from '../support/http.ts';
 import { type SynthesizedApp, startSynthesizedApp } from '../support/synthesized-app.ts';
 
 const CONFIG = new URL('../../config/', import.meta.url).pathname;
+/** A model of config/llm-models.json, by the name callers use. */
+const FIRST_MODEL = Object.keys(JSON.parse(readFileSync(join(CONFIG, 'llm-models.json'), 'utf8')))[0] as string;
 const STAGE = 'prod';
 /** The stage's first user, as docs/deploy.md has the operator create it (admin-create-user, admin-set-user-password). */
 const USER = { email: 'alice@example.com', password: 'Correct-h0rse-battery!' };
@@ -127,10 +129,15 @@ describe('The synthesized app, run from cdk.out', () => {
     const from = loopbackAddress();
     const ok = await call(app.url, { method: 'POST', path: '/auth/login', from, body: JSON.stringify(USER) });
     assert.equal(ok.status, 200, `${ok.body}\n${logsOf('login')}`);
-    const tokens = ok.json() as Record<string, unknown>;
-    assert.ok(tokens.IdToken && tokens.AccessToken && tokens.RefreshToken, ok.body);
     const auth = callsBy('login', 'AdminInitiateAuth');
     assert.equal(auth.length, 1);
+    // the tokens the user directory issued, handed to the caller
+    const issued = (
+      (auth[0]?.output ?? { AuthenticationResult: {} }) as { AuthenticationResult: Record<string, string> }
+    ).AuthenticationResult;
+    for (const token of ['IdToken', 'AccessToken', 'RefreshToken'] as const) {
+      assert.ok(ok.body.includes(String(issued[token])), `${token} in ${ok.body}`);
+    }
     assert.equal(auth[0]?.input.UserPoolId, app.aws.state.userPool?.id, "the template's pool");
     assert.equal(auth[0]?.input.AuthFlow, 'ADMIN_USER_PASSWORD_AUTH');
     const wrong = await call(app.url, {
@@ -166,12 +173,16 @@ describe('The synthesized app, run from cdk.out', () => {
       path: '/v1/llm/complete',
       from: loopbackAddress(),
       headers: { 'x-api-key': 'demo-partner-key' },
-      body: JSON.stringify({ model: 'fake-small', prompt: 'hello', max_tokens: 10 }),
+      body: JSON.stringify({ model: FIRST_MODEL, prompt: 'hello', max_tokens: 10 }),
     });
     assert.equal(answer.status, 200, `${answer.body}\n${logsOf('llm')}`);
     const converse = app.aws.calls.filter((c) => c.action === 'Converse' && c.caller === byName('llm')?.spec.logicalId);
     assert.equal(converse.length, 1, 'the deployed provider, not the fake one');
-    assert.ok(app.aws.state.models.has(String(converse[0]?.input.modelId)));
+    const models = JSON.parse(readFileSync(join(CONFIG, 'llm-models.json'), 'utf8')) as Record<
+      string,
+      { bedrockModelId: string }
+    >;
+    assert.equal(converse[0]?.input.modelId, models[FIRST_MODEL]?.bedrockModelId, "the model's Bedrock id");
   });
 
   it('slack and telegram: accepted events go on the queue and arrive on the stage bus through the pipe', async () => {

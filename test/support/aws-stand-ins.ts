@@ -36,6 +36,8 @@ export interface StandInCall {
   readonly action: string;
   readonly caller: string;
   readonly input: Record<string, unknown>;
+  /** What the stand-in answered (set once it has). */
+  output?: unknown;
 }
 
 export interface StandInState {
@@ -274,8 +276,15 @@ export async function startAwsStandIns(
         const handler = handlers[target];
         if (!handler)
           throw new ServiceError(400, 'UnknownOperationException', `no stand-in for ${target || request.url}`);
-        calls.push({ service: target.split('.')[0] as string, action: target.split('.')[1] as string, caller, input });
-        return reply(response, 200, contentType, handler(input, caller));
+        const call: StandInCall = {
+          service: target.split('.')[0] as string,
+          action: target.split('.')[1] as string,
+          caller,
+          input,
+        };
+        calls.push(call);
+        call.output = handler(input, caller);
+        return reply(response, 200, contentType, call.output);
       } catch (error) {
         const e =
           error instanceof ServiceError
