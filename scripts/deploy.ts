@@ -1,5 +1,5 @@
 /**
- * `npm run deploy -- --stage <stage> [--require-approval never|broadening|any-change]`
+ * `npm run deploy -- --stage <stage> [--require-approval never|broadening|any-change] [-c name=value …]`
  * and `npm run diff -- --stage <stage>`: synthesizes the stage's app into
  * cdk.out, runs the pre-flight against the credentials in use, and only then
  * hands that very assembly to `cdk deploy` (or `cdk diff --fail`). Nothing is
@@ -115,8 +115,12 @@ export async function awsAccountProbe(): Promise<AccountProbe> {
 }
 
 /** Synthesizes the stage into `outdir` (cdk-nag and the deployed-environment check run here). */
-export function synthesizeStage(stage: string, outdir: string): { target: StageTarget; assembly: CloudAssembly } {
-  const { app, context } = createPlatformApp({ context: { stage, dist: 'dist' }, outdir });
+export function synthesizeStage(
+  stage: string,
+  outdir: string,
+  extra: Readonly<Record<string, string>> = {},
+): { target: StageTarget; assembly: CloudAssembly } {
+  const { app, context } = createPlatformApp({ context: { dist: 'dist', ...extra, stage }, outdir });
   const assembly = app.synth();
   return { target: { stage, account: context.account, region: context.region }, assembly };
 }
@@ -131,17 +135,22 @@ if (import.meta.url === `file://${process.argv[1]}`) {
       stage: { type: 'string' },
       'require-approval': { type: 'string', default: 'broadening' },
       diff: { type: 'boolean', default: false },
+      // context values as cdk's -c gives them (alarmEmails=…); the stage file's win or must agree
+      context: { type: 'string', short: 'c', multiple: true, default: [] },
     },
   });
+  const extra = Object.fromEntries(
+    (values.context ?? []).map((pair) => [pair.slice(0, pair.indexOf('=')), pair.slice(pair.indexOf('=') + 1)]),
+  );
   const policy = values['require-approval'] as ApprovalPolicy;
   if (!values.stage || !(APPROVAL_POLICIES as readonly string[]).includes(policy)) {
     console.error(
-      'usage: npm run deploy -- --stage <stage> [--require-approval never|broadening|any-change]\n       npm run diff -- --stage <stage>',
+      'usage: npm run deploy -- --stage <stage> [--require-approval never|broadening|any-change] [-c name=value …]\n       npm run diff -- --stage <stage> [-c name=value …]',
     );
     process.exit(2);
   }
   try {
-    const { target, assembly } = synthesizeStage(values.stage, 'cdk.out');
+    const { target, assembly } = synthesizeStage(values.stage, 'cdk.out', extra);
     const reserved = reservedConcurrencyOf(templatesOf(assembly));
     await preflight(target, reserved.total, await awsAccountProbe());
     console.log(
