@@ -43,7 +43,11 @@ export type PlatformResource =
   /** The API key registry (SSM `API_KEYS_PARAMETER_PATH`). */
   | 'apiKeyRegistry'
   /** The queue accepted webhook events go to (SQS `EVENT_QUEUE_URL`). */
-  | 'eventQueue';
+  | 'eventQueue'
+  /** The user directory passwords are verified against (Cognito `LOGIN_USER_POOL_ID`, `LOGIN_USER_POOL_CLIENT_ID`). */
+  | 'userDirectory'
+  /** The model provider (Bedrock, `LLM_PROVIDER=bedrock`; the models of config/llm-models.json). */
+  | 'llmProvider';
 
 export interface Route {
   /** Stable id: the function's name in AWS, the route's name in logs. */
@@ -74,16 +78,10 @@ export interface Route {
    */
   readonly inHandler: readonly (readonly PolicyName[])[];
   /**
-   * The function's reserved concurrency: its share of the account's, so one
-   * route's flood cannot starve the others, and the ceiling on its Redis
-   * connections (each container holds one per cluster node it talks to: at
-   * most this × the nodes; the sum over the routes is the platform's).
-   */
-  readonly reservedConcurrency: number;
-  /**
    * The function's timeout in seconds, when the route needs another than the
    * platform's default (the LLM route: its provider call's worst case, see
    * docs/llm-budget.md). Its in-flight leases must outlive it.
+   * @default 10 (infra/platform-stack.ts)
    */
   readonly timeoutSeconds?: number;
 }

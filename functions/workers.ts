@@ -16,8 +16,6 @@ export interface ScheduledWorker {
   readonly everyMinutes: number;
   /** The policies it checks (and publishes metrics for: the deployed alarms watch them). */
   readonly policies: readonly PolicyName[];
-  /** Runs at once at most (reserved concurrency; see Route.reservedConcurrency). */
-  readonly reservedConcurrency: number;
   /** The secrets it reads (config/secrets.ts): it is granted their folder and no other. */
   readonly secrets: readonly SecretName[];
 }
@@ -39,7 +37,6 @@ export const scheduled: readonly ScheduledWorker[] = [
     handler: 'harvester/handler.ts',
     everyMinutes: 5,
     policies: ['harvester-source'],
-    reservedConcurrency: 5,
     secrets: [],
   },
 ];
@@ -58,13 +55,11 @@ export interface OperatorFunction {
   readonly id: string;
   /** The handler module, relative to functions/; it exports `handler`. */
   readonly handler: string;
-  /** Runs at once at most. */
-  readonly reservedConcurrency: number;
   /** The secrets it reads (config/secrets.ts): it is granted their folder and no other. */
   readonly secrets: readonly SecretName[];
 }
 
 export const operated: readonly OperatorFunction[] = [
   // the CLI hashes --email as login does, and --api-key as the API does
-  { id: 'admin', handler: 'admin/handler.ts', reservedConcurrency: 2, secrets: ['email-pepper', 'api-key-pepper'] },
+  { id: 'admin', handler: 'admin/handler.ts', secrets: ['email-pepper', 'api-key-pepper'] },
 ];

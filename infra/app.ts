@@ -33,10 +33,11 @@ export interface PlatformAppOptions {
   readonly outerLine?: OuterLine;
 }
 
+/** Where each stage's file is: its account, region, store and reserved concurrency. */
 export const STAGES_DIR = new URL('./stages/', import.meta.url).pathname;
 
 /** A stage's remembered context (`infra/stages/<stage>.json`), or nothing for a stage without one. */
-function readStageFile(dir: string, stage: string): Record<string, unknown> {
+export function readStageFile(dir: string, stage: string): Record<string, unknown> {
   const file = join(dir, `${stage}.json`);
   if (!existsSync(file)) return {};
   const { $comment: _, ...values } = JSON.parse(readFileSync(file, 'utf8')) as Record<string, unknown>;
@@ -64,17 +65,22 @@ export function createPlatformApp(options: PlatformAppOptions = {}): PlatformApp
     }
     return kept;
   });
+  // Bound to the stage's account and region: a deploy with credentials for another is refused (scripts/deploy.ts)
+  const env = { account: context.account, region: context.region };
   const data = new DataStack(app, `RateLimitData-${context.stage}`, {
     context,
+    env,
     description: 'Rate limiter: network, durable Redis, its secret and data key (stateful)',
   });
   const platform = new PlatformStack(app, `RateLimitPlatform-${context.stage}`, {
     context,
+    env,
     description: 'Rate limiter: layer, functions, REST API with the outer line, queue, parameters, alarms',
     vpc: data.vpc,
     functionsSecurityGroup: data.functionsSecurityGroup,
     store: data.store,
     dataKey: data.dataKey,
+    userDirectory: data.userDirectory,
     routes: options.routes ?? routes,
     policies: options.policies ?? PLATFORM_POLICIES,
     outerLine: options.outerLine ?? readOuterLine(),

@@ -11,6 +11,20 @@ export type DurableStoreKind = 'elasticache' | 'memorydb';
 export interface DeployContext {
   /** Names resources and the parameter path (`/ratelimit/<stage>`). @default 'prod' */
   readonly stage: string;
+  /** The AWS account the stage lives in (its stage file says; the stacks are synthesized for it). */
+  readonly account: string;
+  /** The AWS region the stage lives in. */
+  readonly region: string;
+  /** The region's availability zones the VPC spans (named, so a synth for an account needs no lookup). @default `<region>a,<region>b` */
+  readonly availabilityZones: readonly string[];
+  /**
+   * Reserved concurrency by function id (route, worker or operator function):
+   * each its share of the account's, and its Redis connection ceiling. A
+   * function not named has none (it draws on the unreserved pool). @default {} (none)
+   */
+  readonly reservedConcurrency: Readonly<Record<string, number>>;
+  /** An existing Cognito user pool the login verifies against; absent, the data stack creates one. */
+  readonly userPoolId: string | undefined;
   /** @default 'elasticache' (ElastiCache for Valkey, durability sync) */
   readonly redis: DurableStoreKind;
   /** Durability needs R/M/C7gn-class (Graviton) nodes. @default 'cache.r7g.large' (ElastiCache), 'db.r7g.large' (MemoryDB) */
@@ -63,8 +77,74 @@ const commaList = <T extends v.GenericSchema<string>>(item: T) =>
     '',
   );
 
+/**
+ * A stage names `ratelimit-<stage>` resources whose services are the
+ * strictest: an ElastiCache replication group id and a MemoryDB cluster, ACL
+ * or user name (1–40 characters, a letter first, letters, digits and single
+ * hyphens, no hyphen last); Lambda function names (64) and the rest take more.
+ * 20 characters leave room for every suffix the app adds (`-mattermost-listener`).
+ */
+export const STAGE_NAME_RULES = [
+  [/^.{1,20}$/, 'at most 20 characters'],
+  [/^[a-z]/, 'must start with a lowercase letter (ElastiCache and MemoryDB names do)'],
+  [/^[a-z0-9-]*$/, 'lowercase letters, digits and hyphens only'],
+  [/^(?!.*--)/, 'no two hyphens in a row (ElastiCache and MemoryDB refuse them)'],
+  [/[^-]$/, 'must not end with a hyphen (ElastiCache and MemoryDB refuse it)'],
+] as const satisfies readonly (readonly [RegExp, string])[];
+
+const stageName = v.pipe(v.string(), ...STAGE_NAME_RULES.map(([rule, message]) => v.regex(rule, message)));
+
+/** A JSON object given as a value (a stage file) or as text (`-c reservedConcurrency='{"login":50}'`). */
+const jsonObject = v.union([
+  v.record(v.string(), v.unknown()),
+  v.pipe(
+    v.string(),
+    v.rawTransform(({ dataset, addIssue, NEVER }) => {
+      try {
+        return JSON.parse(dataset.value) as unknown;
+      } catch {
+        addIssue({ message: 'a JSON object' });
+        return NEVER;
+      }
+    }),
+  ),
+]);
+
 const Schema = v.object({
-  stage: v.optional(v.pipe(v.string(), v.regex(/^[a-z][a-z0-9-]{0,19}$/, 'lowercase letters, digits, dashes')), 'prod'),
+  stage: v.optional(stageName, 'prod'),
+  account: v.pipe(
+    v.union([v.string(), v.number()], 'the stage file names its AWS account'),
+    v.transform(String),
+    v.regex(/^\d{12}$/, 'a 12-digit AWS account id'),
+  ),
+  region: v.pipe(
+    v.string('the stage file names its AWS region'),
+    v.regex(/^[a-z]{2}(-[a-z]+)+-\d$/, 'an AWS region such as eu-west-1'),
+  ),
+  availabilityZones: v.optional(
+    v.pipe(
+      v.union([
+        v.array(v.string()),
+        v.pipe(
+          v.string(),
+          v.transform((text) => text.split(',')),
+        ),
+      ]),
+      v.array(v.pipe(v.string(), v.regex(/^[a-z]{2}(-[a-z]+)+-\d[a-z]$/, 'availability zones such as eu-west-1a'))),
+      v.minLength(2, 'at least two availability zones (Multi-AZ)'),
+    ),
+  ),
+  reservedConcurrency: v.optional(
+    v.pipe(
+      jsonObject,
+      v.record(
+        v.pipe(v.string(), v.regex(/^[a-z][a-z0-9-]*$/, 'function ids')),
+        v.pipe(v.number('a whole number'), v.integer('a whole number'), v.minValue(1), v.maxValue(1000)),
+      ),
+    ),
+    {},
+  ),
+  userPoolId: v.optional(v.pipe(v.string(), v.regex(/^[a-z]{2}(-[a-z]+)+-\d_[0-9A-Za-z]+$/, 'a Cognito user pool id'))),
   redis: v.optional(v.picklist(['elasticache', 'memorydb']), 'elasticache'),
   // Durability sync runs on R/M 6g–8g and C7gn/C8gn without data tiering (no `d`): docs/design.md, "The durable Redis on AWS"
   nodeType: v.optional(
@@ -102,13 +182,34 @@ export function readDeployContext(get: (name: string) => unknown): DeployContext
   const raw = Object.fromEntries(
     CONTEXT_NAMES.map((name) => [name, get(name)]).filter(([, value]) => value !== undefined),
   );
+  for (const name of ['account', 'region'] as const) {
+    if (raw[name] === undefined) {
+      throw new InvalidContextError(
+        `context ${name}: stage ${String(raw.stage ?? 'prod')} names no AWS ${name}: every stage file (infra/stages/<stage>.json) names the account and region it deploys to`,
+      );
+    }
+  }
   const parsed = v.safeParse(Schema, raw);
   if (!parsed.success) {
     const issue = parsed.issues[0];
     const path = issue.path?.map((p) => p.key).join('.') ?? '';
     throw new InvalidContextError(`context ${path}: ${issue.message}`);
   }
-  const { nodeType, harvesterSource, harvesterSites, mattermostUrl, alarmEmails, alarmUrls, ...rest } = parsed.output;
+  const {
+    nodeType,
+    harvesterSource,
+    harvesterSites,
+    mattermostUrl,
+    alarmEmails,
+    alarmUrls,
+    availabilityZones,
+    userPoolId,
+    ...rest
+  } = parsed.output;
+  const zones = availabilityZones ?? [`${rest.region}a`, `${rest.region}b`];
+  if (!zones.every((zone) => zone.startsWith(rest.region))) {
+    throw new InvalidContextError(`context availabilityZones: zones of ${rest.region}`);
+  }
   const prefix = rest.redis === 'memorydb' ? 'db.' : 'cache.';
   const resolvedNodeType = nodeType ?? `${prefix}r7g.large`;
   if (!resolvedNodeType.startsWith(prefix)) {
@@ -126,6 +227,8 @@ export function readDeployContext(get: (name: string) => unknown): DeployContext
   const listed = (values: readonly string[]) => values.filter(Boolean);
   return {
     ...rest,
+    availabilityZones: zones,
+    userPoolId,
     nodeType: resolvedNodeType,
     harvester,
     mattermostUrl,

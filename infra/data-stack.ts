@@ -20,7 +20,8 @@ import { Secret } from 'aws-cdk-lib/aws-secretsmanager';
 import type { Construct } from 'constructs';
 import type { DeployContext } from './context.ts';
 import { type DurableStore, REDIS_PORT } from './durable-store.ts';
-import { MEMORYDB_USER, MemoryDbCluster } from './memorydb-cluster.ts';
+import { MemoryDbCluster, memoryDbUser } from './memorydb-cluster.ts';
+import { UserDirectory } from './user-directory.ts';
 import { ValkeyCluster } from './valkey-cluster.ts';
 
 /** The services the functions call from their isolated subnets (there is no NAT). */
@@ -35,23 +36,33 @@ export interface DataStackProps extends StackProps {
 }
 
 export class DataStack extends Stack {
+  /** The stage file's zones: a stack bound to an account would otherwise look them up at synth (no offline synth). */
+  override get availabilityZones(): string[] {
+    return [...this.#zones];
+  }
+
   readonly vpc: Vpc;
   /** Every function's security group: the only one Redis and the endpoints let in. */
   readonly functionsSecurityGroup: SecurityGroup;
   readonly store: DurableStore;
   /** Encrypts Redis at rest and the limiter's SecureString parameters. */
   readonly dataKey: Key;
+  /** The Cognito user pool the login verifies passwords against, and its app client. */
+  readonly userDirectory: UserDirectory;
+
+  readonly #zones: readonly string[];
 
   constructor(scope: Construct, id: string, props: DataStackProps) {
     super(scope, id, { ...props, terminationProtection: true });
     const { context } = props;
+    this.#zones = context.availabilityZones;
     const name = `ratelimit-${context.stage}`;
 
     // Isolated subnets for Redis and the functions; with egress=nat also private
     // subnets behind one NAT gateway, for the consumers that call outside AWS.
     const withEgress = context.egress === 'nat';
     this.vpc = new Vpc(this, 'Vpc', {
-      maxAzs: 2,
+      availabilityZones: [...context.availabilityZones],
       natGateways: withEgress ? 1 : 0,
       subnetConfiguration: [
         { name: 'isolated', subnetType: SubnetType.PRIVATE_ISOLATED, cidrMask: 24 },
@@ -62,6 +73,11 @@ export class DataStack extends Stack {
             ]
           : []),
       ],
+    });
+    Validations.of(this.vpc).acknowledge({
+      id: 'CloudFormation-Validate::W3010',
+      reason:
+        "The zones are the stage file's (infra/stages/<stage>.json), named on purpose: a stack bound to an account would otherwise look them up, and the synth must run offline.",
     });
     this.vpc.addFlowLog('FlowLog', {
       destination: FlowLogDestination.toCloudWatchLogs(
@@ -110,7 +126,7 @@ export class DataStack extends Stack {
       generateSecretString: {
         // the user the functions authenticate as: MemoryDB's one user, or ElastiCache's functions user (RBAC)
         secretStringTemplate: JSON.stringify({
-          username: context.redis === 'memorydb' ? MEMORYDB_USER : REDIS_ROLES.functions.username,
+          username: context.redis === 'memorydb' ? memoryDbUser(name) : REDIS_ROLES.functions.username,
         }),
         generateStringKey: 'password',
         // ElastiCache user passwords: 16–128 printable characters without @ " / or spaces.
@@ -124,6 +140,8 @@ export class DataStack extends Stack {
       reason:
         'Rotated by the documented two-password procedure (docs/runbook.md, "Rotating the Redis users\' passwords"): the ElastiCache or MemoryDB user holds the new password beside the old until every consumer has picked it up; no rotation function yet.',
     });
+
+    this.userDirectory = new UserDirectory(this, 'Users', { name, existingUserPoolId: context.userPoolId });
 
     const storeProps = {
       name,

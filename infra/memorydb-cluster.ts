@@ -6,7 +6,7 @@
  */
 
 import { operatorAclRules } from '@platform/rate-limit';
-import { type Duration, RemovalPolicy } from 'aws-cdk-lib';
+import { Aws, type Duration, Fn, RemovalPolicy } from 'aws-cdk-lib';
 import { type IMetric, Metric } from 'aws-cdk-lib/aws-cloudwatch';
 import { CfnACL, CfnCluster, CfnParameterGroup, CfnSubnetGroup, CfnUser } from 'aws-cdk-lib/aws-memorydb';
 import type { ISecret } from 'aws-cdk-lib/aws-secretsmanager';
@@ -22,8 +22,14 @@ import {
 export const MEMORYDB_ENGINE_VERSION = '7.2';
 /** MemoryDB's family for Valkey 7 (docs/design.md, "The durable Redis on AWS"). */
 export const MEMORYDB_PARAMETER_FAMILY = 'memorydb_valkey7';
-/** The ACL user the functions authenticate as (its password is the secret's). */
-export const MEMORYDB_USER = 'ratelimit';
+/**
+ * The ACL user the functions authenticate as (its password is the secret's):
+ * `<name>`, i.e. `ratelimit-<stage>`. MemoryDB user names are account-wide,
+ * so a fixed one would make a second stage's create fail.
+ */
+export function memoryDbUser(name: string): string {
+  return name;
+}
 
 export class MemoryDbCluster extends Construct implements DurableStore {
   readonly kind = 'memorydb' as const;
@@ -52,7 +58,7 @@ export class MemoryDbCluster extends Construct implements DurableStore {
       parameters: { 'maxmemory-policy': 'noeviction' },
     });
     const user = new CfnUser(this, 'User', {
-      userName: MEMORYDB_USER,
+      userName: memoryDbUser(props.name),
       // The functions and the admin CLI share this user: the operator's rules
       // (layer/src/keyspace.ts: the platform's commands on its key families,
       // no FLUSHALL/CONFIG/KEYS); MemoryDB takes no `reset…` rule in an
@@ -65,7 +71,7 @@ export class MemoryDbCluster extends Construct implements DurableStore {
         Passwords: [props.authSecret.secretValueFromJson('password').unsafeUnwrap()],
       },
     });
-    const acl = new CfnACL(this, 'Acl', { aclName: props.name, userNames: [MEMORYDB_USER] });
+    const acl = new CfnACL(this, 'Acl', { aclName: props.name, userNames: [memoryDbUser(props.name)] });
     acl.addResourceDependency(user);
     this.cluster = new CfnCluster(this, 'Cluster', {
       clusterName: props.name,
@@ -86,7 +92,9 @@ export class MemoryDbCluster extends Construct implements DurableStore {
       snapshotWindow: '03:00-04:00',
       maintenanceWindow: 'sun:04:30-sun:05:30',
       autoMinorVersionUpgrade: true,
-      finalSnapshotName: `${props.name}-final`,
+      // Unique per creation of the stack (its id's UUID): snapshot names are account-wide and outlive the
+      // cluster, so a fixed name would fail the second delete (or a rolled-back create's) of this stage.
+      finalSnapshotName: Fn.join('-', [props.name, 'final', Fn.select(2, Fn.split('/', Aws.STACK_ID))]),
     });
     this.cluster.addResourceDependency(acl);
     this.cluster.addResourceDependency(parameters);

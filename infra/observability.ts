@@ -368,13 +368,13 @@ export class Observability extends Construct {
     );
     alarm(
       'DeadLetters',
-      '"Dead letters > 0": accepted webhook events the processing gave up on.',
+      '"Dead letters > 0": accepted events the pipe could not put on the stage bus 5 times (infra/event-bus.ts).',
       props.deadLetters.metricApproximateNumberOfMessagesVisible({ period: minute, statistic: 'Maximum' }),
       ALARMS.deadLetters,
     );
     alarm(
       'QueueAge',
-      '"Oldest accepted event > 5 min": accepted events wait unprocessed.',
+      '"Oldest accepted event > 5 min": the pipe to the stage bus is not draining the events queue.',
       props.events.metricApproximateAgeOfOldestMessage({ period: minute, statistic: 'Maximum' }),
       ALARMS.queueAgeSeconds,
     );

@@ -6,6 +6,8 @@
  * the alarms. Everything here can be destroyed and deployed again; the data
  * lives in the data stack.
  */
+
+import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import {
   combinedFailureMode,
@@ -16,24 +18,34 @@ import {
   parameterPath,
   type RedisRole,
 } from '@platform/rate-limit';
-import { Duration, Stack, type StackProps, Validations } from 'aws-cdk-lib';
+import { Duration, Stack, type StackProps, Token, Validations } from 'aws-cdk-lib';
 import { type ISecurityGroup, type IVpc, SubnetType } from 'aws-cdk-lib/aws-ec2';
 import { Effect, PolicyStatement } from 'aws-cdk-lib/aws-iam';
 import type { IKey } from 'aws-cdk-lib/aws-kms';
-import { Architecture, Code, Function as LambdaFunction, LayerVersion, Runtime } from 'aws-cdk-lib/aws-lambda';
+import {
+  Architecture,
+  type CfnFunction,
+  Code,
+  Function as LambdaFunction,
+  LayerVersion,
+  Runtime,
+} from 'aws-cdk-lib/aws-lambda';
 import { Queue, QueueEncryption } from 'aws-cdk-lib/aws-sqs';
 import { StringParameter } from 'aws-cdk-lib/aws-ssm';
 import type { Construct } from 'constructs';
 import type { OuterLine } from '../config/outer-line.ts';
 import { readPaths, type SecretName } from '../config/secrets.ts';
-import { checksOf, type Route } from '../functions/routes.ts';
+import { checksOf, type PlatformResource, type Route } from '../functions/routes.ts';
 import { type OperatorFunction, operated, scheduled, services } from '../functions/workers.ts';
 import { acknowledgeTracing, consumerFunctionBase } from './consumer-function.ts';
-import type { DeployContext } from './context.ts';
+import { type DeployContext, InvalidContextError } from './context.ts';
+import { checkDeployedEnvironment } from './deployed-environment.ts';
 import type { DurableStore } from './durable-store.ts';
+import { EventBus } from './event-bus.ts';
 import { Observability, type ObservedPolicy } from './observability.ts';
 import { PublicApi } from './public-api.ts';
 import { StreamConsumers } from './stream-consumers.ts';
+import type { UserDirectory } from './user-directory.ts';
 
 export interface PlatformStackProps extends StackProps {
   readonly context: DeployContext;
@@ -41,6 +53,7 @@ export interface PlatformStackProps extends StackProps {
   readonly functionsSecurityGroup: ISecurityGroup;
   readonly store: DurableStore;
   readonly dataKey: IKey;
+  readonly userDirectory: UserDirectory;
   readonly routes: readonly Route[];
   /** The platform's policy catalogue (config/catalogue.ts): one SSM default per entry. */
   readonly policies: Readonly<Record<string, unknown>>;
@@ -80,6 +93,28 @@ export function observedPolicies(
   return [...observed].map(([name, { degradedAs }]) => ({ name, degradedAs }));
 }
 
+/** A route's timeout unless it names its own (`Route.timeoutSeconds`). */
+export const DEFAULT_ROUTE_TIMEOUT_SECONDS = 10;
+
+const LLM_MODELS = new URL('../config/llm-models.json', import.meta.url);
+
+/**
+ * The Bedrock model ids of config/llm-models.json (each model's
+ * `bedrockModelId`): what the LLM function may invoke, and nothing else. A
+ * model without one fails the synth (the route would call a model its role
+ * may not invoke).
+ */
+export function bedrockModelIds(file: URL = LLM_MODELS): string[] {
+  const models = JSON.parse(readFileSync(file, 'utf8')) as Record<string, { bedrockModelId?: unknown }>;
+  return Object.entries(models).map(([model, entry]) => {
+    const id = entry.bedrockModelId;
+    if (typeof id !== 'string' || !/^[a-z0-9-]+\.[A-Za-z0-9.:-]+$/.test(id)) {
+      throw new Error(`config/llm-models.json: model ${model} names no bedrockModelId (a Bedrock foundation model id)`);
+    }
+    return id;
+  });
+}
+
 /** What a consumer reading these secrets is told and allowed, as a Redis user of its role (default: functions). */
 type LimiterAccess = (
   secrets: readonly SecretName[],
@@ -94,6 +129,8 @@ export class PlatformStack extends Stack {
   readonly functions = new Map<string, LambdaFunction>();
   readonly layer: LayerVersion;
   readonly events: Queue;
+  /** The stage's event bus the events queue is drained into (EventBridge Pipes). */
+  readonly bus: EventBus;
   readonly api: PublicApi;
   readonly observability: Observability;
   /** The harvester and the Mattermost listener, when the context deploys them. */
@@ -106,8 +143,15 @@ export class PlatformStack extends Stack {
     const name = `ratelimit-${context.stage}`;
     const prefix = parameterPath(context.stage);
     this.layer = this.#layerVersion(name);
+    this.#checkReservedConcurrency();
     const queues = this.#eventQueues();
     this.events = queues.events;
+    this.bus = new EventBus(this, 'Bus', {
+      name,
+      queue: queues.events,
+      deadLetters: queues.deadLetters,
+      busNameParameter: `${prefix}/platform/event-bus-name`,
+    });
     this.#shipPolicyDefaults(prefix);
     const access = this.#limiterAccess(prefix);
     const apiKeysPath = `/platform/${context.stage}/api-keys`;
@@ -124,6 +168,43 @@ export class PlatformStack extends Stack {
     if (context.harvester || context.mattermostUrl) this.streamConsumers = this.#streamConsumers(name, access);
     this.observability = this.#observability(name, queues.deadLetters);
     this.#acknowledge(prefix, access.pathsInUse, apiKeysPath);
+    // a deployed function whose environment would make it read a local file (or serve a stub) fails the synth
+    const usesOf = new Map<string, readonly PlatformResource[]>([
+      ...props.routes.map((route) => [route.id, route.uses] as const),
+      ['harvester', ['eventQueue']],
+    ]);
+    this.node.addValidation({
+      validate: () =>
+        [
+          ...this.functions,
+          ...(this.streamConsumers?.harvester ? [['harvester', this.streamConsumers.harvester] as const] : []),
+        ].flatMap(([id, fn]) =>
+          checkDeployedEnvironment(
+            id,
+            usesOf.get(id) ?? [],
+            this.resolve((fn.node.defaultChild as CfnFunction).environment),
+          ),
+        ),
+    });
+  }
+
+  /** The stage file names functions that exist: a typo would silently leave one unreserved. */
+  #checkReservedConcurrency(): void {
+    const { context, routes } = this.#props;
+    const known = new Set([...routes.map((r) => r.id), ...operated.map((o) => o.id), ...scheduled.map((w) => w.id)]);
+    for (const id of Object.keys(context.reservedConcurrency)) {
+      if (!known.has(id)) {
+        throw new InvalidContextError(
+          `context reservedConcurrency: "${id}" is no function of the platform (${[...known].join(', ')})`,
+        );
+      }
+    }
+  }
+
+  /** A function's reserved concurrency from the stage file: none unless it names one. */
+  #reserved(id: string): { reservedConcurrentExecutions?: number } {
+    const reserved = this.#props.context.reservedConcurrency[id];
+    return reserved === undefined ? {} : { reservedConcurrentExecutions: reserved };
   }
 
   /** The layer: the limiter, its client, config and middleware, one asset for every function. */
@@ -256,11 +337,18 @@ export class PlatformStack extends Stack {
       ...consumerFunctionBase(this, route.id, { dist: context.dist, layer: this.layer }),
       functionName: `${name}-${route.id}`,
       description: `${route.methods.join(',')} ${route.path}`,
-      timeout: Duration.seconds(10),
-      reservedConcurrentExecutions: route.reservedConcurrency,
+      timeout: Duration.seconds(route.timeoutSeconds ?? DEFAULT_ROUTE_TIMEOUT_SECONDS),
+      ...this.#reserved(route.id),
       ...this.#inVpc(),
       environment: {
         ...limiterAccess(route.secrets).environment,
+        ...(route.uses.includes('userDirectory')
+          ? {
+              LOGIN_USER_POOL_ID: props.userDirectory.userPool.userPoolId,
+              LOGIN_USER_POOL_CLIENT_ID: props.userDirectory.client.userPoolClientId,
+            }
+          : {}),
+        ...(route.uses.includes('llmProvider') ? { LLM_PROVIDER: 'bedrock' } : {}),
         ...(route.uses.includes('eventQueue') ? { EVENT_QUEUE_URL: this.events.queueUrl } : {}),
         ...(route.uses.includes('apiKeyRegistry') ? { API_KEYS_PARAMETER_PATH: apiKeysPath } : {}),
         // Declared empty so `sam local start-api --env-vars` may set them (it overrides declared variables only).
@@ -271,6 +359,25 @@ export class PlatformStack extends Stack {
     for (const statement of limiterAccess(route.secrets).statements) fn.addToRolePolicy(statement);
     acknowledgeTracing(fn);
     if (route.uses.includes('eventQueue')) this.events.grantSendMessages(fn);
+    if (route.uses.includes('userDirectory')) {
+      // verifying a password server-side, on this pool only (no other Cognito action, no other pool)
+      fn.addToRolePolicy(
+        new PolicyStatement({
+          actions: ['cognito-idp:AdminInitiateAuth'],
+          resources: [props.userDirectory.userPool.userPoolArn],
+        }),
+      );
+    }
+    if (route.uses.includes('llmProvider')) {
+      fn.addToRolePolicy(
+        new PolicyStatement({
+          actions: ['bedrock:InvokeModel', 'bedrock:InvokeModelWithResponseStream'],
+          resources: bedrockModelIds().map((model) =>
+            this.formatArn({ service: 'bedrock', account: '', resource: 'foundation-model', resourceName: model }),
+          ),
+        }),
+      );
+    }
     if (route.uses.includes('apiKeyRegistry')) {
       fn.addToRolePolicy(
         new PolicyStatement({
@@ -297,7 +404,7 @@ export class PlatformStack extends Stack {
       functionName: `${name}-${admin.id}`,
       description: 'npx ratelimit against this stage: invoke with {"argv": [...]} (IAM only, no route)',
       timeout: Duration.seconds(30),
-      reservedConcurrentExecutions: admin.reservedConcurrency,
+      ...this.#reserved(admin.id),
       ...this.#inVpc(),
       // the operator's Redis user (adds PTTL for `inspect`), not the functions'
       environment: { ...limiterAccess(admin.secrets, 'operator').environment, POWERTOOLS_SERVICE_NAME: 'admin' },
@@ -334,7 +441,15 @@ export class PlatformStack extends Stack {
       layer: this.layer,
       events: this.events,
       access: limiterAccess,
-      ...(context.harvester && harvester ? { harvester: { worker: harvester, ...context.harvester } } : {}),
+      ...(context.harvester && harvester
+        ? {
+            harvester: {
+              worker: harvester,
+              ...context.harvester,
+              reservedConcurrency: context.reservedConcurrency[harvester.id],
+            },
+          }
+        : {}),
       ...(context.mattermostUrl && listener
         ? { listener: { service: listener, mattermostUrl: context.mattermostUrl } }
         : {}),
@@ -372,6 +487,8 @@ export class PlatformStack extends Stack {
   /** cdk-nag: what is granted wider than one resource, and why. */
   #acknowledge(prefix: string, readPathsInUse: ReadonlySet<string>, apiKeysPath: string): void {
     const partition = 'arn:<AWS::Partition>';
+    // cdk-nag names the stage's account and region as the template has them: literals, the stacks being bound
+    const where = Token.isUnresolved(this.region) ? '<AWS::Region>:<AWS::AccountId>' : `${this.region}:${this.account}`;
     Validations.of(this).acknowledge(
       ...['AWSLambdaBasicExecutionRole', 'AWSLambdaVPCAccessExecutionRole', 'AmazonAPIGatewayPushToCloudWatchLogs'].map(
         (policy) => ({
@@ -382,7 +499,7 @@ export class PlatformStack extends Stack {
       ),
       // each path a consumer reads by path (the policies, a consumer's secrets folder): every parameter under it
       ...[...readPathsInUse].map((path) => ({
-        id: `AwsSolutions::AwsSolutions-IAM5[Resource::${partition}:ssm:<AWS::Region>:<AWS::AccountId>:parameter${prefix}/${path}/*]`,
+        id: `AwsSolutions::AwsSolutions-IAM5[Resource::${partition}:ssm:${where}:parameter${prefix}/${path}/*]`,
         reason:
           path === 'overrides'
             ? 'The policy overrides, read by path (any policy, any key); the admin function also writes them, nothing else.'
@@ -391,7 +508,7 @@ export class PlatformStack extends Stack {
               : `A consumer's own secrets folder (config/secrets.ts), read by path: its secrets and no other consumer's.`,
       })),
       {
-        id: `AwsSolutions::AwsSolutions-IAM5[Resource::${partition}:ssm:<AWS::Region>:<AWS::AccountId>:parameter${apiKeysPath}/*]`,
+        id: `AwsSolutions::AwsSolutions-IAM5[Resource::${partition}:ssm:${where}:parameter${apiKeysPath}/*]`,
         reason: 'The API key registry: one parameter per key hash, looked up by name, so any name under the path.',
       },
     );

@@ -240,7 +240,8 @@ export class PublicApi extends Construct {
       },
       {
         id: 'AwsSolutions-COG4',
-        reason: 'No Cognito user pool: see AwsSolutions-APIG4 (each route authenticates in its function).',
+        reason:
+          "No Cognito authorizer on the API: see AwsSolutions-APIG4. The stage's user pool (infra/user-directory.ts) is the login function's credential store, checked in the function.",
       },
     );
   }

@@ -10,6 +10,7 @@
 import { join } from 'node:path';
 import { Duration, Validations } from 'aws-cdk-lib';
 import { type ISecurityGroup, type IVpc, Peer, Port, SecurityGroup, SubnetType } from 'aws-cdk-lib/aws-ec2';
+import { Platform } from 'aws-cdk-lib/aws-ecr-assets';
 import {
   Cluster,
   ContainerImage,
@@ -31,6 +32,9 @@ import type { SecretName } from '../config/secrets.ts';
 import type { LongRunningService, ScheduledWorker } from '../functions/workers.ts';
 import { acknowledgeTracing, consumerFunctionBase } from './consumer-function.ts';
 
+/** The platform the listener's image is built for: its task's, ARM64 Linux. */
+export const LISTENER_PLATFORM = Platform.LINUX_ARM64;
+
 export interface StreamConsumersProps {
   readonly name: string;
   readonly dist: string;
@@ -46,13 +50,21 @@ export interface StreamConsumersProps {
   };
   /** What every consumer may do (read its parameters and the Redis credentials). */
 
-  readonly harvester?: { readonly worker: ScheduledWorker; readonly source: string; readonly sites: string };
+  readonly harvester?: {
+    readonly worker: ScheduledWorker;
+    readonly source: string;
+    readonly sites: string;
+    /** From the stage file; none by default. */
+    readonly reservedConcurrency: number | undefined;
+  };
   readonly listener?: { readonly service: LongRunningService; readonly mattermostUrl: string };
 }
 
 export class StreamConsumers extends Construct {
   readonly harvester: LambdaFunction | undefined;
   readonly listener: FargateService | undefined;
+  /** The listener's task definition (its architecture, the image's platform must match). */
+  readonly listenerTask: FargateTaskDefinition | undefined;
 
   constructor(scope: Construct, id: string, props: StreamConsumersProps) {
     super(scope, id);
@@ -72,7 +84,9 @@ export class StreamConsumers extends Construct {
         functionName: `${props.name}-${worker.id}`,
         description: `${worker.id}: every ${worker.everyMinutes} min, paced per site through the limiter`,
         timeout: Duration.minutes(Math.min(15, worker.everyMinutes * 3)),
-        reservedConcurrentExecutions: worker.reservedConcurrency,
+        ...(props.harvester.reservedConcurrency === undefined
+          ? {}
+          : { reservedConcurrentExecutions: props.harvester.reservedConcurrency }),
         vpc: props.vpc,
         vpcSubnets: subnets,
         securityGroups,
@@ -102,6 +116,7 @@ export class StreamConsumers extends Construct {
         memoryLimitMiB: 512,
         runtimePlatform: { cpuArchitecture: CpuArchitecture.ARM64, operatingSystemFamily: OperatingSystemFamily.LINUX },
       });
+      this.listenerTask = task;
       // The execution role pulls the image: ecr:GetAuthorizationToken takes no resource (its other
       // statements name the asset repository and the log group).
       Validations.of(task.obtainExecutionRole()).acknowledge({
@@ -110,7 +125,8 @@ export class StreamConsumers extends Construct {
       });
       task.addContainer('listener', {
         // dist/services/<id>: the self-contained bundle and its Dockerfile (npm run build).
-        image: ContainerImage.fromAsset(join(props.dist, 'services', service.id)),
+        // built for the task's architecture whatever the builder's (an x86 image on ARM64 dies with exec format error)
+        image: ContainerImage.fromAsset(join(props.dist, 'services', service.id), { platform: LISTENER_PLATFORM }),
         logging: LogDrivers.awsLogs({
           streamPrefix: service.id,
           logGroup: new LogGroup(this, 'ListenerLogs', { retention: RetentionDays.ONE_MONTH }),

@@ -187,9 +187,10 @@ function bare<V>(): Record<string, V> {
   return Object.create(null) as Record<string, V>;
 }
 
-function restEvent(
+/** The REST API (v1) proxy event API Gateway sends a route's function (also the synthesized app's test gateway's). */
+export function restEvent(
   request: IncomingMessage,
-  route: Route,
+  route: Pick<Route, 'id' | 'path'>,
   url: URL,
   pathParameters: Record<string, string>,
   body: Buffer,

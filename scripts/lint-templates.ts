@@ -19,8 +19,18 @@ const ROOT = new URL('..', import.meta.url).pathname;
 
 const VARIANTS: Record<string, string[]> = {
   elasticache: [],
-  // a stage of its own: infra/stages/prod.json keeps prod on ElastiCache
-  memorydb: ['-c', 'redis=memorydb', '-c', 'stage=lintmemorydb'],
+  // a stage of its own, placed by -c (it has no stage file): infra/stages/prod.json keeps prod on ElastiCache
+  memorydb: [
+    '-c',
+    'redis=memorydb',
+    '-c',
+    'stage=lintmemorydb',
+    '-c',
+    'account=111111111111',
+    '-c',
+    'region=eu-west-1',
+  ],
+  dev: ['-c', 'stage=dev'],
   egress: [
     '-c',
     'egress=nat',

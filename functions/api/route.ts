@@ -14,5 +14,4 @@ export const route = {
   uses: ['apiKeyRegistry'],
   secrets: ['api-key-pepper'],
   inHandler: [['api-unknown-key-ip']],
-  reservedConcurrency: 100,
 } as const satisfies Route;

@@ -7,10 +7,9 @@ export const route = {
   handler: 'llm/handler.ts',
   rawBody: false,
   limits: [],
-  uses: ['apiKeyRegistry'],
+  uses: ['apiKeyRegistry', 'llmProvider'],
   secrets: ['api-key-pepper'],
   inHandler: [['llm-in-flight', 'llm-budget'], ['api-unknown-key-ip']],
-  reservedConcurrency: 20,
   // above the largest call's worst case (docs/llm-budget.md, "How long a call may run"); llm-in-flight's leaseTtl is above it
   timeoutSeconds: 90,
 } as const satisfies Route;

@@ -12,9 +12,8 @@ export const route = {
     { policy: 'login-ip48', key: { from: 'clientIp48' } },
   ],
   scope: { from: 'clientIp48' },
-  uses: [],
+  uses: ['userDirectory'],
   secrets: ['email-pepper', 'device-cookie-key'],
   // an untrusted attempt: the account-wide delay; one with a valid device cookie: that device's own
   inHandler: [['login-account'], ['login-device']],
-  reservedConcurrency: 50,
 } as const satisfies Route;

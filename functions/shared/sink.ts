@@ -54,7 +54,9 @@ export class SqsEventSink implements EventSink {
     this.#sdk = import('@aws-sdk/client-sqs');
     this.#client = client
       ? Promise.resolve(client)
-      : this.#sdk.then(({ SQSClient }) => new SQSClient(AWS_CLIENT_OPTIONS));
+      : // the endpoint the SDK resolves (the regional one in AWS, the queue URL's own host; AWS_ENDPOINT_URL_SQS
+        // where set), not the queue URL's host, which would override AWS_ENDPOINT_URL_SQS
+        this.#sdk.then(({ SQSClient }) => new SQSClient({ ...AWS_CLIENT_OPTIONS, useQueueUrlAsEndpoint: false }));
     this.#queueUrl = queueUrl;
   }
 

@@ -10,5 +10,4 @@ export const route = {
   uses: ['eventQueue'],
   secrets: ['slack-signing-secret'],
   inHandler: [['slack-workspace', 'slack-channel']],
-  reservedConcurrency: 40,
 } as const satisfies Route;

@@ -10,5 +10,4 @@ export const route = {
   uses: ['eventQueue'],
   secrets: ['telegram-bot-*'],
   inHandler: [['telegram-bot', 'telegram-chat']],
-  reservedConcurrency: 40,
 } as const satisfies Route;

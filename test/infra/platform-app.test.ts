@@ -4,7 +4,7 @@
  * stores, and cdk-nag as a gate that an unacknowledged finding fails.
  */
 import assert from 'node:assert/strict';
-import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
+import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
@@ -20,13 +20,15 @@ import { platform as sharedPlatform } from '../../functions/shared/platform.ts';
 import { PLAIN_HEADERS, SECRET_HEADERS, secretHeadersOf } from '../../functions/shared/secret-headers.ts';
 import { signSlackBody } from '../../functions/slack/signature.ts';
 import { operated } from '../../functions/workers.ts';
-import { createPlatformApp, type PlatformApp } from '../../infra/app.ts';
+import { createPlatformApp, type PlatformApp, readStageFile, STAGES_DIR } from '../../infra/app.ts';
 import { InvalidContextError } from '../../infra/context.ts';
+import { bedrockModelIds, DEFAULT_ROUTE_TIMEOUT_SECONDS } from '../../infra/platform-stack.ts';
 import { API_SECURITY_POLICY, MANAGED_RULE_GROUPS } from '../../infra/public-api.ts';
 import { compilePolicy, managedAccessString, REDIS_ROLES, type RedisRole } from '../../layer/src/index.ts';
 import { OBSERVER_METRICS } from '../../layer/src/middleware/index.ts';
 import type { RedisClient } from '../../layer/src/run-script.ts';
 import { buildAll } from '../../scripts/build.ts';
+import { reservedConcurrencyOf } from '../../scripts/deploy.ts';
 import { startHarvestSource } from '../../scripts/harvest-source.ts';
 import { startMattermostServer } from '../../scripts/mattermost-server.ts';
 import { startRedis } from '../../scripts/redis-process.ts';
@@ -42,6 +44,8 @@ let work: string;
 before(async () => {
   work = mkdtempSync(join(tmpdir(), 'rl-infra-'));
   await buildAll(join(work, 'dist'));
+  // a stage file that names the place only: each store on the same stage name
+  writeFileSync(join(work, 'prod.json'), JSON.stringify({ account: '222222222222', region: 'eu-west-1' }));
 });
 after(() => rmSync(work, { recursive: true, force: true }));
 
@@ -49,7 +53,7 @@ function synth(redis: 'elasticache' | 'memorydb'): { stacks: PlatformApp; data: 
   const stacks = createPlatformApp({
     context: { redis, dist: join(work, 'dist') },
     outdir: mkdtempSync(join(work, `cdk-${redis}-`)),
-    stagesDir: work, // no stage file: each store on the same stage name
+    stagesDir: work, // a stage file naming the place only: each store on the same stage name
   });
   // Runs every validation plugin (cdk-nag): an unacknowledged finding throws here.
   stacks.app.synth();
@@ -121,7 +125,7 @@ describe('The CDK app (ElastiCache for Valkey, the default)', () => {
     app.data.resourceCountIs('AWS::EC2::Subnet', 2);
     for (const service of ['ssm', 'secretsmanager', 'sqs']) {
       app.data.hasResourceProperties('AWS::EC2::VPCEndpoint', {
-        ServiceName: Match.objectLike({ 'Fn::Join': Match.arrayWith([Match.arrayWith([`.${service}`])]) }),
+        ServiceName: `com.amazonaws.eu-west-1.${service}`,
         VpcEndpointType: 'Interface',
         PrivateDnsEnabled: true,
       });
@@ -202,7 +206,8 @@ describe('The CDK app (ElastiCache for Valkey, the default)', () => {
 
   it('writes one SSM parameter per policy, equal to config/policies.json', () => {
     const names = Object.keys(PLATFORM_POLICIES);
-    app.platform.resourceCountIs('AWS::SSM::Parameter', names.length);
+    // and the event bus's name (infra/event-bus.ts)
+    app.platform.resourceCountIs('AWS::SSM::Parameter', names.length + 1);
     for (const name of names) {
       app.platform.hasResourceProperties('AWS::SSM::Parameter', {
         Name: `/ratelimit/prod/defaults/${name}`,
@@ -714,11 +719,23 @@ describe('The CDK app with -c redis=memorydb', () => {
       Family: 'memorydb_valkey7',
       Parameters: { 'maxmemory-policy': 'noeviction' },
     });
-    app.data.hasResourceProperties('AWS::MemoryDB::User', { UserName: 'ratelimit' });
-    // deleting the stack deletes the cluster after its final snapshot (a retained one would block the VPC's delete)
+    app.data.hasResourceProperties('AWS::MemoryDB::User', { UserName: 'ratelimit-prod' });
+    app.data.hasResourceProperties('AWS::MemoryDB::ACL', { UserNames: ['ratelimit-prod'] });
+    app.data.hasResourceProperties('AWS::SecretsManager::Secret', {
+      GenerateSecretString: Match.objectLike({ SecretStringTemplate: '{"username":"ratelimit-prod"}' }),
+    });
+    // deleting the stack deletes the cluster after its final snapshot (a retained one would block the VPC's delete),
+    // named per creation of the stack (its id's UUID): a second delete of the stage does not meet the first's
     app.data.hasResource('AWS::MemoryDB::Cluster', {
       DeletionPolicy: 'Delete',
-      Properties: Match.objectLike({ FinalSnapshotName: 'ratelimit-prod-final' }),
+      Properties: Match.objectLike({
+        FinalSnapshotName: {
+          'Fn::Join': [
+            '-',
+            ['ratelimit-prod-final', { 'Fn::Select': [2, { 'Fn::Split': ['/', { Ref: 'AWS::StackId' }] }] }],
+          ],
+        },
+      }),
     });
     assert.equal(app.stacks.data.terminationProtection, true);
     app.platform.resourceCountIs('AWS::Lambda::Function', routes.length + operated.length);
@@ -798,6 +815,28 @@ describe('The CDK app with the harvester and the Mattermost listener (-c egress=
           StopTimeout: 30,
           Environment: Match.arrayWith([{ Name: 'MATTERMOST_URL', Value: 'https://chat.example.com' }]),
         }),
+      ],
+    });
+    // the listener's image is built for its task's architecture (ARM64), whatever the builder's
+    const manifest = JSON.parse(
+      readFileSync(join(stacks.app.outdir, `${stacks.platform.stackName}.assets.json`), 'utf8'),
+    ) as { dockerImages: Record<string, { source: { platform?: string } }> };
+    assert.deepEqual(
+      Object.values(manifest.dockerImages).map((image) => image.source.platform),
+      ['linux/arm64'],
+    );
+    // and both hand over as the webhooks do: on the events queue the pipe drains
+    const resources = platform.toJSON().Resources as Resources;
+    const [queueId] = Object.entries(resources).find(
+      ([, r]) => r.Type === 'AWS::SQS::Queue' && r.Properties?.RedrivePolicy !== undefined,
+    ) as [string, unknown];
+    platform.hasResourceProperties('AWS::Lambda::Function', {
+      FunctionName: 'ratelimit-prod-harvester',
+      Environment: { Variables: Match.objectLike({ EVENT_QUEUE_URL: { Ref: queueId } }) },
+    });
+    platform.hasResourceProperties('AWS::ECS::TaskDefinition', {
+      ContainerDefinitions: [
+        Match.objectLike({ Environment: Match.arrayWith([{ Name: 'EVENT_QUEUE_URL', Value: { Ref: queueId } }]) }),
       ],
     });
   });
@@ -1152,11 +1191,12 @@ describe('The alarms (all consumers deployed)', () => {
     });
   });
 
-  it('gives each function the reserved concurrency of its route (its share, and its Redis connection ceiling)', () => {
+  it('gives each function the reserved concurrency the stage file names (infra/stages/prod.json)', () => {
+    const reserved = (readStageFile(STAGES_DIR, 'prod').reservedConcurrency ?? {}) as Record<string, number>;
     for (const route of routes) {
       template.hasResourceProperties('AWS::Lambda::Function', {
         FunctionName: `ratelimit-prod-${route.id}`,
-        ReservedConcurrentExecutions: route.reservedConcurrency,
+        ReservedConcurrentExecutions: reserved[route.id],
       });
     }
     template.hasResourceProperties('AWS::Lambda::Function', {
@@ -1202,5 +1242,290 @@ describe('The alarms (all consumers deployed)', () => {
     ]) {
       assert.ok(byName.has(`ratelimit-prod ${name}`), name);
     }
+  });
+});
+
+/** Properties that give a resource a name unique in its account or region: a kept one blocks the next create. */
+const FIXED_NAME_PROPERTIES = [
+  'LogGroupName',
+  'RoleName',
+  'Name',
+  'AliasName',
+  'ReplicationGroupId',
+  'ClusterName',
+  'UserName',
+  'ACLName',
+  'ParameterGroupName',
+  'SubnetGroupName',
+  'FunctionName',
+  'QueueName',
+  'TopicName',
+  'EventBusName',
+  'FinalSnapshotName',
+  'SnapshotName',
+  'BucketName',
+] as const;
+/** Kept on purpose, with a fixed name: WAF logging is the org workstream's (issue 27's WAF log group fix). */
+const KEPT_BY_OTHERS = new Set(['AWS::Logs::LogGroup aws-waf-logs-ratelimit-']);
+
+type FullResources = Record<
+  string,
+  { Type: string; Properties?: Record<string, unknown>; DeletionPolicy?: string; UpdateReplacePolicy?: string }
+>;
+
+/** The literal fixed names of a template's resources, by `<type> <property>`. */
+function fixedNames(resources: FullResources): Map<string, string> {
+  const names = new Map<string, string>();
+  for (const [id, r] of Object.entries(resources)) {
+    for (const property of FIXED_NAME_PROPERTIES) {
+      const value = r.Properties?.[property];
+      if (typeof value === 'string') names.set(`${r.Type} ${property} ${value}`, id);
+    }
+  }
+  return names;
+}
+
+type Statement = { Action: unknown; Resource: unknown };
+const envOf = (r: { Properties?: Record<string, unknown> } | undefined) =>
+  ((r?.Properties?.Environment ?? { Variables: {} }) as { Variables: Record<string, unknown> }).Variables;
+const statementsIn = (r: { Properties?: Record<string, unknown> }) =>
+  ((r.Properties?.PolicyDocument ?? { Statement: [] }) as { Statement: Statement[] }).Statement;
+
+describe('A first deploy into a fresh account (issue 27)', () => {
+  const synthStage = (stage: string, stagesDir?: string, context: Record<string, unknown> = {}) => {
+    const stacks = createPlatformApp({
+      context: { stage, dist: join(work, 'dist'), ...context },
+      outdir: mkdtempSync(join(work, `cdk-${stage}-`)),
+      ...(stagesDir ? { stagesDir } : {}),
+    });
+    const assembly = stacks.app.synth();
+    return {
+      stacks,
+      assembly,
+      data: Template.fromStack(stacks.data).toJSON().Resources as FullResources,
+      platform: Template.fromStack(stacks.platform).toJSON().Resources as FullResources,
+    };
+  };
+  let prod: ReturnType<typeof synthStage>;
+  let dev: ReturnType<typeof synthStage>;
+  let qa: ReturnType<typeof synthStage>;
+  before(() => {
+    prod = synthStage('prod');
+    dev = synthStage('dev');
+    // a second MemoryDB stage on an existing user pool, beside prod's MemoryDB
+    writeFileSync(
+      join(work, 'qa.json'),
+      JSON.stringify({
+        account: '222222222222',
+        region: 'eu-west-1',
+        redis: 'memorydb',
+        userPoolId: 'eu-west-1_AbCdEf123',
+        reservedConcurrency: { login: 5 },
+      }),
+    );
+    qa = synthStage('qa', work);
+  });
+
+  it('reserves concurrency as the stage file says: prod its list, dev nothing (a quota of 10 deploys it)', () => {
+    const reservedOf = (resources: FullResources) =>
+      Object.values(resources)
+        .filter((r) => r.Type === 'AWS::Lambda::Function' && r.Properties?.ReservedConcurrentExecutions !== undefined)
+        .map((r) => [String(r.Properties?.FunctionName), r.Properties?.ReservedConcurrentExecutions]);
+    const file = readStageFile(STAGES_DIR, 'prod').reservedConcurrency as Record<string, number>;
+    assert.deepEqual(
+      Object.fromEntries(reservedOf(prod.platform)),
+      Object.fromEntries([...routes, ...operated].map((f) => [`ratelimit-prod-${f.id}`, file[f.id]])),
+    );
+    assert.deepEqual(reservedOf(dev.platform), [], 'dev reserves none');
+    assert.deepEqual(reservedOf(qa.platform), [['ratelimit-qa-login', 5]]);
+    // what the pre-flight sums is the template's
+    const templates = prod.assembly.stacks.map((s) => s.template);
+    assert.equal(
+      reservedConcurrencyOf(templates).total,
+      [...routes, ...operated].reduce((sum, f) => sum + (file[f.id] ?? 0), 0),
+    );
+    assert.throws(
+      () =>
+        createPlatformApp({
+          context: { dist: join(work, 'dist'), reservedConcurrency: '{"lgoin":5}' },
+          stagesDir: work,
+        }),
+      (e: unknown) =>
+        e instanceof InvalidContextError && /"lgoin" is no function of the platform/.test((e as Error).message),
+    );
+  });
+
+  it("synthesizes each stage for its file's account and region, offline (no lookup left to make)", () => {
+    for (const [stage, account] of [
+      [prod, '222222222222'],
+      [dev, '111111111111'],
+    ] as const) {
+      for (const stack of [stage.stacks.data, stage.stacks.platform]) {
+        assert.deepEqual([stack.account, stack.region], [account, 'eu-west-1'], stack.stackName);
+      }
+      assert.equal(stage.assembly.manifest.missing, undefined, 'nothing to look up');
+      assert.deepEqual(
+        Object.values(stage.data)
+          .filter((r) => r.Type === 'AWS::EC2::Subnet')
+          .map((r) => r.Properties?.AvailabilityZone),
+        ['eu-west-1a', 'eu-west-1b'],
+      );
+    }
+    assert.notEqual(dev.stacks.data.account, prod.stacks.data.account, 'dev and prod live apart');
+  });
+
+  it('keeps no resource with a fixed name past a failed create or a destroy (generated names, or deleted)', () => {
+    for (const stage of [prod, dev, qa]) {
+      for (const resources of [stage.data, stage.platform]) {
+        for (const [id, r] of Object.entries(resources)) {
+          const kept = [r.DeletionPolicy, r.UpdateReplacePolicy].some(
+            (p) => p === 'Retain' || p === 'RetainExceptOnCreate',
+          );
+          if (!kept) continue;
+          for (const property of FIXED_NAME_PROPERTIES) {
+            const value = r.Properties?.[property];
+            if (value === undefined) continue;
+            const exempt = [...KEPT_BY_OTHERS].some((k) => `${r.Type} ${String(value)}`.startsWith(k));
+            assert.ok(exempt, `${id} (${r.Type}) is kept with the fixed ${property} ${JSON.stringify(value)}`);
+          }
+        }
+      }
+    }
+    // the ones kept on purpose, named by the service: data (a key, a secret, the users), logs
+    const kept = Object.values(prod.data)
+      .filter((r) => r.DeletionPolicy === 'Retain')
+      .map((r) => r.Type)
+      .sort();
+    assert.deepEqual(kept, ['AWS::Cognito::UserPool', 'AWS::KMS::Key', 'AWS::SecretsManager::Secret']);
+    const pool = Object.values(prod.data).find((r) => r.Type === 'AWS::Cognito::UserPool');
+    assert.equal(pool?.Properties?.DeletionProtection, 'ACTIVE');
+  });
+
+  it('names every fixed-name resource by its stage: two MemoryDB stages in one account share no name', () => {
+    const prodMemoryDb = synthStage('prod', work, { redis: 'memorydb' });
+    const names = (stage: ReturnType<typeof synthStage>) =>
+      new Set([...fixedNames(stage.data).keys(), ...fixedNames(stage.platform).keys()]);
+    const shared = [...names(prodMemoryDb)].filter((name) => names(qa).has(name));
+    assert.deepEqual(shared, []);
+    assert.ok(names(qa).has('AWS::MemoryDB::User UserName ratelimit-qa'));
+    assert.ok(names(qa).has('AWS::MemoryDB::Cluster ClusterName ratelimit-qa'));
+  });
+
+  it('verifies login passwords with Cognito: its pool, an ADMIN_USER_PASSWORD_AUTH client without secret, one grant', () => {
+    const template = Template.fromStack(prod.stacks.data);
+    template.hasResourceProperties('AWS::Cognito::UserPoolClient', {
+      ExplicitAuthFlows: Match.arrayWith(['ALLOW_ADMIN_USER_PASSWORD_AUTH']),
+      GenerateSecret: false,
+      PreventUserExistenceErrors: 'ENABLED',
+    });
+    const login = Object.values(prod.platform).find((r) => r.Properties?.FunctionName === 'ratelimit-prod-login');
+    const env = envOf(login);
+    assert.match(JSON.stringify(env.LOGIN_USER_POOL_ID), /ExportsOutputRefUsersPool/);
+    assert.match(JSON.stringify(env.LOGIN_USER_POOL_CLIENT_ID), /ExportsOutputRefUsersPoolLoginClient/);
+    const grants = Object.entries(prod.platform).flatMap(([, r]) =>
+      r.Type === 'AWS::IAM::Policy'
+        ? statementsIn(r)
+            .filter((st) => JSON.stringify(st.Action).includes('cognito-idp'))
+            .map((st) => ({
+              roles: JSON.stringify(r.Properties?.Roles),
+              st,
+            }))
+        : [],
+    );
+    assert.equal(grants.length, 1, 'one function may ask Cognito');
+    assert.match(grants[0]?.roles ?? '', /FnloginServiceRole/);
+    assert.equal(grants[0]?.st.Action, 'cognito-idp:AdminInitiateAuth');
+    assert.match(JSON.stringify(grants[0]?.st.Resource), /ExportsOutputFnGetAttUsersPool.*Arn/);
+    // a stage on an existing pool: no pool of its own, the client and the grant on the one named
+    assert.equal(Object.values(qa.data).filter((r) => r.Type === 'AWS::Cognito::UserPool').length, 0);
+    Template.fromStack(qa.stacks.data).hasResourceProperties('AWS::Cognito::UserPoolClient', {
+      UserPoolId: 'eu-west-1_AbCdEf123',
+    });
+    assert.ok(JSON.stringify(qa.platform).includes('userpool/eu-west-1_AbCdEf123'));
+  });
+
+  it('lets the LLM function call Bedrock on the models of config/llm-models.json and nothing else', () => {
+    const llm = Object.entries(prod.platform).find(([, r]) => r.Properties?.FunctionName === 'ratelimit-prod-llm');
+    const props = llm?.[1].Properties as Record<string, unknown>;
+    assert.equal((props.Environment as { Variables: Record<string, unknown> }).Variables.LLM_PROVIDER, 'bedrock');
+    const route = routes.find((r) => r.id === 'llm');
+    assert.equal(props.Timeout, route?.timeoutSeconds ?? DEFAULT_ROUTE_TIMEOUT_SECONDS);
+    const statements = Object.values(prod.platform)
+      .filter((r) => r.Type === 'AWS::IAM::Policy')
+      .flatMap((r) =>
+        statementsIn(r).map((st) => ({
+          roles: JSON.stringify(r.Properties?.Roles),
+          st,
+        })),
+      )
+      .filter(({ st }) => JSON.stringify(st.Action).includes('bedrock:'));
+    assert.equal(statements.length, 1);
+    assert.match(statements[0]?.roles ?? '', /FnllmServiceRole/);
+    assert.deepEqual(statements[0]?.st.Action, ['bedrock:InvokeModel', 'bedrock:InvokeModelWithResponseStream']);
+    const resources = JSON.stringify(statements[0]?.st.Resource);
+    for (const id of bedrockModelIds()) assert.ok(resources.includes(`:bedrock:eu-west-1::foundation-model/${id}`), id);
+    assert.ok(!resources.includes('*'), 'no wildcard model');
+  });
+
+  it('drains the events queue into the stage bus with a pipe, publishes the bus name, and alarms on what is left', () => {
+    const [queueId] = Object.entries(prod.platform).find(
+      ([, r]) => r.Type === 'AWS::SQS::Queue' && r.Properties?.RedrivePolicy !== undefined,
+    ) as [string, unknown];
+    const [busId] = Object.entries(prod.platform).find(([, r]) => r.Type === 'AWS::Events::EventBus') as [
+      string,
+      unknown,
+    ];
+    const template = Template.fromStack(prod.stacks.platform);
+    template.hasResourceProperties('AWS::Events::EventBus', { Name: 'ratelimit-prod' });
+    template.hasResourceProperties('AWS::Pipes::Pipe', {
+      Source: { 'Fn::GetAtt': [queueId, 'Arn'] },
+      Target: { 'Fn::GetAtt': [busId, 'Arn'] },
+      TargetParameters: Match.objectLike({ InputTemplate: '<$.body>' }),
+    });
+    template.hasResourceProperties('AWS::SSM::Parameter', {
+      Name: '/ratelimit/prod/platform/event-bus-name',
+      Value: { Ref: busId },
+    });
+    // the queue's dead letters are the pipe's: what the bus kept refusing (maxReceiveCount), alarmed on at once
+    template.hasResourceProperties('AWS::SQS::Queue', { RedrivePolicy: Match.objectLike({ maxReceiveCount: 5 }) });
+    for (const alarm of ['ratelimit-prod DeadLetters', 'ratelimit-prod QueueAge']) {
+      template.hasResourceProperties('AWS::CloudWatch::Alarm', { AlarmName: alarm });
+    }
+    const slack = Object.values(prod.platform).find((r) => r.Properties?.FunctionName === 'ratelimit-prod-slack');
+    assert.deepEqual(envOf(slack).EVENT_QUEUE_URL, { Ref: queueId }, 'the webhooks put on the queue the pipe drains');
+  });
+
+  it('docs/deploy.md prices what the templates deploy (alarms, WAF rules, KMS keys, endpoints)', () => {
+    const all = [...Object.values(prod.data), ...Object.values(prod.platform)];
+    const count = (type: string) => all.filter((r) => r.Type === type).length;
+    const wafRules = all
+      .filter((r) => r.Type === 'AWS::WAFv2::WebACL')
+      .reduce((n, r) => n + ((r.Properties?.Rules ?? []) as unknown[]).length, 0);
+    const docs = readFileSync(new URL('../../docs/deploy.md', import.meta.url), 'utf8');
+    for (const line of [
+      `CloudWatch dashboard, ${count('AWS::CloudWatch::Alarm')} alarms, ${count('AWS::CloudWatch::InsightRule')} Contributor Insights rule`,
+      `WAF web ACL + ${wafRules} rules`,
+      `${count('AWS::KMS::Key')} KMS keys`,
+      `${count('AWS::SecretsManager::Secret')} Secrets Manager secret`,
+      `${count('AWS::EC2::VPCEndpoint')} interface endpoints × 2 AZs`,
+    ]) {
+      assert.ok(docs.includes(line), `docs/deploy.md's cost table says: ${line}`);
+    }
+  });
+
+  it('fails the synth when a deployed function would use a local stand-in (a file, the fake model)', () => {
+    const careless = createPlatformApp({
+      context: { dist: join(work, 'dist') },
+      outdir: mkdtempSync(join(work, 'cdk-careless-')),
+      stagesDir: work,
+    });
+    careless.platform.functions.get('login')?.addEnvironment('LOGIN_USERS_FILE', 'config/local-users.json');
+    careless.platform.functions.get('llm')?.addEnvironment('LLM_PROVIDER', 'local');
+    assert.throws(
+      () => careless.app.synth(),
+      (e: unknown) =>
+        /function login: LOGIN_USERS_FILE is set: a deployed function would use a local stand-in/.test(String(e)) &&
+        /function llm: LLM_PROVIDER=local: a deployed function calls bedrock/.test(String(e)),
+    );
   });
 });

@@ -4,6 +4,7 @@
  * is wrong, never a crash and never a value AWS would refuse.
  */
 import assert from 'node:assert/strict';
+import { readdirSync, readFileSync } from 'node:fs';
 import { describe, it } from 'node:test';
 import fc from 'fast-check';
 import {
@@ -58,6 +59,13 @@ describe('Function: parseOuterLine', () => {
   });
 });
 
+/** A stage's place (its file names it); the tests below give the rest. */
+const PLACE: Record<string, unknown> = { account: '222222222222', region: 'eu-west-1' };
+const placed =
+  (values: Record<string, unknown>) =>
+  (name: string): unknown =>
+    name in values ? values[name] : PLACE[name];
+
 describe('Function: readDeployContext', () => {
   it('refuses what cannot be deployed: node types without durability, http URLs, bad alarm endpoints', () => {
     for (const context of [
@@ -69,15 +77,14 @@ describe('Function: readDeployContext', () => {
       { alarmEmails: 'oncall' },
       { alarmUrls: 'http://hooks.example.com/x' },
     ] as Record<string, string>[]) {
-      assert.throws(() => readDeployContext((name) => context[name]), InvalidContextError, JSON.stringify(context));
+      assert.throws(() => readDeployContext(placed(context)), InvalidContextError, JSON.stringify(context));
     }
     const ok = readDeployContext(
-      (name) =>
-        ({
-          nodeType: 'cache.c7gn.large',
-          alarmEmails: 'a@example.com, b@example.com',
-          alarmUrls: 'https://h.example/x',
-        })[name],
+      placed({
+        nodeType: 'cache.c7gn.large',
+        alarmEmails: 'a@example.com, b@example.com',
+        alarmUrls: 'https://h.example/x',
+      }),
     );
     assert.deepEqual(
       [ok.nodeType, ok.alarmEmails, ok.alarmUrls],
@@ -86,37 +93,39 @@ describe('Function: readDeployContext', () => {
   });
 
   it('resolves the defaults, and the node type per store', () => {
-    assert.deepEqual(
-      readDeployContext(() => undefined),
-      {
-        stage: 'prod',
-        redis: 'elasticache',
-        nodeType: 'cache.r7g.large',
-        shards: 1,
-        replicasPerShard: 1,
-        dist: 'dist',
-        egress: 'none',
-        harvester: undefined,
-        mattermostUrl: undefined,
-        alarmEmails: [],
-        alarmUrls: [],
-      },
-    );
-    const memorydb = readDeployContext((name) => ({ redis: 'memorydb', shards: '2' })[name]);
+    assert.deepEqual(readDeployContext(placed({})), {
+      stage: 'prod',
+      account: '222222222222',
+      region: 'eu-west-1',
+      availabilityZones: ['eu-west-1a', 'eu-west-1b'],
+      reservedConcurrency: {},
+      userPoolId: undefined,
+      redis: 'elasticache',
+      nodeType: 'cache.r7g.large',
+      shards: 1,
+      replicasPerShard: 1,
+      dist: 'dist',
+      egress: 'none',
+      harvester: undefined,
+      mattermostUrl: undefined,
+      alarmEmails: [],
+      alarmUrls: [],
+    });
+    const memorydb = readDeployContext(placed({ redis: 'memorydb', shards: '2' }));
     assert.equal(memorydb.nodeType, 'db.r7g.large');
     assert.equal(memorydb.shards, 2);
   });
 
   it('deploys the consumers that call outside AWS only with egress', () => {
     const harvester = { harvesterSource: 'https://example.com', harvesterSites: 'a,b' };
-    assert.throws(() => readDeployContext((name) => harvester[name as keyof typeof harvester]), /egress=nat/);
+    assert.throws(() => readDeployContext(placed(harvester)), /egress=nat/);
     const withNat = { ...harvester, egress: 'nat' };
-    assert.deepEqual(readDeployContext((name) => withNat[name as keyof typeof withNat]).harvester, {
+    assert.deepEqual(readDeployContext(placed(withNat)).harvester, {
       source: 'https://example.com',
       sites: 'a,b',
     });
     assert.throws(
-      () => readDeployContext((name) => ({ harvesterSource: 'https://x.example', egress: 'nat' })[name]),
+      () => readDeployContext(placed({ harvesterSource: 'https://x.example', egress: 'nat' })),
       InvalidContextError,
     );
   });
@@ -125,12 +134,81 @@ describe('Function: readDeployContext', () => {
     fc.assert(
       fc.property(fc.dictionary(fc.constantFrom(...CONTEXT_NAMES), fc.jsonValue()), (values) => {
         try {
-          const context = readDeployContext((name) => values[name]);
+          const context = readDeployContext(placed(values));
           return context.replicasPerShard >= 1 && context.shards >= 1;
         } catch (error) {
           return error instanceof InvalidContextError;
         }
       }),
     );
+  });
+});
+
+const STAGE_FIXTURES = new URL('../fixtures/invalid-stages/', import.meta.url);
+
+describe('The stage name (what ElastiCache, MemoryDB and the other named resources accept)', () => {
+  for (const file of readdirSync(STAGE_FIXTURES).filter((f) => f.endsWith('.json'))) {
+    it(`refuses ${file.replace('.json', '')} with its exact message`, () => {
+      const { stage, error } = JSON.parse(readFileSync(new URL(file, STAGE_FIXTURES), 'utf8')) as {
+        stage: string;
+        error: string;
+      };
+      assert.throws(
+        () => readDeployContext(placed({ stage })),
+        (e: unknown) => e instanceof InvalidContextError && e.message === error,
+      );
+    });
+  }
+
+  it('takes the names a replication group id, a MemoryDB cluster and user take: `ratelimit-<stage>`, 40 at most', () => {
+    for (const stage of ['prod', 'dev', 'qa-x', 'a', 'eu1-blue-2', 'abcdefghijklmnopqrst']) {
+      const name = `ratelimit-${readDeployContext(placed({ stage })).stage}`;
+      assert.match(name, /^[a-z](?!.*--)[a-z0-9-]{0,38}[a-z0-9]$/, name);
+    }
+  });
+
+  it('answers any text with a name ElastiCache takes or an InvalidContextError', () => {
+    fc.assert(
+      fc.property(fc.string({ maxLength: 30 }), (stage) => {
+        try {
+          const name = `ratelimit-${readDeployContext(placed({ stage })).stage}`;
+          return /^[a-z](?!.*--)[a-z0-9-]{0,38}[a-z0-9]$/.test(name);
+        } catch (error) {
+          return error instanceof InvalidContextError;
+        }
+      }),
+    );
+  });
+});
+
+describe('A stage bound to its account', () => {
+  it('names its account and region, or is refused naming what is missing', () => {
+    assert.throws(() => readDeployContext(() => undefined), {
+      message:
+        'context account: stage prod names no AWS account: every stage file (infra/stages/<stage>.json) names the account and region it deploys to',
+    });
+    assert.throws(() => readDeployContext(placed({ account: '12345' })), {
+      message: 'context account: a 12-digit AWS account id',
+    });
+    assert.throws(() => readDeployContext(placed({ region: 'Europe' })), {
+      message: 'context region: an AWS region such as eu-west-1',
+    });
+    assert.throws(() => readDeployContext(placed({ availabilityZones: ['us-east-1a', 'us-east-1b'] })), {
+      message: 'context availabilityZones: zones of eu-west-1',
+    });
+  });
+
+  it('reads reserved concurrency as the stage file gives it (an object) or as -c gives it (JSON text)', () => {
+    assert.deepEqual(readDeployContext(placed({ reservedConcurrency: { login: 5 } })).reservedConcurrency, {
+      login: 5,
+    });
+    assert.deepEqual(readDeployContext(placed({ reservedConcurrency: '{"api":7}' })).reservedConcurrency, { api: 7 });
+    for (const bad of [{ login: 0 }, { login: 1.5 }, '{"login":', { Login: 1 }]) {
+      assert.throws(
+        () => readDeployContext(placed({ reservedConcurrency: bad })),
+        InvalidContextError,
+        JSON.stringify(bad),
+      );
+    }
   });
 });
