@@ -422,9 +422,10 @@ describe('The CDK app (ElastiCache for Valkey, the default)', () => {
     assert.match(name, /^\{"Fn::Join":\["",\["aws-waf-logs-ratelimit-prod-",/, 'WAF needs the prefix');
     assert.match(name, /"Ref":"AWS::StackId"/, 'unique per created stack');
     assert.equal(group?.DeletionPolicy, 'Retain', "prod keeps its WAF logs (under its stack's name)");
+    writeFileSync(join(work, 'wafqa.json'), JSON.stringify({ account: '222222222222', region: 'eu-west-1' }));
     const qa = createPlatformApp({
-      context: { stage: 'qa', dist: join(work, 'dist') },
-      outdir: mkdtempSync(join(work, 'cdk-qa-')),
+      context: { stage: 'wafqa', dist: join(work, 'dist') },
+      outdir: mkdtempSync(join(work, 'cdk-wafqa-')),
       stagesDir: work,
     });
     const qaGroups = Object.values(Template.fromStack(qa.platform).toJSON().Resources as Resources).filter(
@@ -588,6 +589,7 @@ describe('The CDK app (ElastiCache for Valkey, the default)', () => {
     };
     check(app, 2);
     // another shape: the alarms follow it
+    writeFileSync(join(work, 'wide.json'), JSON.stringify({ account: '222222222222', region: 'eu-west-1' }));
     const wider = createPlatformApp({
       context: { stage: 'wide', shards: 2, replicasPerShard: 2, dist: join(work, 'dist') },
       outdir: mkdtempSync(join(work, 'cdk-wide-')),
@@ -1265,8 +1267,13 @@ const FIXED_NAME_PROPERTIES = [
   'SnapshotName',
   'BucketName',
 ] as const;
-/** Kept on purpose, with a fixed name: WAF logging is the org workstream's (issue 27's WAF log group fix). */
-const KEPT_BY_OTHERS = new Set(['AWS::Logs::LogGroup aws-waf-logs-ratelimit-']);
+/**
+ * A name that carries the stack's id (`Ref: AWS::StackId`) is new with every
+ * created stack, so one a failed create or a destroy leaves never collides
+ * (the WAF log group: WAF needs its `aws-waf-logs-` prefix, so CloudFormation
+ * cannot generate the name).
+ */
+const uniquePerStack = (value: unknown): boolean => JSON.stringify(value).includes('"Ref":"AWS::StackId"');
 
 type FullResources = Record<
   string,
@@ -1385,18 +1392,25 @@ describe('A first deploy into a fresh account (issue 27)', () => {
           for (const property of FIXED_NAME_PROPERTIES) {
             const value = r.Properties?.[property];
             if (value === undefined) continue;
-            const exempt = [...KEPT_BY_OTHERS].some((k) => `${r.Type} ${String(value)}`.startsWith(k));
-            assert.ok(exempt, `${id} (${r.Type}) is kept with the fixed ${property} ${JSON.stringify(value)}`);
+            assert.ok(
+              uniquePerStack(value),
+              `${id} (${r.Type}) is kept with the fixed ${property} ${JSON.stringify(value)}`,
+            );
           }
         }
       }
     }
-    // the ones kept on purpose, named by the service: data (a key, a secret, the users), logs
+    // the ones kept on purpose, named by the service: data (a key, the two Redis users' secrets, the users), logs
     const kept = Object.values(prod.data)
       .filter((r) => r.DeletionPolicy === 'Retain')
       .map((r) => r.Type)
       .sort();
-    assert.deepEqual(kept, ['AWS::Cognito::UserPool', 'AWS::KMS::Key', 'AWS::SecretsManager::Secret']);
+    assert.deepEqual(kept, [
+      'AWS::Cognito::UserPool',
+      'AWS::KMS::Key',
+      'AWS::SecretsManager::Secret',
+      'AWS::SecretsManager::Secret',
+    ]);
     const pool = Object.values(prod.data).find((r) => r.Type === 'AWS::Cognito::UserPool');
     assert.equal(pool?.Properties?.DeletionProtection, 'ACTIVE');
   });

@@ -160,7 +160,7 @@ describe('The synthesized app, run from cdk.out', () => {
     const answer = await call(app.url, {
       path: '/v1/whoami',
       from: loopbackAddress(),
-      headers: { 'x-api-key': 'demo-partner-key' },
+      headers: { 'x-api-key': 'rk_localDemoPartnerKeyNotASecret000' },
     });
     assert.equal(answer.status, 200, `${answer.body}\n${logsOf('api')}`);
     assert.deepEqual(answer.json(), { owner: 'globex', role: 'partner' });
@@ -172,7 +172,7 @@ describe('The synthesized app, run from cdk.out', () => {
       method: 'POST',
       path: '/v1/llm/complete',
       from: loopbackAddress(),
-      headers: { 'x-api-key': 'demo-partner-key' },
+      headers: { 'x-api-key': 'rk_localDemoPartnerKeyNotASecret000' },
       body: JSON.stringify({ model: FIRST_MODEL, prompt: 'hello', max_tokens: 10 }),
     });
     assert.equal(answer.status, 200, `${answer.body}\n${logsOf('llm')}`);
@@ -223,7 +223,8 @@ describe('The synthesized app, run from cdk.out', () => {
 
   it('admin: the operator function runs a CLI command against the stage (invoked directly, it has no route)', async () => {
     const admin = byName('admin');
-    const answer = (await admin?.invoke({ argv: ['inspect', 'login-ip', '203.0.113.9'] }))?.result as {
+    const answer = (await admin?.invoke({ argv: ['inspect', 'login-ip', '203.0.113.9', '--scope', '203.0.113.9'] }))
+      ?.result as {
       exitCode: number;
       stdout: string;
       stderr: string;
