@@ -46,15 +46,20 @@ before(async () => {
     // the local Redis's CA stands in for the public CA ElastiCache's certificates chain to
     extraEnv: { NODE_EXTRA_CA_CERTS: String(process.env.REDIS_TLS_CA_FILE) },
     provision(aws, resolve, assembly) {
-      // what the data stack holds once deployed: the Redis secret, the user pool with its first user. The one
-      // secret is ElastiCache's AUTH token (the default user, every command) shared by the functions and the
-      // admin function: locally the operator user, the widest one short of the administrator
+      // what the data stack holds once deployed: each Redis role's secret (the user its template names, RBAC),
+      // the user pool with its first user. Locally each secret holds the production shape's user of that name,
+      // so a function granted the wrong role's secret, or told the wrong ARN, meets that user's ACL
+      const localUsers = [process.env.REDIS_AUTH_SECRET_FILE, process.env.REDIS_OPERATOR_SECRET_FILE].map((file) => {
+        const text = readFileSync(String(file), 'utf8');
+        return { username: (JSON.parse(text) as { username: string }).username, text };
+      });
       for (const [id, r] of Object.entries(assembly.data.Resources)) {
         if (r.Type === 'AWS::SecretsManager::Secret') {
-          aws.state.secrets.set(
-            String(resolve({ Ref: id }, assembly.data)),
-            readFileSync(String(process.env.REDIS_OPERATOR_SECRET_FILE), 'utf8'),
-          );
+          const generate = r.Properties?.GenerateSecretString as { SecretStringTemplate?: string } | undefined;
+          const { username } = JSON.parse(generate?.SecretStringTemplate ?? '{}') as { username?: string };
+          const user = localUsers.find((u) => u.username === username);
+          assert.ok(user, `secret ${id} names user ${username}, which the local production shape does not have`);
+          aws.state.secrets.set(String(resolve({ Ref: id }, assembly.data)), user.text);
         }
       }
       const poolId = Object.keys(assembly.data.Resources).find(
