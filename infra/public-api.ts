@@ -21,7 +21,7 @@ import { CfnLoggingConfiguration, CfnWebACL, CfnWebACLAssociation } from 'aws-cd
 import { Construct } from 'constructs';
 import type { OuterLine } from '../config/outer-line.ts';
 import type { Route } from '../functions/routes.ts';
-import { secretHeadersOf } from '../functions/shared/secret-headers.ts';
+import { secretHeadersOf } from '../functions/secret-headers.ts';
 
 /** The REST API's TLS security policy (API Gateway's enhanced policies for regional APIs). */
 export const API_SECURITY_POLICY = 'SecurityPolicy_TLS13_1_2_PFS_PQ_2025_09';
@@ -218,7 +218,7 @@ export class PublicApi extends Construct {
           arnFormat: ArnFormat.COLON_RESOURCE_NAME,
         }),
       ],
-      // every header a consumer treats as a secret (functions/shared/secret-headers.ts), never written
+      // every header a consumer treats as a secret (functions/secret-headers.ts), never written
       redactedFields: secretHeadersOf(props.routes).map((name) => ({ singleHeader: { Name: name } })),
       loggingFilter: WAF_LOGGING_FILTER,
     });

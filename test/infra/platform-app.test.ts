@@ -16,8 +16,8 @@ import { readOuterLine } from '../../config/outer-line.ts';
 import { runHarvest } from '../../functions/harvester/job.ts';
 import { MattermostListener } from '../../functions/mattermost-listener/listener.ts';
 import { routes } from '../../functions/routes.ts';
+import { PLAIN_HEADERS, SECRET_HEADERS, secretHeadersOf } from '../../functions/secret-headers.ts';
 import { platform as sharedPlatform } from '../../functions/shared/platform.ts';
-import { PLAIN_HEADERS, SECRET_HEADERS, secretHeadersOf } from '../../functions/shared/secret-headers.ts';
 import { signSlackBody } from '../../functions/slack/signature.ts';
 import { operated } from '../../functions/workers.ts';
 import { createPlatformApp, type PlatformApp, readStageFile, STAGES_DIR } from '../../infra/app.ts';
@@ -304,7 +304,7 @@ describe('The CDK app (ElastiCache for Valkey, the default)', () => {
     assert.deepEqual(
       unclassified,
       [],
-      'headers read by the code, neither secret nor plain (functions/shared/secret-headers.ts)',
+      'headers read by the code, neither secret nor plain (functions/secret-headers.ts)',
     );
     for (const name of ['x-api-key', 'authorization', 'x-telegram-bot-api-secret-token', 'x-slack-signature']) {
       assert.ok(secret.includes(name), `${name} is secret`);

@@ -10,11 +10,13 @@
  * stage's bus through the template's pipe.
  */
 import assert from 'node:assert/strict';
+import { randomUUID } from 'node:crypto';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { routes } from '../../functions/routes.ts';
+import { API_KEY_PEPPER, hashApiKey, newApiKey } from '../../functions/shared/api-key.ts';
 import { signSlackBody } from '../../functions/slack/signature.ts';
 import { operated } from '../../functions/workers.ts';
 import { createPlatformApp } from '../../infra/app.ts';
@@ -26,6 +28,9 @@ const CONFIG = new URL('../../config/', import.meta.url).pathname;
 /** A model of config/llm-models.json, by the name callers use. */
 const FIRST_MODEL = Object.keys(JSON.parse(readFileSync(join(CONFIG, 'llm-models.json'), 'utf8')))[0] as string;
 const STAGE = 'prod';
+/** This run's API caller, registered under the stage's registry path like any key (its own tenant, its own budget). */
+const CALLER = { key: newApiKey(), owner: `synth-${randomUUID().slice(0, 8)}` };
+
 /** The stage's first user, as docs/deploy.md has the operator create it (admin-create-user, admin-set-user-password). */
 const USER = { email: 'alice@example.com', password: 'Correct-h0rse-battery!' };
 
@@ -89,6 +94,12 @@ before(async () => {
           type: 'String',
         });
       }
+      // and this run's own caller: a tenant no other test file spends (the suite's Redis is shared)
+      const pepper = String(local[`/ratelimit/local/secrets/api/${API_KEY_PEPPER}`]);
+      aws.state.parameters.set(`/platform/${STAGE}/api-keys/${hashApiKey(CALLER.key, pepper)}`, {
+        value: JSON.stringify({ owner: CALLER.owner, role: 'partner' }),
+        type: 'String',
+      });
       // the foundation models the template lets a function invoke are the ones Bedrock serves here
       for (const model of JSON.stringify(assembly.platform).matchAll(/foundation-model\/([A-Za-z0-9.:-]+)/g)) {
         aws.state.models.set(model[1] as string, (text) => ({
@@ -165,10 +176,10 @@ describe('The synthesized app, run from cdk.out', () => {
     const answer = await call(app.url, {
       path: '/v1/whoami',
       from: loopbackAddress(),
-      headers: { 'x-api-key': 'rk_localDemoPartnerKeyNotASecret000' },
+      headers: { 'x-api-key': CALLER.key },
     });
     assert.equal(answer.status, 200, `${answer.body}\n${logsOf('api')}`);
-    assert.deepEqual(answer.json(), { owner: 'globex', role: 'partner' });
+    assert.deepEqual(answer.json(), { owner: CALLER.owner, role: 'partner' });
     assert.ok(callsBy('api', 'GetParameter').length >= 1, 'the deployed registry, not the file');
   });
 
@@ -177,7 +188,7 @@ describe('The synthesized app, run from cdk.out', () => {
       method: 'POST',
       path: '/v1/llm/complete',
       from: loopbackAddress(),
-      headers: { 'x-api-key': 'rk_localDemoPartnerKeyNotASecret000' },
+      headers: { 'x-api-key': CALLER.key },
       body: JSON.stringify({ model: FIRST_MODEL, prompt: 'hello', max_tokens: 10 }),
     });
     assert.equal(answer.status, 200, `${answer.body}\n${logsOf('llm')}`);

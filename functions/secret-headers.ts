@@ -11,7 +11,7 @@
  * table's API key headers) and fails on one that is in neither list below,
  * so a new header is classified before it ships.
  */
-import type { Route } from '../route.ts';
+import type { Route } from './route.ts';
 
 /** Secret headers, lowercase (HTTP header names are case-insensitive; WAF matches them so). */
 export const SECRET_HEADERS = [
