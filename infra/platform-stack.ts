@@ -31,7 +31,9 @@ import { acknowledgeTracing, consumerFunctionBase } from './consumer-function.ts
 import type { DeployContext } from './context.ts';
 import type { DurableStore } from './durable-store.ts';
 import { Observability, type ObservedPolicy } from './observability.ts';
+import { platformRollout } from './platform-rollout.ts';
 import { PublicApi } from './public-api.ts';
+import { liveAlias } from './rollout.ts';
 import { StreamConsumers } from './stream-consumers.ts';
 
 export interface PlatformStackProps extends StackProps {
@@ -115,10 +117,22 @@ export class PlatformStack extends Stack {
       stage: context.stage,
       outerLine: props.outerLine,
       routes: props.routes,
-      functionOf: (route) => this.functions.get(route.id) as LambdaFunction,
+      // the alias `live`, never $LATEST: CodeDeploy shifts what the API invokes (infra/rollout.ts)
+      functionOf: (route) => liveAlias(this.functions.get(route.id) as LambdaFunction, [this.layer]),
     });
     if (context.harvester || context.mattermostUrl) this.streamConsumers = this.#streamConsumers(name, access);
     this.observability = this.#observability(name, queues.deadLetters);
+    platformRollout(this, {
+      name,
+      deploymentConfig: context.deploymentConfig,
+      layer: this.layer,
+      routes: props.routes,
+      functions: new Map([
+        ...this.functions,
+        ...(this.streamConsumers?.harvester ? [['harvester', this.streamConsumers.harvester] as const] : []),
+      ]),
+      observability: this.observability,
+    });
     this.#acknowledge(prefix, access.pathsInUse, apiKeysPath);
   }
 

@@ -30,6 +30,7 @@ import { Construct } from 'constructs';
 import type { SecretName } from '../config/secrets.ts';
 import type { LongRunningService, ScheduledWorker } from '../functions/workers.ts';
 import { acknowledgeTracing, consumerFunctionBase } from './consumer-function.ts';
+import { liveAlias } from './rollout.ts';
 
 export interface StreamConsumersProps {
   readonly name: string;
@@ -89,7 +90,7 @@ export class StreamConsumers extends Construct {
       new Rule(this, 'HarvesterSchedule', {
         description: `Starts a harvest run every ${worker.everyMinutes} minutes (runs may overlap: they share cursor and pace)`,
         schedule: Schedule.rate(Duration.minutes(worker.everyMinutes)),
-        targets: [new LambdaTarget(fn, { retryAttempts: 0 })],
+        targets: [new LambdaTarget(liveAlias(fn, [props.layer]), { retryAttempts: 0 })], // the alias: infra/rollout.ts
       });
       this.harvester = fn;
     }
