@@ -16,7 +16,7 @@
  *   when, reaches whoever is subscribed there.
  */
 import { CfnOutput, Duration, Stack } from 'aws-cdk-lib';
-import { PolicyStatement, Role, ServicePrincipal } from 'aws-cdk-lib/aws-iam';
+import { ManagedPolicy, PolicyStatement, Role, ServicePrincipal } from 'aws-cdk-lib/aws-iam';
 import {
   type Alias,
   type FunctionUrl,
@@ -41,6 +41,8 @@ export class AdminEntry extends Construct {
   readonly url: FunctionUrl;
   readonly operations: Queue;
   readonly pipe: CfnPipe;
+  /** What an operator's role (an SSO permission set) attaches to call the URL: through the URL only. */
+  readonly operatorPolicy: ManagedPolicy;
 
   constructor(scope: Construct, id: string, props: AdminEntryProps) {
     super(scope, id);
@@ -48,6 +50,26 @@ export class AdminEntry extends Construct {
     new CfnOutput(Stack.of(this), 'AdminUrl', {
       value: this.url.url,
       description: 'RATE_LIMIT_ADMIN_URL for npx ratelimit against this stage (SigV4, IAM)',
+    });
+
+    // Function URLs created since 2025-10 want both actions; InvokeFunction only through the URL, so an
+    // operator cannot hand the function a forged URL-shaped event by lambda:Invoke
+    const targets = [props.alias.functionArn, props.fn.functionArn];
+    this.operatorPolicy = new ManagedPolicy(this, 'OperatorPolicy', {
+      managedPolicyName: `${props.name}-admin-operator`,
+      description: `npx ratelimit against ${props.name}: the admin function's IAM-authorized URL, nothing else`,
+      statements: [
+        new PolicyStatement({
+          actions: ['lambda:InvokeFunctionUrl'],
+          resources: targets,
+          conditions: { StringEquals: { 'lambda:FunctionUrlAuthType': 'AWS_IAM' } },
+        }),
+        new PolicyStatement({
+          actions: ['lambda:InvokeFunction'],
+          resources: targets,
+          conditions: { Bool: { 'lambda:InvokedViaFunctionUrl': 'true' } },
+        }),
+      ],
     });
 
     const deadLetters = new Queue(this, 'OperationsDeadLetters', {

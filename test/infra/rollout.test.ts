@@ -176,6 +176,19 @@ describe('Safe rollout (stage prod: Canary10Percent5Minutes)', () => {
       [admin, adminAlias].includes(ref(p.Properties?.FunctionName) ?? getAtt(p.Properties?.FunctionName) ?? ''),
     );
     assert.deepEqual(opened, [], 'no resource policy: only IAM principals of the account allowed InvokeFunctionUrl');
+    // the operators' policy: the URL, and InvokeFunction only through it (no forged event by lambda:Invoke)
+    const [, operator] =
+      ofType(resources, 'AWS::IAM::ManagedPolicy').find(([, p]) =>
+        String(p.Properties?.ManagedPolicyName).endsWith('-admin-operator'),
+      ) ?? assert.fail('no operator policy');
+    const statements = operator.Properties?.PolicyDocument?.Statement as { Action: string; Condition: unknown }[];
+    assert.deepEqual(
+      statements.map((st) => [st.Action, st.Condition]),
+      [
+        ['lambda:InvokeFunctionUrl', { StringEquals: { 'lambda:FunctionUrlAuthType': 'AWS_IAM' } }],
+        ['lambda:InvokeFunction', { Bool: { 'lambda:InvokedViaFunctionUrl': 'true' } }],
+      ],
+    );
   });
 
   it('pipes each admin write notice from the operations queue to the alarm topic', () => {
