@@ -289,14 +289,15 @@ export class PlatformStack extends Stack {
     return fn;
   }
 
-  /** The operator's path to Redis (docs/runbook.md, "Reaching a deployed stage"): invoked through IAM only. */
+  /** The operator's path to Redis (docs/runbook.md, "Reaching a deployed stage"): its IAM-authorized URL (infra/admin-entry.ts). */
   #adminFunction(admin: OperatorFunction, name: string, limiterAccess: LimiterAccess, prefix: string): LambdaFunction {
     const props = this.#props;
     const { context } = props;
     const fn = new LambdaFunction(this, `Fn-${admin.id}`, {
       ...consumerFunctionBase(this, admin.id, { dist: context.dist, layer: this.layer }),
       functionName: `${name}-${admin.id}`,
-      description: 'npx ratelimit against this stage: invoke with {"argv": [...]} (IAM only, no route)',
+      description:
+        'npx ratelimit against this stage: POST {"argv": [...]} to its function URL, SigV4 (AWS_IAM), no route',
       timeout: Duration.seconds(30),
       reservedConcurrentExecutions: admin.reservedConcurrency,
       ...this.#inVpc(),
