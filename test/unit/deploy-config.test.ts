@@ -100,6 +100,7 @@ describe('Function: readDeployContext', () => {
         mattermostUrl: undefined,
         alarmEmails: [],
         alarmUrls: [],
+        deploymentConfig: 'Canary10Percent5Minutes',
       },
     );
     const memorydb = readDeployContext((name) => ({ redis: 'memorydb', shards: '2' })[name]);
