@@ -100,6 +100,17 @@ export interface CliOutput {
   stderr(text: string): void;
   /** Who runs it, for the audit lines. @default the OS user */
   readonly who?: string;
+  /** Told of each write's audit record as it is logged (the admin function notifies the operators). */
+  readonly onAudit?: (record: AuditRecord) => void;
+}
+
+/** One write's audit line: who, what, when, and the command's own detail (policy, key, before, after). */
+export interface AuditRecord {
+  readonly audit: 'ratelimit';
+  readonly who: string;
+  readonly what: string;
+  readonly at: string;
+  readonly [detail: string]: unknown;
 }
 
 interface Context {
@@ -119,7 +130,9 @@ function out(context: Context, human: string, data: unknown): void {
 /** One JSON line per write: who, what, before, after (never a raw key). */
 function audit(context: Context, what: string, detail: Record<string, unknown>): void {
   const who = context.io.who ?? userInfo().username;
-  context.io.stderr(`${JSON.stringify({ audit: 'ratelimit', who, what, at: new Date().toISOString(), ...detail })}\n`);
+  const record: AuditRecord = { audit: 'ratelimit', who, what, at: new Date().toISOString(), ...detail };
+  context.io.stderr(`${JSON.stringify(record)}\n`);
+  context.io.onAudit?.(record);
 }
 
 function limiterOf(context: Context): Limiter {
@@ -384,7 +397,7 @@ async function overrideCommand(context: Context, rest: readonly string[], values
   const name = overrideParameter(context.prefix, policy, key);
   const before = (await context.source.fetchAll(context.prefix))[name];
   await context.source.put(name, JSON.stringify(patch));
-  audit(context, 'override', { parameter: name, before: before ?? null, after: patch });
+  audit(context, 'override', { parameter: name, policy, key, before: before ?? null, after: patch });
   out(context, `wrote ${name}: ${JSON.stringify(patch)} (was ${before ?? 'unset'})`, {
     parameter: name,
     before: before ?? null,

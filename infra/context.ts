@@ -4,6 +4,7 @@
  * the reason, before any construct exists.
  */
 import * as v from 'valibot';
+import { DEPLOYMENT_CONFIGS, type DeploymentConfigName } from './rollout.ts';
 
 /** The durable Redis the limiter runs on (docs/design.md, "The durable Redis on AWS"): both keep every acknowledged write and never evict. */
 export type DurableStoreKind = 'elasticache' | 'memorydb';
@@ -49,6 +50,8 @@ export interface DeployContext {
   readonly alarmEmails: readonly string[];
   /** HTTPS endpoints the alarms are posted to (`-c alarmUrls=https://…`: a chat webhook, a pager). */
   readonly alarmUrls: readonly string[];
+  /** How CodeDeploy shifts a function's alias to a new version (infra/rollout.ts). @default 'Canary10Percent5Minutes' */
+  readonly deploymentConfig: DeploymentConfigName;
 }
 
 const positiveInt = (min: number, max: number) =>
@@ -168,6 +171,10 @@ const Schema = v.object({
   mattermostUrl: v.optional(v.pipe(v.string(), v.url(), v.regex(/^https:/, 'an https URL'))),
   alarmEmails: commaList(v.pipe(v.string(), v.email('an e-mail address'))),
   alarmUrls: commaList(v.pipe(v.string(), v.url(), v.regex(/^https:/, 'an https URL'))),
+  deploymentConfig: v.optional(
+    v.picklist(Object.keys(DEPLOYMENT_CONFIGS) as DeploymentConfigName[], 'a CodeDeploy Lambda deployment config'),
+    'Canary10Percent5Minutes',
+  ),
 });
 
 /** Every context value the app reads (`-c <name>=<value>`). */

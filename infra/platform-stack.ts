@@ -43,7 +43,9 @@ import { checkDeployedEnvironment } from './deployed-environment.ts';
 import type { DurableStore } from './durable-store.ts';
 import { EventBus } from './event-bus.ts';
 import { Observability, type ObservedPolicy } from './observability.ts';
+import { platformRollout } from './platform-rollout.ts';
 import { PublicApi } from './public-api.ts';
+import { liveAlias } from './rollout.ts';
 import { StreamConsumers } from './stream-consumers.ts';
 import type { UserDirectory } from './user-directory.ts';
 
@@ -163,10 +165,22 @@ export class PlatformStack extends Stack {
       stage: context.stage,
       outerLine: props.outerLine,
       routes: props.routes,
-      functionOf: (route) => this.functions.get(route.id) as LambdaFunction,
+      // the alias `live`, never $LATEST: CodeDeploy shifts what the API invokes (infra/rollout.ts)
+      functionOf: (route) => liveAlias(this.functions.get(route.id) as LambdaFunction, [this.layer]),
     });
     if (context.harvester || context.mattermostUrl) this.streamConsumers = this.#streamConsumers(name, access);
     this.observability = this.#observability(name, queues.deadLetters);
+    platformRollout(this, {
+      name,
+      deploymentConfig: context.deploymentConfig,
+      layer: this.layer,
+      routes: props.routes,
+      functions: new Map([
+        ...this.functions,
+        ...(this.streamConsumers?.harvester ? [['harvester', this.streamConsumers.harvester] as const] : []),
+      ]),
+      observability: this.observability,
+    });
     this.#acknowledge(prefix, access.pathsInUse, apiKeysPath);
     // a deployed function whose environment would make it read a local file (or serve a stub) fails the synth
     const usesOf = new Map<string, readonly PlatformResource[]>([
@@ -395,14 +409,15 @@ export class PlatformStack extends Stack {
     return fn;
   }
 
-  /** The operator's path to Redis (docs/runbook.md, "Reaching a deployed stage"): invoked through IAM only. */
+  /** The operator's path to Redis (docs/runbook.md, "Reaching a deployed stage"): its IAM-authorized URL (infra/admin-entry.ts). */
   #adminFunction(admin: OperatorFunction, name: string, limiterAccess: LimiterAccess, prefix: string): LambdaFunction {
     const props = this.#props;
     const { context } = props;
     const fn = new LambdaFunction(this, `Fn-${admin.id}`, {
       ...consumerFunctionBase(this, admin.id, { dist: context.dist, layer: this.layer }),
       functionName: `${name}-${admin.id}`,
-      description: 'npx ratelimit against this stage: invoke with {"argv": [...]} (IAM only, no route)',
+      description:
+        'npx ratelimit against this stage: POST {"argv": [...]} to its function URL, SigV4 (AWS_IAM), no route',
       timeout: Duration.seconds(30),
       ...this.#reserved(admin.id),
       ...this.#inVpc(),

@@ -31,6 +31,7 @@ import { Construct } from 'constructs';
 import type { SecretName } from '../config/secrets.ts';
 import type { LongRunningService, ScheduledWorker } from '../functions/workers.ts';
 import { acknowledgeTracing, consumerFunctionBase } from './consumer-function.ts';
+import { liveAlias } from './rollout.ts';
 
 /** The platform the listener's image is built for: its task's, ARM64 Linux. */
 export const LISTENER_PLATFORM = Platform.LINUX_ARM64;
@@ -103,7 +104,7 @@ export class StreamConsumers extends Construct {
       new Rule(this, 'HarvesterSchedule', {
         description: `Starts a harvest run every ${worker.everyMinutes} minutes (runs may overlap: they share cursor and pace)`,
         schedule: Schedule.rate(Duration.minutes(worker.everyMinutes)),
-        targets: [new LambdaTarget(fn, { retryAttempts: 0 })],
+        targets: [new LambdaTarget(liveAlias(fn, [props.layer]), { retryAttempts: 0 })], // the alias: infra/rollout.ts
       });
       this.harvester = fn;
     }

@@ -1,24 +1,26 @@
 /**
  * The operator's path to a deployed stage's Redis (which sits in isolated
- * subnets): a function invoked through IAM only — no route, no URL — that
- * runs the admin CLI's commands (cli/commands.ts) against the stage's store
- * and parameters, as `npx ratelimit` does locally:
+ * subnets): a function reached through its function URL with `AWS_IAM` auth
+ * only (infra/admin-entry.ts), which runs the admin CLI's commands
+ * (cli/commands.ts) against the stage's store and parameters, as
+ * `npx ratelimit` does locally. `npx ratelimit` signs the call itself when
+ * `RATE_LIMIT_ADMIN_URL` names the URL (cli/remote.ts):
  *
- *   aws lambda invoke --function-name ratelimit-prod-admin \
- *     --cli-binary-format raw-in-base64-out \
- *     --payload '{"argv":["inspect","login-ip","203.0.113.9"]}' out.json
+ *   RATE_LIMIT_ADMIN_URL=https://<id>.lambda-url.<region>.on.aws/ npx ratelimit inspect login-ip 203.0.113.9
  *
- * The answer is `{ exitCode, stdout, stderr }` (the audit lines of a write in
- * stderr, and in the function's log). Parameters are read from SSM
- * (`--ssm` is implied); overrides are written there.
+ * The body is `{"argv": [...]}`; the answer `{ exitCode, stdout, stderr }`
+ * (the audit lines of a write in stderr, and in the function's log). The
+ * audit lines name the caller Lambda authenticated (identity.ts); a call
+ * that names nobody (a direct `lambda:Invoke`) is refused with a 403 and
+ * runs nothing. Each write also notifies the operators (notify.ts).
+ * Parameters are read from SSM (`--ssm` is implied); overrides written there.
  */
-import * as v from 'valibot';
-import { runCli } from '../../cli/commands.ts';
 
-/** What an invocation may ask: a command line of a few short words (no shell, no files). */
-const Invocation = v.object({
-  argv: v.pipe(v.array(v.pipe(v.string(), v.maxLength(4096))), v.minLength(1), v.maxLength(16)),
-});
+import type { AuditRecord } from '../../cli/commands.ts';
+import { runCli } from '../../cli/commands.ts';
+import { readOperationsQueue } from '../shared/settings.ts';
+import { readAdminRequest } from './identity.ts';
+import { noticeOf, type OperationsNotifier, SqsOperationsNotifier } from './notify.ts';
 
 export interface AdminAnswer {
   readonly exitCode: number;
@@ -26,12 +28,43 @@ export interface AdminAnswer {
   readonly stderr: string;
 }
 
-export async function handler(event: unknown, context?: { invokedFunctionArn?: string }): Promise<AdminAnswer> {
-  const parsed = v.safeParse(Invocation, event);
-  if (!parsed.success) {
-    return { exitCode: 2, stdout: '', stderr: 'ratelimit: the payload must be {"argv": ["<command>", …]}\n' };
+/** A function URL's answer. */
+export interface UrlResult {
+  readonly statusCode: number;
+  readonly headers: Record<string, string>;
+  readonly body: string;
+}
+
+const json = (statusCode: number, body: unknown): UrlResult => ({
+  statusCode,
+  headers: { 'content-type': 'application/json' },
+  body: JSON.stringify(body),
+});
+
+let notifier: OperationsNotifier | undefined | null = null;
+/** The operations queue when configured (always in Lambda: settings refuse it unset there). */
+function operationsNotifier(): OperationsNotifier | undefined {
+  if (notifier === null) {
+    const queueUrl = readOperationsQueue();
+    notifier = queueUrl === undefined ? undefined : new SqsOperationsNotifier(queueUrl);
   }
-  const argv = parsed.output.argv.includes('--ssm') ? parsed.output.argv : [...parsed.output.argv, '--ssm'];
+  return notifier;
+}
+
+export async function handler(
+  event: unknown,
+  context?: { awsRequestId?: string; functionName?: string },
+): Promise<UrlResult> {
+  const request = readAdminRequest(event);
+  if (request.refused) {
+    process.stderr.write(
+      `${JSON.stringify({ audit: 'ratelimit', refused: request.statusCode, reason: request.reason })}\n`,
+    );
+    return json(request.statusCode, { error: request.reason });
+  }
+  const { caller } = request;
+  const argv = [...request.argv, ...(request.argv.includes('--ssm') ? [] : ['--ssm'])];
+  const written: AuditRecord[] = [];
   let stdout = '';
   let stderr = '';
   const exitCode = await runCli(argv, {
@@ -42,7 +75,30 @@ export async function handler(event: unknown, context?: { invokedFunctionArn?: s
       stderr += text;
       process.stderr.write(text); // the audit lines land in the function's log too
     },
-    who: `lambda:${context?.invokedFunctionArn ?? 'admin'}`,
+    who: caller.arn,
+    onAudit: (record) => written.push(record),
   });
-  return { exitCode, stdout, stderr };
+  const target = operationsNotifier();
+  for (const record of written) {
+    const notice = noticeOf(record, caller, {
+      ...(context?.awsRequestId ? { requestId: context.awsRequestId } : {}),
+      ...(context?.functionName ? { functionName: context.functionName } : {}),
+    });
+    try {
+      await target?.notify(notice);
+    } catch (error) {
+      // the write stands (it is done); the operator and the log are told it went unannounced
+      const line = JSON.stringify({
+        audit: 'ratelimit',
+        notified: false,
+        what: notice.what,
+        who: notice.who,
+        reason: (error as Error).name,
+      });
+      process.stderr.write(`${line}\n`);
+      stderr += `ratelimit: ${notice.what} is done but the operators were not notified (${(error as Error).name}): tell them\n`;
+    }
+  }
+  const answer: AdminAnswer = { exitCode, stdout, stderr };
+  return json(200, answer);
 }

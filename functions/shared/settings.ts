@@ -115,3 +115,25 @@ export function readLoginSettings(env: Env = process.env): LoginDirectory {
   }
   return { kind: 'file', file: env.LOGIN_USERS_FILE || `${ROOT}config/local-users.json` };
 }
+
+/**
+ * `OPERATIONS_QUEUE_URL`: the SQS queue the admin function puts one record on
+ * per write (who, what, when), piped to the alarm topic (infra/admin-entry.ts).
+ * Read by the admin function only. In Lambda it must be set (a deployed
+ * write is never silent); outside Lambda unset means stderr only.
+ */
+export function readOperationsQueue(env: Env = process.env): string | undefined {
+  const url = env.OPERATIONS_QUEUE_URL || undefined;
+  if (url === undefined) {
+    if (env.AWS_LAMBDA_FUNCTION_NAME)
+      throw new InvalidSettingError(
+        'OPERATIONS_QUEUE_URL',
+        'must be set in Lambda: every write notifies the operators',
+      );
+    return undefined;
+  }
+  if (!/^https:\/\/sqs\.[a-z0-9-]+\.amazonaws\.com(\.cn)?\/\d{12}\/[A-Za-z0-9_-]{1,80}$/.test(url)) {
+    throw new InvalidSettingError('OPERATIONS_QUEUE_URL', 'must be an SQS queue URL');
+  }
+  return url;
+}

@@ -1,20 +1,54 @@
 /**
  * The admin function (functions/admin/handler.ts): the operator's path to a
- * deployed stage's Redis, invoked through IAM. Here against the suite's
- * production-shaped cluster as the operator's ACL user, with SSM standing in
- * through aws-sdk-client-mock: the CLI's commands, their exit codes and
- * output, overrides written to SSM, and any payload answered, never thrown.
+ * deployed stage's Redis, reached through its function URL with AWS_IAM auth.
+ * Here against the suite's production-shaped cluster as the operator's ACL
+ * user, with SSM and SQS standing in through aws-sdk-client-mock: the CLI's
+ * commands, their exit codes and output, overrides written to SSM, the
+ * caller's ARN in every audit line and in the notice each write puts on the
+ * operations queue, a call naming no IAM caller refused, and any payload
+ * answered, never thrown.
  */
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
-import { after, before, describe, it } from 'node:test';
+import { after, before, beforeEach, describe, it } from 'node:test';
+import { SendMessageCommand, SQSClient } from '@aws-sdk/client-sqs';
 import { GetParametersByPathCommand, PutParameterCommand, SSMClient } from '@aws-sdk/client-ssm';
 import { mockClient } from 'aws-sdk-client-mock';
 import fc from 'fast-check';
+import { keyDigest } from '../../functions/admin/notify.ts';
 
 const PATH = '/ratelimit/local';
+const QUEUE = 'https://sqs.eu-west-1.amazonaws.com/123456789012/ratelimit-prod-operations';
+const ALICE = 'arn:aws:sts::123456789012:assumed-role/AWSReservedSSO_Operator_0123/alice@example.com';
 const ssm = mockClient(SSMClient);
+const sqs = mockClient(SQSClient);
 let handler: typeof import('../../functions/admin/handler.ts').handler;
+
+/** A function URL event (payload 2.0) as Lambda builds it for an IAM-authenticated caller. */
+function urlEvent(argv: unknown, caller: string | null = ALICE, method = 'POST'): Record<string, unknown> {
+  return {
+    version: '2.0',
+    rawPath: '/',
+    headers: { 'content-type': 'application/json' },
+    requestContext: {
+      http: { method, path: '/' },
+      ...(caller
+        ? {
+            authorizer: {
+              iam: { userArn: caller, accountId: '123456789012', callerId: 'AROAEXAMPLE:alice@example.com' },
+            },
+          }
+        : {}),
+    },
+    body: JSON.stringify({ argv }),
+    isBase64Encoded: false,
+  };
+}
+
+const answerOf = (result: { statusCode: number; body: string }) => {
+  assert.equal(result.statusCode, 200, result.body);
+  return JSON.parse(result.body) as { exitCode: number; stdout: string; stderr: string };
+};
 
 before(async () => {
   const local = JSON.parse(
@@ -27,61 +61,122 @@ before(async () => {
     })),
   });
   ssm.on(PutParameterCommand).resolves({ Version: 2 });
-  // as the deployed function: the stage's parameter path, the store as the operator's user
+  // as the deployed function: the stage's parameter path, the store as the operator's user, the operations queue
   Object.assign(process.env, {
     RATE_LIMIT_PARAMETER_PATH: PATH,
     RATE_LIMIT_PARAMETERS_FILE: '',
     REDIS_AUTH_SECRET_FILE: process.env.REDIS_OPERATOR_SECRET_FILE,
+    OPERATIONS_QUEUE_URL: QUEUE,
   });
   ({ handler } = await import('../../functions/admin/handler.ts'));
 });
-after(() => ssm.restore());
+beforeEach(() => {
+  sqs.reset();
+  sqs.on(SendMessageCommand).resolves({ MessageId: 'm-1' });
+});
+after(() => {
+  ssm.restore();
+  sqs.restore();
+});
 
-describe('The admin function (npx ratelimit on a deployed stage)', () => {
-  it('inspects a key on the stage store, with the parameters from SSM', async () => {
-    const answer = await handler({
-      argv: ['inspect', 'login-ip', '203.0.113.77', '--scope', '203.0.113.77', '--json'],
-    });
+describe('The admin function (npx ratelimit on a deployed stage, through its IAM-authorized URL)', () => {
+  it('inspects a key on the stage store, with the parameters from SSM, and notifies nobody (no write)', async () => {
+    const answer = answerOf(await handler(urlEvent(['inspect', 'login-ip', '203.0.113.77', '--scope', '203.0.113.77', '--json'])));
     assert.equal(answer.exitCode, 0, answer.stderr);
     const state = JSON.parse(answer.stdout) as { outcome: string; limit: number };
     assert.equal(state.outcome, 'allowed');
     assert.equal(state.limit, 20);
     assert.ok(ssm.commandCalls(GetParametersByPathCommand).some((c) => c.args[0].input.Path === PATH));
+    assert.equal(sqs.commandCalls(SendMessageCommand).length, 0);
   });
 
-  it('writes an override to SSM, audited, and refuses an invalid one with exit 3', async () => {
-    const written = await handler(
-      { argv: ['override', 'login-ip', '{"limit":30}'] },
-      { invokedFunctionArn: 'arn:aws:lambda:eu-west-1:1:function:ratelimit-prod-admin' },
+  it('writes an override to SSM, the audit line naming the caller, and notifies who/what/when without the key', async () => {
+    const written = answerOf(
+      await handler(urlEvent(['override', 'login-ip', '198.51.100.23', '{"limit":30}']), {
+        awsRequestId: 'req-1',
+        functionName: 'ratelimit-prod-admin',
+      }),
     );
     assert.equal(written.exitCode, 0, written.stderr);
     const put = ssm.commandCalls(PutParameterCommand).at(-1)?.args[0].input;
-    assert.equal(put?.Name, `${PATH}/overrides/login-ip`);
+    assert.equal(put?.Name, `${PATH}/overrides/login-ip/198.51.100.23`);
     assert.deepEqual(JSON.parse(String(put?.Value)), { limit: 30 });
-    assert.match(written.stderr, /"audit":"ratelimit".*"who":"lambda:arn:aws:lambda:[^"]+admin"/);
-    const refused = await handler({ argv: ['override', 'login-ip', '{"limit":-1}'] });
+    const audit = written.stderr
+      .split('\n')
+      .filter((l) => l.startsWith('{'))
+      .map((l) => JSON.parse(l) as Record<string, unknown>)
+      .find((l) => l.audit === 'ratelimit');
+    assert.equal(audit?.who, ALICE, 'the audit line names the person');
+    const sent = sqs.commandCalls(SendMessageCommand);
+    assert.equal(sent.length, 1);
+    assert.equal(sent[0]?.args[0].input.QueueUrl, QUEUE);
+    const body = String(sent[0]?.args[0].input.MessageBody);
+    const notice = JSON.parse(body) as Record<string, unknown>;
+    assert.equal(notice.who, ALICE);
+    assert.equal(notice.callerId, 'AROAEXAMPLE:alice@example.com');
+    assert.equal(notice.what, 'override');
+    assert.equal(notice.policy, 'login-ip');
+    assert.deepEqual(notice.change, { limit: 30 });
+    assert.equal(notice.requestId, 'req-1');
+    assert.ok(!Number.isNaN(Date.parse(String(notice.at))));
+    assert.equal(notice.keyDigest, keyDigest('198.51.100.23'));
+    assert.ok(!body.includes('198.51.100.23'), 'no raw key in the notice');
+    const refused = answerOf(await handler(urlEvent(['override', 'login-ip', '{"limit":-1}'])));
     assert.equal(refused.exitCode, 3);
+    assert.equal(sqs.commandCalls(SendMessageCommand).length, 1, 'a refused override notifies nothing');
   });
 
-  it('answers any payload with an exit code, never an exception', async () => {
+  it('notifies a reset with the caller, and says so when the notice could not be sent (the write stands)', async () => {
+    const reset = answerOf(await handler(urlEvent(['reset', 'login-ip', '203.0.113.78'])));
+    assert.equal(reset.exitCode, 0, reset.stderr);
+    const notice = JSON.parse(String(sqs.commandCalls(SendMessageCommand)[0]?.args[0].input.MessageBody)) as {
+      what: string;
+      who: string;
+    };
+    assert.deepEqual([notice.what, notice.who], ['reset', ALICE]);
+    sqs.on(SendMessageCommand).rejects(Object.assign(new Error('endpoint down'), { name: 'TimeoutError' }));
+    const unannounced = answerOf(await handler(urlEvent(['reset', 'login-ip', '203.0.113.78'])));
+    assert.equal(unannounced.exitCode, 0);
+    assert.match(unannounced.stderr, /reset is done but the operators were not notified \(TimeoutError\)/);
+  });
+
+  it('refuses a call that names no IAM caller (a direct lambda:Invoke payload) and runs nothing', async () => {
+    const puts = ssm.commandCalls(PutParameterCommand).length;
+    for (const event of [
+      { argv: ['override', 'login-ip', '{"limit":1000000}'] },
+      urlEvent(['override', 'login-ip', '{"limit":1000000}'], null), // a URL without IAM auth
+      urlEvent(['override', 'login-ip', '{"limit":1000000}'], 'lambda:arn:aws:lambda:eu-west-1:1:function:x'),
+    ]) {
+      const result = await handler(event);
+      assert.equal(result.statusCode, 403);
+      assert.match(JSON.parse(result.body).error, /no IAM caller/);
+    }
+    assert.equal((await handler(urlEvent(['policies'], ALICE, 'GET'))).statusCode, 405);
+    assert.equal(ssm.commandCalls(PutParameterCommand).length, puts, 'nothing written');
+    assert.equal(sqs.commandCalls(SendMessageCommand).length, 0);
+  });
+
+  it('answers any payload with a status and, when run, an exit code; never an exception', async () => {
     await fc.assert(
       fc.asyncProperty(
         fc.oneof(
           fc.anything(),
           fc.record({ argv: fc.anything() }),
-          fc.record({
-            argv: fc.array(
-              fc.oneof(fc.constantFrom('inspect', 'reset', 'rate', 'policies', '--set', '-h'), fc.string()),
-              {
-                maxLength: 5,
-              },
-            ),
-          }),
+          fc.anything().map((argv) => urlEvent(argv)),
+          fc
+            .array(fc.oneof(fc.constantFrom('inspect', 'reset', 'rate', 'policies', '--set', '-h'), fc.string()), {
+              maxLength: 5,
+            })
+            .map((argv) => urlEvent(argv)),
         ),
         async (payload) => {
-          const answer = await handler(payload);
-          assert.ok(Number.isInteger(answer.exitCode) && answer.exitCode >= 0 && answer.exitCode <= 3);
-          assert.doesNotMatch(answer.stderr, /\bat .*\.ts:\d+/, 'no stack trace');
+          const result = await handler(payload);
+          assert.ok([200, 400, 403, 405].includes(result.statusCode));
+          if (result.statusCode === 200) {
+            const answer = JSON.parse(result.body) as { exitCode: number; stderr: string };
+            assert.ok(Number.isInteger(answer.exitCode) && answer.exitCode >= 0 && answer.exitCode <= 3);
+            assert.doesNotMatch(answer.stderr, /\bat .*\.ts:\d+/, 'no stack trace');
+          }
         },
       ),
       { numRuns: 60 },

@@ -110,6 +110,7 @@ describe('Function: readDeployContext', () => {
       mattermostUrl: undefined,
       alarmEmails: [],
       alarmUrls: [],
+      deploymentConfig: 'Canary10Percent5Minutes',
     });
     const memorydb = readDeployContext(placed({ redis: 'memorydb', shards: '2' }));
     assert.equal(memorydb.nodeType, 'db.r7g.large');

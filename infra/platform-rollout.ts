@@ -1,0 +1,71 @@
+/**
+ * The platform stack's hook for safe rollout and the attributable admin path:
+ * each function's alias (infra/rollout.ts), one deployment group each, rolling
+ * back on its alarms, and the admin function's IAM-authorized URL with its
+ * notices (infra/admin-entry.ts).
+ */
+import { Validations } from 'aws-cdk-lib';
+import type { IAlarm } from 'aws-cdk-lib/aws-cloudwatch';
+import type { ILayerVersion, Function as LambdaFunction } from 'aws-cdk-lib/aws-lambda';
+import type { Construct } from 'constructs';
+import { checksOf, type Route } from '../functions/routes.ts';
+import { operated, scheduled } from '../functions/workers.ts';
+import { AdminEntry } from './admin-entry.ts';
+import type { Observability } from './observability.ts';
+import { type DeploymentConfigName, liveAlias, Rollout } from './rollout.ts';
+
+export interface PlatformRolloutProps {
+  readonly name: string;
+  readonly deploymentConfig: DeploymentConfigName;
+  readonly layer: ILayerVersion;
+  readonly routes: readonly Route[];
+  /** Every deployed function by id (routes, operator functions, the harvester). */
+  readonly functions: ReadonlyMap<string, LambdaFunction>;
+  readonly observability: Observability;
+}
+
+/** The policies a function checks (its alarms' policies), by its id. */
+export function policiesOf(routes: readonly Route[], id: string): string[] {
+  const route = routes.find((r) => r.id === id);
+  if (route) return [...new Set(checksOf(route).flat())];
+  return [...(scheduled.find((w) => w.id === id)?.policies ?? [])];
+}
+
+export function platformRollout(
+  scope: Construct,
+  props: PlatformRolloutProps,
+): { rollout: Rollout; admin: AdminEntry[] } {
+  const functions = new Map(
+    [...props.functions].map(([id, fn]) => [
+      id,
+      { alias: liveAlias(fn, [props.layer]), policies: policiesOf(props.routes, id) },
+    ]),
+  );
+  const rollout = new Rollout(scope, 'Rollout', {
+    name: props.name,
+    deploymentConfig: props.deploymentConfig,
+    functions,
+    alarmOf: (id) => props.observability.node.tryFindChild(id) as IAlarm | undefined,
+  });
+  for (const group of rollout.groups.values()) {
+    Validations.of(group.role).acknowledge({
+      id: 'AwsSolutions::AwsSolutions-IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/service-role/AWSCodeDeployRoleForLambdaLimited]',
+      reason:
+        "AWS's own narrowest policy for CodeDeploy shifting a Lambda alias (UpdateAlias/GetAlias, reading the alarms it watches).",
+    });
+  }
+  const admin = operated.flatMap((op) => {
+    const fn = props.functions.get(op.id);
+    const alias = functions.get(op.id)?.alias;
+    if (!fn || !alias) return [];
+    return [
+      new AdminEntry(scope, `Entry-${op.id}`, {
+        name: props.name,
+        fn,
+        alias,
+        topic: props.observability.topic,
+      }),
+    ];
+  });
+  return { rollout, admin };
+}
