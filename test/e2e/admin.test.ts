@@ -81,7 +81,9 @@ after(() => {
 
 describe('The admin function (npx ratelimit on a deployed stage, through its IAM-authorized URL)', () => {
   it('inspects a key on the stage store, with the parameters from SSM, and notifies nobody (no write)', async () => {
-    const answer = answerOf(await handler(urlEvent(['inspect', 'login-ip', '203.0.113.77', '--scope', '203.0.113.77', '--json'])));
+    const answer = answerOf(
+      await handler(urlEvent(['inspect', 'login-ip', '203.0.113.77', '--scope', '203.0.113.77', '--json'])),
+    );
     assert.equal(answer.exitCode, 0, answer.stderr);
     const state = JSON.parse(answer.stdout) as { outcome: string; limit: number };
     assert.equal(state.outcome, 'allowed');
