@@ -10,8 +10,8 @@
  */
 import { createHash } from 'node:crypto';
 import type { SQSClient } from '@aws-sdk/client-sqs';
-import { AWS_CLIENT_OPTIONS } from '@platform/rate-limit';
 import type { AuditRecord } from '../../cli/commands.ts';
+import { SQS_CLIENT_OPTIONS } from '../shared/sink.ts';
 import type { Caller } from './identity.ts';
 
 /** What the operators are told of one write. */
@@ -72,7 +72,7 @@ export class SqsOperationsNotifier implements OperationsNotifier {
     this.#queueUrl = queueUrl;
     this.#client = client
       ? Promise.resolve(client)
-      : this.#sdk.then(({ SQSClient }) => new SQSClient(AWS_CLIENT_OPTIONS));
+      : this.#sdk.then(({ SQSClient }) => new SQSClient(SQS_CLIENT_OPTIONS));
   }
 
   async notify(notice: OperationNotice): Promise<void> {

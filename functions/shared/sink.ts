@@ -40,6 +40,13 @@ export class FileEventSink implements EventSink {
 }
 
 /**
+ * How the platform's SQS clients are made: the endpoint the SDK resolves (the
+ * regional one in AWS, the queue URL's own host; AWS_ENDPOINT_URL_SQS where
+ * set), not the queue URL's host, which would override AWS_ENDPOINT_URL_SQS.
+ */
+export const SQS_CLIENT_OPTIONS = { ...AWS_CLIENT_OPTIONS, useQueueUrlAsEndpoint: false } as const;
+
+/**
  * SQS, its SDK module imported when the sink is made (at a cold start, where
  * Lambda gives the init full CPU) rather than by every function that merely
  * links this file: ~80 ms of a cold start a function without a queue
@@ -54,9 +61,7 @@ export class SqsEventSink implements EventSink {
     this.#sdk = import('@aws-sdk/client-sqs');
     this.#client = client
       ? Promise.resolve(client)
-      : // the endpoint the SDK resolves (the regional one in AWS, the queue URL's own host; AWS_ENDPOINT_URL_SQS
-        // where set), not the queue URL's host, which would override AWS_ENDPOINT_URL_SQS
-        this.#sdk.then(({ SQSClient }) => new SQSClient({ ...AWS_CLIENT_OPTIONS, useQueueUrlAsEndpoint: false }));
+      : this.#sdk.then(({ SQSClient }) => new SQSClient(SQS_CLIENT_OPTIONS));
     this.#queueUrl = queueUrl;
   }
 

@@ -129,7 +129,7 @@ describe('The admin function (npx ratelimit on a deployed stage, through its IAM
   });
 
   it('notifies a reset with the caller, and says so when the notice could not be sent (the write stands)', async () => {
-    const reset = answerOf(await handler(urlEvent(['reset', 'login-ip', '203.0.113.78'])));
+    const reset = answerOf(await handler(urlEvent(['reset', 'login-ip', '203.0.113.78', '--scope', '203.0.113.78'])));
     assert.equal(reset.exitCode, 0, reset.stderr);
     const notice = JSON.parse(String(sqs.commandCalls(SendMessageCommand)[0]?.args[0].input.MessageBody)) as {
       what: string;
@@ -137,7 +137,9 @@ describe('The admin function (npx ratelimit on a deployed stage, through its IAM
     };
     assert.deepEqual([notice.what, notice.who], ['reset', ALICE]);
     sqs.on(SendMessageCommand).rejects(Object.assign(new Error('endpoint down'), { name: 'TimeoutError' }));
-    const unannounced = answerOf(await handler(urlEvent(['reset', 'login-ip', '203.0.113.78'])));
+    const unannounced = answerOf(
+      await handler(urlEvent(['reset', 'login-ip', '203.0.113.78', '--scope', '203.0.113.78'])),
+    );
     assert.equal(unannounced.exitCode, 0);
     assert.match(unannounced.stderr, /reset is done but the operators were not notified \(TimeoutError\)/);
   });

@@ -1292,6 +1292,8 @@ type FullResources = Record<
 function fixedNames(resources: FullResources): Map<string, string> {
   const names = new Map<string, string>();
   for (const [id, r] of Object.entries(resources)) {
+    // an alias's name is unique within its function only (every function's is `live`)
+    if (r.Type === 'AWS::Lambda::Alias') continue;
     for (const property of FIXED_NAME_PROPERTIES) {
       const value = r.Properties?.[property];
       if (typeof value === 'string') names.set(`${r.Type} ${property} ${value}`, id);

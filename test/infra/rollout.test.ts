@@ -35,6 +35,7 @@ before(async () => {
   const place = { account: '222222222222', region: 'eu-west-1' };
   writeFileSync(join(work, 'prod.json'), JSON.stringify({ ...place, deploymentConfig: 'Canary10Percent5Minutes' }));
   writeFileSync(join(work, 'dev.json'), JSON.stringify({ ...place, deploymentConfig: 'AllAtOnce' }));
+  writeFileSync(join(work, 'dev2.json'), JSON.stringify(place));
 });
 after(() => rmSync(work, { recursive: true, force: true }));
 

@@ -237,16 +237,38 @@ describe('The synthesized app, run from cdk.out', () => {
     );
   });
 
-  it('admin: the operator function runs a CLI command against the stage (invoked directly, it has no route)', async () => {
+  it('admin: the operator runs CLI commands through its IAM-authorized URL; a write notifies the alarm topic, naming the caller', async () => {
     const admin = byName('admin');
-    const answer = (await admin?.invoke({ argv: ['inspect', 'login-ip', '203.0.113.9', '--scope', '203.0.113.9'] }))
-      ?.result as {
-      exitCode: number;
-      stdout: string;
-      stderr: string;
+    const operator = `arn:aws:sts::${place.account}:assumed-role/AWSReservedSSO_Operator_0123/alice@example.com`;
+    // what Lambda hands the function behind an AWS_IAM function URL: the SigV4-verified caller
+    const urlEvent = (argv: string[]) => ({
+      version: '2.0',
+      rawPath: '/',
+      headers: { 'content-type': 'application/json' },
+      requestContext: {
+        http: { method: 'POST', path: '/' },
+        authorizer: { iam: { userArn: operator, accountId: place.account, callerId: 'AROAEXAMPLE:alice@example.com' } },
+      },
+      body: JSON.stringify({ argv }),
+      isBase64Encoded: false,
+    });
+    const run = async (argv: string[]) => {
+      const result = (await admin?.invoke(urlEvent(argv)))?.result as { statusCode: number; body: string };
+      assert.equal(result?.statusCode, 200, `${JSON.stringify(result)}\n${logsOf('admin')}`);
+      return JSON.parse(result.body) as { exitCode: number; stdout: string; stderr: string };
     };
-    assert.equal(answer?.exitCode, 0, `${JSON.stringify(answer)}\n${logsOf('admin')}`);
-    assert.match(answer.stdout, /login-ip/);
+    const inspected = await run(['inspect', 'login-ip', '203.0.113.9', '--scope', '203.0.113.9']);
+    assert.equal(inspected.exitCode, 0, `${JSON.stringify(inspected)}\n${logsOf('admin')}`);
+    assert.match(inspected.stdout, /login-ip/);
+    const reset = await run(['reset', 'login-ip', '203.0.113.9', '--scope', '203.0.113.9']);
+    assert.equal(reset.exitCode, 0, `${JSON.stringify(reset)}\n${logsOf('admin')}`);
+    app.drainPipes();
+    const notices = [...app.topics.values()].flat().map((body) => JSON.parse(body) as { who: string; what: string });
+    assert.deepEqual(
+      notices.map((n) => [n.what, n.who]),
+      [['reset', operator]],
+      `one notice, for the write, naming the person\n${logsOf('admin')}`,
+    );
   });
 
   it("applies the template's IAM: only the login role may AdminInitiateAuth, only the llm role may invoke models", () => {

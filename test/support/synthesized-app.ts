@@ -17,7 +17,8 @@
  * | EventBridge bus (Ref, Name, Arn)                  | its name; the local bus the pipe stand-in delivers to       |
  * | Cognito user pool (Ref, Arn), app client (Ref)    | `<region>_<logical id>`, `client<logical id>`: the Cognito stand-in's pool |
  * | SSM parameter (Ref)                               | its name, in the SSM stand-in                               |
- * | KMS key (Arn), Lambda function (Arn), IAM role (Arn) | ARNs of the logical id (no stand-in calls them)          |
+ * | KMS key (Arn), Lambda function (Arn), alias (Ref), IAM role (Arn) | ARNs of the logical id (no stand-in calls them) |
+ * | SNS topic (Ref)                                   | an ARN of the logical id: what a pipe to it publishes is kept in `topics` |
  * | `AWS::Region`, `AWS::AccountId`, `AWS::Partition` | the stage file's region and account, `aws`                  |
  * | Bedrock model ids                                 | literal in the template: the stand-in serves the foundation models the LLM role is granted |
  *
@@ -99,6 +100,8 @@ export const STAND_INS: Readonly<Record<string, StandIn>> = {
   'AWS::SSM::Parameter Ref': (_, __, r) => String(r.Properties?.Name),
   'AWS::KMS::Key Arn': (p, id) => arn(p, 'kms', `key/${id}`),
   'AWS::Lambda::Function Arn': (p, id) => arn(p, 'lambda', `function:${id}`),
+  'AWS::Lambda::Alias Ref': (p, id) => arn(p, 'lambda', `function:${id}:live`),
+  'AWS::SNS::Topic Ref': (p, id) => arn(p, 'sns', id),
   'AWS::IAM::Role Arn': (p, id) => `arn:aws:iam::${p.account}:role/${id}`,
 };
 
@@ -354,7 +357,14 @@ export function apiMethods(template: Template): { path: string; method: string; 
     .map((r) => {
       const p = r.Properties as Record<string, unknown>;
       const integration = p.Integration as { Type: string; Uri: unknown };
-      const target = /"Fn::GetAtt":\["([^"]+)","Arn"\]/.exec(JSON.stringify(integration.Uri))?.[1];
+      const uri = JSON.stringify(integration.Uri);
+      // the function itself, or (a safe rollout) its alias, which names the function it shifts
+      const aliased = [...uri.matchAll(/"Ref":"([^"]+)"/g)]
+        .map(([, id]) => template.Resources[id as string])
+        .find((r) => r?.Type === 'AWS::Lambda::Alias');
+      const target = aliased
+        ? (aliased.Properties?.FunctionName as { Ref: string }).Ref
+        : /"Fn::GetAtt":\["([^"]+)","Arn"\]/.exec(uri)?.[1];
       if (integration.Type !== 'AWS_PROXY' || !target) throw new Error('a method without a Lambda proxy integration');
       return {
         path: resourcePath(template.Resources, (p.ResourceId as { Ref: string }).Ref),
@@ -370,6 +380,8 @@ export interface SynthesizedApp {
   readonly functions: ReadonlyMap<string, RunningFunction>;
   /** The events the pipe stand-in delivered, by bus name. */
   readonly buses: Map<string, { source: string; detailType: string; detail: unknown }[]>;
+  /** What pipes published to topics, by topic ARN. */
+  readonly topics: Map<string, string[]>;
   /** Runs the template's pipes once: what each moves from its queue to its bus. */
   drainPipes(): number;
   /** The function a route's method invokes, by `<METHOD> <path>`. */
@@ -420,6 +432,7 @@ export async function startSynthesizedApp(options: {
   const methods = apiMethods(assembly.platform);
   const served = new Map(methods.map((m) => [`${m.method} ${m.path}`, functions.get(m.functionId) as RunningFunction]));
   const buses = new Map<string, { source: string; detailType: string; detail: unknown }[]>();
+  const topics = new Map<string, string[]>();
 
   const { restEvent } = await import('../../scripts/gateway.ts');
   // as API Gateway: a path without a greedy {proxy+} is tried first
@@ -476,9 +489,20 @@ export async function startSynthesizedApp(options: {
       if (!authorize(caller, 'sqs:ReceiveMessage', sourceArn) || !authorize(caller, 'sqs:DeleteMessage', sourceArn)) {
         throw new Error(`pipe ${id} may not consume ${sourceArn}`);
       }
+      const queueUrl = [...aws.state.queues.keys()].find((url) => sourceArn.endsWith(`:${url.split('/').at(-1)}`));
+      if (queueUrl && targetArn.startsWith('arn:aws:sns:')) {
+        // a pipe to a topic (the operations notices): each message body published as it is
+        if (!authorize(caller, 'sns:Publish', targetArn)) throw new Error(`pipe ${id} may not publish to ${targetArn}`);
+        const published = topics.get(targetArn) ?? [];
+        for (const message of aws.state.queues.get(queueUrl)?.splice(0) ?? []) {
+          published.push(message.body);
+          moved++;
+        }
+        topics.set(targetArn, published);
+        continue;
+      }
       if (!authorize(caller, 'events:PutEvents', targetArn))
         throw new Error(`pipe ${id} may not put events on ${targetArn}`);
-      const queueUrl = [...aws.state.queues.keys()].find((url) => sourceArn.endsWith(`:${url.split('/').at(-1)}`));
       const bus = /:event-bus\/(.+)$/.exec(targetArn)?.[1];
       if (!queueUrl || !bus)
         throw new Error(`pipe ${id}: source ${sourceArn} or target ${targetArn} is no queue or bus`);
@@ -508,6 +532,7 @@ export async function startSynthesizedApp(options: {
     aws,
     functions,
     buses,
+    topics,
     drainPipes,
     served,
     async close() {
