@@ -14,6 +14,7 @@ import { type Route, routes } from '../functions/routes.ts';
 import { type DeployContext, InvalidContextError, readDeployContext } from './context.ts';
 import { DataStack } from './data-stack.ts';
 import { PlatformStack } from './platform-stack.ts';
+import { tagStage } from './tags.ts';
 
 export interface PlatformApp {
   readonly app: App;
@@ -80,6 +81,8 @@ export function createPlatformApp(options: PlatformAppOptions = {}): PlatformApp
     outerLine: options.outerLine ?? readOuterLine(),
   });
   platform.addStackDependency(data);
+  // stage, service, owner, cost centre on every taggable resource of both stacks (infra/tags.ts)
+  tagStage(app, context);
   return { app, data, platform, context };
 }
 

@@ -4,11 +4,12 @@
  * the reason, before any construct exists.
  */
 import * as v from 'valibot';
+import { HYGIENE_ENTRIES, type HygieneContext } from './stage-hygiene.ts';
 
 /** The durable Redis the limiter runs on (docs/design.md, "The durable Redis on AWS"): both keep every acknowledged write and never evict. */
 export type DurableStoreKind = 'elasticache' | 'memorydb';
 
-export interface DeployContext {
+export interface DeployContext extends HygieneContext {
   /** Names resources and the parameter path (`/ratelimit/<stage>`). @default 'prod' */
   readonly stage: string;
   /** @default 'elasticache' (ElastiCache for Valkey, durability sync) */
@@ -88,6 +89,8 @@ const Schema = v.object({
   mattermostUrl: v.optional(v.pipe(v.string(), v.url(), v.regex(/^https:/, 'an https URL'))),
   alarmEmails: commaList(v.pipe(v.string(), v.email('an e-mail address'))),
   alarmUrls: commaList(v.pipe(v.string(), v.url(), v.regex(/^https:/, 'an https URL'))),
+  // tags, budget, tracing, apiGatewayAccountRole (infra/stage-hygiene.ts)
+  ...HYGIENE_ENTRIES,
 });
 
 /** Every context value the app reads (`-c <name>=<value>`). */

@@ -27,12 +27,14 @@ import type { OuterLine } from '../config/outer-line.ts';
 import { readPaths, type SecretName } from '../config/secrets.ts';
 import { checksOf, type Route } from '../functions/routes.ts';
 import { type OperatorFunction, operated, scheduled, services } from '../functions/workers.ts';
+import { StageBudget } from './budget.ts';
 import { acknowledgeTracing, consumerFunctionBase } from './consumer-function.ts';
 import type { DeployContext } from './context.ts';
 import type { DurableStore } from './durable-store.ts';
 import { Observability, type ObservedPolicy } from './observability.ts';
 import { PublicApi } from './public-api.ts';
 import { StreamConsumers } from './stream-consumers.ts';
+import { ApiSamplingRule } from './tracing.ts';
 
 export interface PlatformStackProps extends StackProps {
   readonly context: DeployContext;
@@ -116,10 +118,21 @@ export class PlatformStack extends Stack {
       outerLine: props.outerLine,
       routes: props.routes,
       functionOf: (route) => this.functions.get(route.id) as LambdaFunction,
+      tracing: context.tracing,
+      accountRole: context.apiGatewayAccountRole,
     });
     if (context.harvester || context.mattermostUrl) this.streamConsumers = this.#streamConsumers(name, access);
     this.observability = this.#observability(name, queues.deadLetters);
     this.#acknowledge(prefix, access.pathsInUse, apiKeysPath);
+    // the stage file's hygiene: X-Ray sampling, the monthly budget (infra/tracing.ts, infra/budget.ts)
+    if (context.tracing === 'sampled') new ApiSamplingRule(this, 'Sampling', { apiName: name, stage: context.stage });
+    if (context.budget)
+      new StageBudget(this, 'Budget', {
+        name,
+        stage: context.stage,
+        ...context.budget,
+        topic: this.observability.topic,
+      });
   }
 
   /** The layer: the limiter, its client, config and middleware, one asset for every function. */
@@ -240,7 +253,7 @@ export class PlatformStack extends Stack {
     const props = this.#props;
     const { context } = props;
     const fn = new LambdaFunction(this, `Fn-${route.id}`, {
-      ...consumerFunctionBase(this, route.id, { dist: context.dist, layer: this.layer }),
+      ...consumerFunctionBase(this, route.id, { dist: context.dist, layer: this.layer, tracing: context.tracing }),
       functionName: `${name}-${route.id}`,
       description: `${route.methods.join(',')} ${route.path}`,
       timeout: Duration.seconds(10),
@@ -280,7 +293,7 @@ export class PlatformStack extends Stack {
     const props = this.#props;
     const { context } = props;
     const fn = new LambdaFunction(this, `Fn-${admin.id}`, {
-      ...consumerFunctionBase(this, admin.id, { dist: context.dist, layer: this.layer }),
+      ...consumerFunctionBase(this, admin.id, { dist: context.dist, layer: this.layer, tracing: context.tracing }),
       functionName: `${name}-${admin.id}`,
       description: 'npx ratelimit against this stage: invoke with {"argv": [...]} (IAM only, no route)',
       timeout: Duration.seconds(30),
@@ -318,6 +331,7 @@ export class PlatformStack extends Stack {
       vpc: props.vpc,
       functionsSecurityGroup: props.functionsSecurityGroup,
       layer: this.layer,
+      tracing: context.tracing,
       events: this.events,
       access: limiterAccess,
       ...(context.harvester && harvester ? { harvester: { worker: harvester, ...context.harvester } } : {}),

@@ -21,6 +21,8 @@ import { CfnLoggingConfiguration, CfnWebACL, CfnWebACLAssociation } from 'aws-cd
 import { Construct } from 'constructs';
 import type { OuterLine } from '../config/outer-line.ts';
 import type { Route } from '../functions/routes.ts';
+import type { TracingMode } from './stage-hygiene.ts';
+import { apiTracing } from './tracing.ts';
 
 /** The REST API's TLS security policy (API Gateway's enhanced policies for regional APIs). */
 export const API_SECURITY_POLICY = 'SecurityPolicy_TLS13_1_2_PFS_PQ_2025_09';
@@ -38,6 +40,10 @@ export interface PublicApiProps {
   readonly outerLine: OuterLine;
   readonly routes: readonly Route[];
   readonly functionOf: (route: Route) => IFunction;
+  /** The stage's X-Ray switch (infra/tracing.ts). */
+  readonly tracing: TracingMode;
+  /** Whether this stage sets the region's API Gateway account role (infra/stage-hygiene.ts). */
+  readonly accountRole: boolean;
 }
 
 export class PublicApi extends Construct {
@@ -63,7 +69,8 @@ export class PublicApi extends Construct {
       restApiName: props.name,
       description: 'The platform behind the rate limiter (routes from functions/routes.ts)',
       endpointTypes: [EndpointType.REGIONAL],
-      cloudWatchRole: true,
+      // the region's one API Gateway logging role: set by this stack only when the stage file says (docs/deploy.md)
+      cloudWatchRole: props.accountRole,
       deployOptions: {
         stageName: props.stage,
         throttlingRateLimit: stageThrottle.rateLimit,
@@ -73,7 +80,7 @@ export class PublicApi extends Construct {
         accessLogFormat: AccessLogFormat.jsonWithStandardFields(),
         loggingLevel: MethodLoggingLevel.ERROR,
         metricsEnabled: true,
-        tracingEnabled: true,
+        tracingEnabled: apiTracing(props.tracing),
       },
     });
     // An enhanced security policy instead of a regional API's default TLS_1_0: TLS 1.3 and 1.2 with forward

@@ -30,6 +30,7 @@ import { Construct } from 'constructs';
 import type { SecretName } from '../config/secrets.ts';
 import type { LongRunningService, ScheduledWorker } from '../functions/workers.ts';
 import { acknowledgeTracing, consumerFunctionBase } from './consumer-function.ts';
+import type { TracingMode } from './stage-hygiene.ts';
 
 export interface StreamConsumersProps {
   readonly name: string;
@@ -37,6 +38,8 @@ export interface StreamConsumersProps {
   readonly vpc: IVpc;
   readonly functionsSecurityGroup: ISecurityGroup;
   readonly layer: ILayerVersion;
+  /** The stage's X-Ray switch (infra/tracing.ts). */
+  readonly tracing: TracingMode;
   readonly events: IQueue;
   /** The limiter's settings every consumer gets (Redis, parameters). */
   /** What a consumer reading these secrets is told and allowed (the platform stack's limiterAccess). */
@@ -68,7 +71,7 @@ export class StreamConsumers extends Construct {
     if (props.harvester) {
       const { worker, source, sites } = props.harvester;
       const fn = new LambdaFunction(this, 'Harvester', {
-        ...consumerFunctionBase(this, worker.id, { dist: props.dist, layer: props.layer }),
+        ...consumerFunctionBase(this, worker.id, { dist: props.dist, layer: props.layer, tracing: props.tracing }),
         functionName: `${props.name}-${worker.id}`,
         description: `${worker.id}: every ${worker.everyMinutes} min, paced per site through the limiter`,
         timeout: Duration.minutes(Math.min(15, worker.everyMinutes * 3)),
