@@ -29,6 +29,7 @@ import { checksOf, type Route } from '../functions/routes.ts';
 import { type OperatorFunction, operated, scheduled, services } from '../functions/workers.ts';
 import { StageBudget } from './budget.ts';
 import { acknowledgeTracing, consumerFunctionBase } from './consumer-function.ts';
+import { ConsumerHealth } from './consumer-health.ts';
 import type { DeployContext } from './context.ts';
 import type { DurableStore } from './durable-store.ts';
 import { Observability, type ObservedPolicy } from './observability.ts';
@@ -123,6 +124,25 @@ export class PlatformStack extends Stack {
     });
     if (context.harvester || context.mattermostUrl) this.streamConsumers = this.#streamConsumers(name, access);
     this.observability = this.#observability(name, queues.deadLetters);
+    // the edge, functions, queue and listener on the dashboard; the listener's health alarms (infra/consumer-health.ts)
+    const health = new ConsumerHealth(this, 'ConsumerHealth', {
+      name,
+      dashboard: this.observability.dashboard,
+      topic: this.observability.topic,
+      api: { name, stage: context.stage },
+      webAclMetricName: name,
+      functions: new Map([
+        ...this.functions,
+        ...(this.streamConsumers?.harvester ? [['harvester', this.streamConsumers.harvester] as const] : []),
+      ]),
+      events: this.events,
+      deadLetters: queues.deadLetters,
+      listener: this.streamConsumers?.listener && {
+        clusterName: this.streamConsumers.listener.cluster.clusterName,
+        serviceName: this.streamConsumers.listener.serviceName,
+      },
+    });
+    this.observability.alarms.push(...health.alarms);
     this.#acknowledge(prefix, access.pathsInUse, apiKeysPath);
     // the stage file's hygiene: X-Ray sampling, the monthly budget (infra/tracing.ts, infra/budget.ts)
     if (context.tracing === 'sampled') new ApiSamplingRule(this, 'Sampling', { apiName: name, stage: context.stage });
@@ -359,7 +379,8 @@ export class PlatformStack extends Stack {
       ]),
       refusalLogGroups: [
         ...[...this.functions.values()].map((fn) => fn.logGroup),
-        ...(this.streamConsumers?.harvester ? [this.streamConsumers.harvester.logGroup] : []),
+        // every stream consumer's log group: each writes its refusals (the harvester's, the listener's)
+        ...(this.streamConsumers?.logGroups ?? []),
       ],
       api: { name, stage: context.stage },
       webAclMetricName: name,

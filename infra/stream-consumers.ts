@@ -24,7 +24,7 @@ import { Rule, Schedule } from 'aws-cdk-lib/aws-events';
 import { LambdaFunction as LambdaTarget } from 'aws-cdk-lib/aws-events-targets';
 import type { PolicyStatement } from 'aws-cdk-lib/aws-iam';
 import { type ILayerVersion, Function as LambdaFunction } from 'aws-cdk-lib/aws-lambda';
-import { LogGroup, RetentionDays } from 'aws-cdk-lib/aws-logs';
+import { type ILogGroup, LogGroup, RetentionDays } from 'aws-cdk-lib/aws-logs';
 import type { IQueue } from 'aws-cdk-lib/aws-sqs';
 import { Construct } from 'constructs';
 import type { SecretName } from '../config/secrets.ts';
@@ -56,6 +56,8 @@ export interface StreamConsumersProps {
 export class StreamConsumers extends Construct {
   readonly harvester: LambdaFunction | undefined;
   readonly listener: FargateService | undefined;
+  /** Every log group a consumer here writes to (each writes its refusals there: the top-offenders rule reads them all). */
+  readonly logGroups: ILogGroup[] = [];
 
   constructor(scope: Construct, id: string, props: StreamConsumersProps) {
     super(scope, id);
@@ -95,6 +97,7 @@ export class StreamConsumers extends Construct {
         targets: [new LambdaTarget(fn, { retryAttempts: 0 })],
       });
       this.harvester = fn;
+      this.logGroups.push(fn.logGroup);
     }
 
     if (props.listener) {
@@ -111,13 +114,12 @@ export class StreamConsumers extends Construct {
         id: 'AwsSolutions::AwsSolutions-IAM5[Resource::*]',
         reason: 'ecr:GetAuthorizationToken has no resource-level permissions; it only lets the task pull its image.',
       });
+      const listenerLogs = new LogGroup(this, 'ListenerLogs', { retention: RetentionDays.ONE_MONTH });
+      this.logGroups.push(listenerLogs);
       task.addContainer('listener', {
         // dist/services/<id>: the self-contained bundle and its Dockerfile (npm run build).
         image: ContainerImage.fromAsset(join(props.dist, 'services', service.id)),
-        logging: LogDrivers.awsLogs({
-          streamPrefix: service.id,
-          logGroup: new LogGroup(this, 'ListenerLogs', { retention: RetentionDays.ONE_MONTH }),
-        }),
+        logging: LogDrivers.awsLogs({ streamPrefix: service.id, logGroup: listenerLogs }),
         environment: {
           ...props.access(service.secrets).environment,
           EVENT_QUEUE_URL: props.events.queueUrl,

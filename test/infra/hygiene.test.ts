@@ -219,6 +219,88 @@ describe('The stage file hygiene', () => {
     assert.equal(accounts(full[1] as Resources).length, 1);
   });
 
+  it('reads refusals from every consumer’s log group into the top offenders, the listener’s included', () => {
+    const platform = full[1] as Resources;
+    const rule = Object.values(platform).find((r) => r.Type === 'AWS::CloudWatch::InsightRule');
+    const body = JSON.stringify(rule?.Properties?.RuleBody);
+    const logGroups = Object.entries(platform).filter(([, r]) => r.Type === 'AWS::Logs::LogGroup');
+    // every log group a function or the listener writes to (not the API's access logs nor WAF's)
+    const written = new Set<string>();
+    for (const r of Object.values(platform)) {
+      if (r.Type === 'AWS::Lambda::Function') {
+        const ref = (r.Properties?.LoggingConfig as { LogGroup?: { Ref: string } } | undefined)?.LogGroup?.Ref;
+        if (ref) written.add(ref);
+      }
+      if (r.Type === 'AWS::ECS::TaskDefinition') {
+        for (const c of (r.Properties?.ContainerDefinitions ?? []) as {
+          LogConfiguration: { Options: Record<string, { Ref: string }> };
+        }[])
+          written.add(c.LogConfiguration.Options['awslogs-group']?.Ref as string);
+      }
+    }
+    assert.ok(written.size > 5, `${written.size} consumer log groups`);
+    const listenerLogs = logGroups.find(([id]) => id.includes('ListenerLogs'))?.[0];
+    assert.ok(listenerLogs && written.has(listenerLogs), 'the listener writes to its own log group');
+    for (const id of written) assert.ok(body.includes(`{"Ref":"${id}"}`), `${id} in the top-offenders rule`);
+  });
+
+  it('alarms on the listener’s health: tasks below desired, a slow catch-up, both to the topic', () => {
+    const platform = full[1] as Resources;
+    const alarms = Object.values(platform).filter((r) => r.Type === 'AWS::CloudWatch::Alarm');
+    const named = (suffix: string) => alarms.find((a) => a.Properties?.AlarmName === `ratelimit-hygiene ${suffix}`);
+    const tasks = named('ListenerTasks');
+    assert.ok(tasks, 'ListenerTasks');
+    assert.equal(tasks.Properties?.TreatMissingData, 'breaching');
+    assert.match(
+      JSON.stringify(tasks.Properties?.Metrics),
+      /RunningTaskCount.*DesiredTaskCount|DesiredTaskCount.*RunningTaskCount/,
+    );
+    const lag = named('ListenerCatchUpLag');
+    assert.ok(lag, 'ListenerCatchUpLag');
+    assert.match(JSON.stringify(lag.Properties), /MattermostCatchUpLag/);
+    for (const a of [tasks, lag]) {
+      assert.ok(
+        (a.Properties?.AlarmActions as unknown[] | undefined)?.length === 1 &&
+          (a.Properties?.OKActions as unknown[] | undefined)?.length === 1,
+      );
+    }
+    // no listener deployed, no listener alarm
+    const plainAlarms = Object.values(plain[1] as Resources).filter((r) => r.Type === 'AWS::CloudWatch::Alarm');
+    assert.ok(!plainAlarms.some((a) => String(a.Properties?.AlarmName).includes('Listener')));
+  });
+
+  it('draws the edge, the functions, the queue and the listener beside the limiter', () => {
+    const body = JSON.stringify(
+      Object.values(full[1] as Resources).find((r) => r.Type === 'AWS::CloudWatch::Dashboard')?.Properties
+        ?.DashboardBody,
+    );
+    for (const part of [
+      'AWS/ApiGateway',
+      '4XXError',
+      '5XXError',
+      'Latency',
+      'Count',
+      'AWS/WAFV2',
+      'BlockedRequests',
+      'AllowedRequests',
+      'AWS/Lambda',
+      'Errors',
+      'Throttles',
+      'Duration',
+      'ConcurrentExecutions',
+      'AWS/SQS',
+      'ApproximateAgeOfOldestMessage',
+      'ApproximateNumberOfMessagesVisible',
+      'ECS/ContainerInsights',
+      'RunningTaskCount',
+      'MattermostCatchUpLag',
+      'CheckLatency',
+      'insightRule',
+      'EngineCPUUtilization',
+    ])
+      assert.ok(body.includes(part), `${part} on the dashboard`);
+  });
+
   it('refuses hygiene fields it cannot deploy, naming them', () => {
     const refused = (context: Record<string, unknown>, name: RegExp) =>
       assert.throws(
