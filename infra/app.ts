@@ -13,6 +13,7 @@ import { type OuterLine, readOuterLine } from '../config/outer-line.ts';
 import { type Route, routes } from '../functions/routes.ts';
 import { type DeployContext, InvalidContextError, readDeployContext } from './context.ts';
 import { DataStack } from './data-stack.ts';
+import { FEATURE_FLAGS } from './feature-flags.ts';
 import { PlatformStack } from './platform-stack.ts';
 import { tagStage } from './tags.ts';
 
@@ -48,7 +49,8 @@ export function createPlatformApp(options: PlatformAppOptions = {}): PlatformApp
   const app = new App({
     ...(options.outdir ? { outdir: options.outdir } : {}),
     // Cross-stack references stay strong: the data stack cannot drop an export the platform stack uses.
-    context: { '@aws-cdk/core:defaultCrossStackReferences': 'strong', ...options.context },
+    // CDK's recommended flags (infra/cdk.json, as the CLI passes them) under the app's own choices
+    context: { ...FEATURE_FLAGS, '@aws-cdk/core:defaultCrossStackReferences': 'strong', ...options.context },
   });
   Validations.of(app).addPlugins(new AwsSolutionsChecks(app));
   const stage = String(app.node.tryGetContext('stage') ?? 'prod');

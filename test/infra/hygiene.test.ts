@@ -301,6 +301,14 @@ describe('The stage file hygiene', () => {
       assert.ok(body.includes(part), `${part} on the dashboard`);
   });
 
+  it('sets CDK’s recommended feature flags: the VPC’s default security group loses its rules', () => {
+    const data = plain[0] as Resources;
+    const restrict = Object.values(data).filter((r) => r.Type === 'Custom::VpcRestrictDefaultSG');
+    assert.equal(restrict.length, 1, 'the default security group restricted');
+    const vpc = Object.entries(data).find(([, r]) => r.Type === 'AWS::EC2::VPC')?.[0];
+    assert.deepEqual(restrict[0]?.Properties?.DefaultSecurityGroupId, { 'Fn::GetAtt': [vpc, 'DefaultSecurityGroup'] });
+  });
+
   it('refuses hygiene fields it cannot deploy, naming them', () => {
     const refused = (context: Record<string, unknown>, name: RegExp) =>
       assert.throws(
