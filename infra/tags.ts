@@ -5,7 +5,7 @@
  * resource of every stack, the ones CDK creates for itself included); the
  * budget (infra/budget.ts) filters the stage's costs by them.
  */
-import { Tags } from 'aws-cdk-lib';
+import { Aspects, CfnResource, TagManager, Tags } from 'aws-cdk-lib';
 import type { IConstruct } from 'constructs';
 import type { DeployContext } from './context.ts';
 
@@ -27,5 +27,27 @@ export function stageTags(context: Pick<DeployContext, 'stage' | 'tags'>): Recor
 
 /** Tags every taggable resource under `scope` (the app) with the stage's tags. */
 export function tagStage(scope: IConstruct, context: Pick<DeployContext, 'stage' | 'tags'>): void {
-  for (const [key, value] of Object.entries(stageTags(context))) Tags.of(scope).add(key, value);
+  const tags = stageTags(context);
+  for (const [key, value] of Object.entries(tags)) Tags.of(scope).add(key, value);
+  Aspects.of(scope).add(new TagUntaggedResources(tags));
+}
+
+/**
+ * CloudFormation types CDK itself creates as raw resources, out of the tag
+ * aspect's reach (core's custom resource providers: the default security
+ * group's restriction, log retention), whose schema takes `Tags` as a list.
+ */
+const RAW_TAGGABLE = new Set(['AWS::IAM::Role', 'AWS::Lambda::Function']);
+
+class TagUntaggedResources {
+  readonly #tags: readonly { Key: string; Value: string }[];
+  constructor(tags: Record<string, string>) {
+    this.#tags = Object.entries(tags).map(([Key, Value]) => ({ Key, Value }));
+  }
+
+  visit(node: IConstruct): void {
+    if (!CfnResource.isCfnResource(node) || !RAW_TAGGABLE.has(node.cfnResourceType)) return;
+    if (TagManager.isTaggable(node) || TagManager.isTaggableV2(node)) return;
+    node.addPropertyOverride('Tags', this.#tags);
+  }
 }
