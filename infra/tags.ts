@@ -5,7 +5,7 @@
  * resource of every stack, the ones CDK creates for itself included); the
  * budget (infra/budget.ts) filters the stage's costs by them.
  */
-import { Aspects, CfnResource, TagManager, Tags } from 'aws-cdk-lib';
+import { Aspects, CfnResource, Stack, TagManager, Tags } from 'aws-cdk-lib';
 import type { IConstruct } from 'constructs';
 import type { DeployContext } from './context.ts';
 
@@ -29,6 +29,11 @@ export function stageTags(context: Pick<DeployContext, 'stage' | 'tags'>): Recor
 export function tagStage(scope: IConstruct, context: Pick<DeployContext, 'stage' | 'tags'>): void {
   const tags = stageTags(context);
   for (const [key, value] of Object.entries(tags)) Tags.of(scope).add(key, value);
+  // The stacks' own tags, which CloudFormation puts on what it creates; set explicitly
+  // (`@aws-cdk/core:explicitStackTags`: Tags.of no longer reaches a stack itself)
+  for (const stack of scope.node.findAll().filter(Stack.isStack)) {
+    for (const [key, value] of Object.entries(tags)) stack.tags.setTag(key, value);
+  }
   Aspects.of(scope).add(new TagUntaggedResources(tags));
 }
 

@@ -27,8 +27,12 @@ before(async () => {
 });
 after(() => rmSync(work, { recursive: true, force: true }));
 
+/** Where a stage lives (read once stage files name their account and region; ignored before). */
+const PLACE = { account: '123456789012', region: 'eu-west-1' };
+
 /** Everything the stage file can switch on, and every consumer deployed. */
 const FULL_STAGE = {
+  ...PLACE,
   tags: { owner: 'team-limits', costCentre: 'cc-1234' },
   budget: { monthlyLimitUsd: 900, emails: ['finance@example.com'] },
   tracing: 'sampled',
@@ -39,15 +43,22 @@ const FULL_STAGE = {
   mattermostUrl: 'https://chat.example.com',
 };
 
-function synth(stage: string, file: Record<string, unknown> | undefined): Resources[] {
+/** Each synthesized stage's stack-level tags (data, platform). */
+const stackTags = new Map<string, Record<string, string>[]>();
+
+function synth(stage: string, file: Record<string, unknown>): Resources[] {
   const stagesDir = mkdtempSync(join(work, 'stages-'));
-  if (file) writeFileSync(join(stagesDir, `${stage}.json`), JSON.stringify(file));
+  writeFileSync(join(stagesDir, `${stage}.json`), JSON.stringify(file));
   const stacks = createPlatformApp({
     context: { stage, dist: join(work, 'dist') },
     outdir: mkdtempSync(join(work, `cdk-${stage}-`)),
     stagesDir,
   });
   stacks.app.synth(); // cdk-nag runs here: an unacknowledged finding throws
+  stackTags.set(
+    stage,
+    [stacks.data, stacks.platform].map((s) => s.tags.tagValues()),
+  );
   return [stacks.data, stacks.platform].map((s) => Template.fromStack(s).toJSON().Resources as Resources);
 }
 
@@ -87,7 +98,7 @@ describe('The stage file hygiene', () => {
   let plain: Resources[];
   before(() => {
     full = synth('hygiene', FULL_STAGE);
-    plain = synth('plain', undefined);
+    plain = synth('plain', PLACE); // nothing but where it lives: every default
   });
 
   it('tags every resource CloudFormation can tag with stage, service, owner and cost centre', () => {
@@ -121,6 +132,8 @@ describe('The stage file hygiene', () => {
         }
       }
       assert.deepEqual(untagged, [], 'resources without the stage tags');
+      // and the stacks themselves (CloudFormation tags what it creates with them)
+      assert.deepEqual(stackTags.get(tags.stage), [tags, tags]);
       // the walk found the bulk of the stack (functions, log groups, queues, the VPC, the store…)
       assert.ok(tagged > 40, `${tagged} taggable resources`);
     }
@@ -312,7 +325,7 @@ describe('The stage file hygiene', () => {
   it('refuses hygiene fields it cannot deploy, naming them', () => {
     const refused = (context: Record<string, unknown>, name: RegExp) =>
       assert.throws(
-        () => createPlatformApp({ context: { stage: 'plain', ...context }, stagesDir: work }),
+        () => createPlatformApp({ context: { stage: 'plain', ...PLACE, ...context }, stagesDir: work }),
         (e: unknown) => e instanceof InvalidContextError && name.test((e as Error).message),
       );
     refused({ tags: '{"owner":"a"}' }, /tags/);
@@ -326,6 +339,7 @@ describe('The stage file hygiene', () => {
     const app = createPlatformApp({
       context: {
         stage: 'plain',
+        ...PLACE,
         dist: join(work, 'dist'),
         tags: '{"owner":"o","costCentre":"c"}',
         apiGatewayAccountRole: 'true',
