@@ -13,7 +13,9 @@ import { type OuterLine, readOuterLine } from '../config/outer-line.ts';
 import { type Route, routes } from '../functions/routes.ts';
 import { type DeployContext, InvalidContextError, readDeployContext } from './context.ts';
 import { DataStack } from './data-stack.ts';
+import { FEATURE_FLAGS } from './feature-flags.ts';
 import { PlatformStack } from './platform-stack.ts';
+import { tagStage } from './tags.ts';
 
 export interface PlatformApp {
   readonly app: App;
@@ -48,7 +50,8 @@ export function createPlatformApp(options: PlatformAppOptions = {}): PlatformApp
   const app = new App({
     ...(options.outdir ? { outdir: options.outdir } : {}),
     // Cross-stack references stay strong: the data stack cannot drop an export the platform stack uses.
-    context: { '@aws-cdk/core:defaultCrossStackReferences': 'strong', ...options.context },
+    // CDK's recommended flags (infra/cdk.json, as the CLI passes them) under the app's own choices
+    context: { ...FEATURE_FLAGS, '@aws-cdk/core:defaultCrossStackReferences': 'strong', ...options.context },
   });
   Validations.of(app).addPlugins(new AwsSolutionsChecks(app));
   const stage = String(app.node.tryGetContext('stage') ?? 'prod');
@@ -86,6 +89,8 @@ export function createPlatformApp(options: PlatformAppOptions = {}): PlatformApp
     outerLine: options.outerLine ?? readOuterLine(),
   });
   platform.addStackDependency(data);
+  // stage, service, owner, cost centre on every taggable resource of both stacks (infra/tags.ts)
+  tagStage(app, context);
   return { app, data, platform, context };
 }
 

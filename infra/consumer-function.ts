@@ -1,6 +1,6 @@
 /**
  * What every consumer function has in common: Node 24 on arm64, the bundle
- * `npm run build` wrote for it, the layer, tracing and a log group kept a
+ * `npm run build` wrote for it, the layer, the stage's tracing and a log group kept a
  * month. The callers add what differs (name, timeout, network, environment).
  */
 import { join } from 'node:path';
@@ -12,15 +12,16 @@ import {
   type IFunction,
   type ILayerVersion,
   Runtime,
-  Tracing,
 } from 'aws-cdk-lib/aws-lambda';
 import { LogGroup, RetentionDays } from 'aws-cdk-lib/aws-logs';
 import type { Construct } from 'constructs';
+import type { TracingMode } from './stage-hygiene.ts';
+import { lambdaTracing } from './tracing.ts';
 
 export function consumerFunctionBase(
   scope: Construct,
   id: string,
-  options: { readonly dist: string; readonly layer: ILayerVersion },
+  options: { readonly dist: string; readonly layer: ILayerVersion; readonly tracing: TracingMode },
 ): Pick<
   FunctionProps,
   'runtime' | 'architecture' | 'handler' | 'code' | 'layers' | 'memorySize' | 'tracing' | 'logGroup'
@@ -32,7 +33,8 @@ export function consumerFunctionBase(
     code: Code.fromAsset(join(options.dist, 'functions', id)),
     layers: [options.layer],
     memorySize: 512,
-    tracing: Tracing.ACTIVE,
+    // the stage's switch (infra/tracing.ts): off, or following the API's sampled decision
+    tracing: lambdaTracing(options.tracing),
     logGroup: new LogGroup(scope, `Logs-${id}`, { retention: RetentionDays.ONE_MONTH }),
   };
 }

@@ -5,11 +5,12 @@
  */
 import * as v from 'valibot';
 import { DEPLOYMENT_CONFIGS, type DeploymentConfigName } from './rollout.ts';
+import { HYGIENE_ENTRIES, type HygieneContext } from './stage-hygiene.ts';
 
 /** The durable Redis the limiter runs on (docs/design.md, "The durable Redis on AWS"): both keep every acknowledged write and never evict. */
 export type DurableStoreKind = 'elasticache' | 'memorydb';
 
-export interface DeployContext {
+export interface DeployContext extends HygieneContext {
   /** Names resources and the parameter path (`/ratelimit/<stage>`). @default 'prod' */
   readonly stage: string;
   /** The AWS account the stage lives in (its stage file says; the stacks are synthesized for it). */
@@ -175,6 +176,8 @@ const Schema = v.object({
     v.picklist(Object.keys(DEPLOYMENT_CONFIGS) as DeploymentConfigName[], 'a CodeDeploy Lambda deployment config'),
     'Canary10Percent5Minutes',
   ),
+  // tags, budget, tracing, apiGatewayAccountRole (infra/stage-hygiene.ts)
+  ...HYGIENE_ENTRIES,
 });
 
 /** Every context value the app reads (`-c <name>=<value>`). */

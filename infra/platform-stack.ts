@@ -37,7 +37,9 @@ import type { OuterLine } from '../config/outer-line.ts';
 import { readPaths, type SecretName } from '../config/secrets.ts';
 import { checksOf, type PlatformResource, type Route } from '../functions/routes.ts';
 import { type OperatorFunction, operated, scheduled, services } from '../functions/workers.ts';
+import { StageBudget } from './budget.ts';
 import { acknowledgeTracing, consumerFunctionBase } from './consumer-function.ts';
+import { ConsumerHealth } from './consumer-health.ts';
 import { type DeployContext, InvalidContextError } from './context.ts';
 import { checkDeployedEnvironment } from './deployed-environment.ts';
 import type { DurableStore } from './durable-store.ts';
@@ -47,6 +49,7 @@ import { platformRollout } from './platform-rollout.ts';
 import { PublicApi } from './public-api.ts';
 import { liveAlias } from './rollout.ts';
 import { StreamConsumers } from './stream-consumers.ts';
+import { ApiSamplingRule } from './tracing.ts';
 import type { UserDirectory } from './user-directory.ts';
 
 export interface PlatformStackProps extends StackProps {
@@ -167,21 +170,49 @@ export class PlatformStack extends Stack {
       routes: props.routes,
       // the alias `live`, never $LATEST: CodeDeploy shifts what the API invokes (infra/rollout.ts)
       functionOf: (route) => liveAlias(this.functions.get(route.id) as LambdaFunction, [this.layer]),
+      tracing: context.tracing,
+      accountRole: context.apiGatewayAccountRole,
     });
     if (context.harvester || context.mattermostUrl) this.streamConsumers = this.#streamConsumers(name, access);
     this.observability = this.#observability(name, queues.deadLetters);
+    const functions = new Map([
+      ...this.functions,
+      ...(this.streamConsumers?.harvester ? [['harvester', this.streamConsumers.harvester] as const] : []),
+    ]);
+    // the edge, functions, queue and listener on the dashboard; the listener's health alarms (infra/consumer-health.ts)
+    const health = new ConsumerHealth(this, 'ConsumerHealth', {
+      name,
+      dashboard: this.observability.dashboard,
+      topic: this.observability.topic,
+      api: { name, stage: context.stage },
+      webAclMetricName: name,
+      functions,
+      events: this.events,
+      deadLetters: queues.deadLetters,
+      listener: this.streamConsumers?.listener && {
+        clusterName: this.streamConsumers.listener.cluster.clusterName,
+        serviceName: this.streamConsumers.listener.serviceName,
+      },
+    });
+    this.observability.alarms.push(...health.alarms);
     platformRollout(this, {
       name,
       deploymentConfig: context.deploymentConfig,
       layer: this.layer,
       routes: props.routes,
-      functions: new Map([
-        ...this.functions,
-        ...(this.streamConsumers?.harvester ? [['harvester', this.streamConsumers.harvester] as const] : []),
-      ]),
+      functions,
       observability: this.observability,
     });
     this.#acknowledge(prefix, access.pathsInUse, apiKeysPath);
+    // the stage file's hygiene: X-Ray sampling, the monthly budget (infra/tracing.ts, infra/budget.ts)
+    if (context.tracing === 'sampled') new ApiSamplingRule(this, 'Sampling', { apiName: name, stage: context.stage });
+    if (context.budget)
+      new StageBudget(this, 'Budget', {
+        name,
+        stage: context.stage,
+        ...context.budget,
+        topic: this.observability.topic,
+      });
     // a deployed function whose environment would make it read a local file (or serve a stub) fails the synth
     const usesOf = new Map<string, readonly PlatformResource[]>([
       ...props.routes.map((route) => [route.id, route.uses] as const),
@@ -189,10 +220,7 @@ export class PlatformStack extends Stack {
     ]);
     this.node.addValidation({
       validate: () =>
-        [
-          ...this.functions,
-          ...(this.streamConsumers?.harvester ? [['harvester', this.streamConsumers.harvester] as const] : []),
-        ].flatMap(([id, fn]) =>
+        [...functions].flatMap(([id, fn]) =>
           checkDeployedEnvironment(
             id,
             usesOf.get(id) ?? [],
@@ -348,7 +376,7 @@ export class PlatformStack extends Stack {
     const props = this.#props;
     const { context } = props;
     const fn = new LambdaFunction(this, `Fn-${route.id}`, {
-      ...consumerFunctionBase(this, route.id, { dist: context.dist, layer: this.layer }),
+      ...consumerFunctionBase(this, route.id, { dist: context.dist, layer: this.layer, tracing: context.tracing }),
       functionName: `${name}-${route.id}`,
       description: `${route.methods.join(',')} ${route.path}`,
       timeout: Duration.seconds(route.timeoutSeconds ?? DEFAULT_ROUTE_TIMEOUT_SECONDS),
@@ -414,7 +442,7 @@ export class PlatformStack extends Stack {
     const props = this.#props;
     const { context } = props;
     const fn = new LambdaFunction(this, `Fn-${admin.id}`, {
-      ...consumerFunctionBase(this, admin.id, { dist: context.dist, layer: this.layer }),
+      ...consumerFunctionBase(this, admin.id, { dist: context.dist, layer: this.layer, tracing: context.tracing }),
       functionName: `${name}-${admin.id}`,
       description:
         'npx ratelimit against this stage: POST {"argv": [...]} to its function URL, SigV4 (AWS_IAM), no route',
@@ -454,6 +482,7 @@ export class PlatformStack extends Stack {
       vpc: props.vpc,
       functionsSecurityGroup: props.functionsSecurityGroup,
       layer: this.layer,
+      tracing: context.tracing,
       events: this.events,
       access: limiterAccess,
       ...(context.harvester && harvester
@@ -489,7 +518,8 @@ export class PlatformStack extends Stack {
       ]),
       refusalLogGroups: [
         ...[...this.functions.values()].map((fn) => fn.logGroup),
-        ...(this.streamConsumers?.harvester ? [this.streamConsumers.harvester.logGroup] : []),
+        // every stream consumer's log group: each writes its refusals (the harvester's, the listener's)
+        ...(this.streamConsumers?.logGroups ?? []),
       ],
       api: { name, stage: context.stage },
       webAclMetricName: name,

@@ -22,6 +22,8 @@ import { Construct } from 'constructs';
 import type { OuterLine } from '../config/outer-line.ts';
 import type { Route } from '../functions/routes.ts';
 import { secretHeadersOf } from '../functions/secret-headers.ts';
+import type { TracingMode } from './stage-hygiene.ts';
+import { apiTracing } from './tracing.ts';
 
 /** The REST API's TLS security policy (API Gateway's enhanced policies for regional APIs). */
 export const API_SECURITY_POLICY = 'SecurityPolicy_TLS13_1_2_PFS_PQ_2025_09';
@@ -84,6 +86,10 @@ export interface PublicApiProps {
   readonly outerLine: OuterLine;
   readonly routes: readonly Route[];
   readonly functionOf: (route: Route) => IFunction;
+  /** The stage's X-Ray switch (infra/tracing.ts). */
+  readonly tracing: TracingMode;
+  /** Whether this stage sets the region's API Gateway account role (infra/stage-hygiene.ts). */
+  readonly accountRole: boolean;
 }
 
 export class PublicApi extends Construct {
@@ -109,7 +115,8 @@ export class PublicApi extends Construct {
       restApiName: props.name,
       description: 'The platform behind the rate limiter (routes from functions/routes.ts)',
       endpointTypes: [EndpointType.REGIONAL],
-      cloudWatchRole: true,
+      // the region's one API Gateway logging role: set by this stack only when the stage file says (docs/deploy.md)
+      cloudWatchRole: props.accountRole,
       deployOptions: {
         stageName: props.stage,
         throttlingRateLimit: stageThrottle.rateLimit,
@@ -118,7 +125,7 @@ export class PublicApi extends Construct {
         accessLogDestination: new LogGroupLogDestination(accessLogs),
         accessLogFormat: AccessLogFormat.jsonWithStandardFields(),
         ...STAGE_LOGGING,
-        tracingEnabled: true,
+        tracingEnabled: apiTracing(props.tracing),
       },
     });
     // An enhanced security policy instead of a regional API's default TLS_1_0: TLS 1.3 and 1.2 with forward

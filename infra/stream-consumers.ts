@@ -25,13 +25,14 @@ import { Rule, Schedule } from 'aws-cdk-lib/aws-events';
 import { LambdaFunction as LambdaTarget } from 'aws-cdk-lib/aws-events-targets';
 import type { PolicyStatement } from 'aws-cdk-lib/aws-iam';
 import { type ILayerVersion, Function as LambdaFunction } from 'aws-cdk-lib/aws-lambda';
-import { LogGroup, RetentionDays } from 'aws-cdk-lib/aws-logs';
+import { type ILogGroup, LogGroup, RetentionDays } from 'aws-cdk-lib/aws-logs';
 import type { IQueue } from 'aws-cdk-lib/aws-sqs';
 import { Construct } from 'constructs';
 import type { SecretName } from '../config/secrets.ts';
 import type { LongRunningService, ScheduledWorker } from '../functions/workers.ts';
 import { acknowledgeTracing, consumerFunctionBase } from './consumer-function.ts';
 import { liveAlias } from './rollout.ts';
+import type { TracingMode } from './stage-hygiene.ts';
 
 /** The platform the listener's image is built for: its task's, ARM64 Linux. */
 export const LISTENER_PLATFORM = Platform.LINUX_ARM64;
@@ -42,6 +43,8 @@ export interface StreamConsumersProps {
   readonly vpc: IVpc;
   readonly functionsSecurityGroup: ISecurityGroup;
   readonly layer: ILayerVersion;
+  /** The stage's X-Ray switch (infra/tracing.ts). */
+  readonly tracing: TracingMode;
   readonly events: IQueue;
   /** The limiter's settings every consumer gets (Redis, parameters). */
   /** What a consumer reading these secrets is told and allowed (the platform stack's limiterAccess). */
@@ -66,6 +69,8 @@ export class StreamConsumers extends Construct {
   readonly listener: FargateService | undefined;
   /** The listener's task definition (its architecture, the image's platform must match). */
   readonly listenerTask: FargateTaskDefinition | undefined;
+  /** Every log group a consumer here writes to (each writes its refusals there: the top-offenders rule reads them all). */
+  readonly logGroups: ILogGroup[] = [];
 
   constructor(scope: Construct, id: string, props: StreamConsumersProps) {
     super(scope, id);
@@ -81,7 +86,7 @@ export class StreamConsumers extends Construct {
     if (props.harvester) {
       const { worker, source, sites } = props.harvester;
       const fn = new LambdaFunction(this, 'Harvester', {
-        ...consumerFunctionBase(this, worker.id, { dist: props.dist, layer: props.layer }),
+        ...consumerFunctionBase(this, worker.id, { dist: props.dist, layer: props.layer, tracing: props.tracing }),
         functionName: `${props.name}-${worker.id}`,
         description: `${worker.id}: every ${worker.everyMinutes} min, paced per site through the limiter`,
         timeout: Duration.minutes(Math.min(15, worker.everyMinutes * 3)),
@@ -107,6 +112,7 @@ export class StreamConsumers extends Construct {
         targets: [new LambdaTarget(liveAlias(fn, [props.layer]), { retryAttempts: 0 })], // the alias: infra/rollout.ts
       });
       this.harvester = fn;
+      this.logGroups.push(fn.logGroup);
     }
 
     if (props.listener) {
@@ -124,14 +130,13 @@ export class StreamConsumers extends Construct {
         id: 'AwsSolutions::AwsSolutions-IAM5[Resource::*]',
         reason: 'ecr:GetAuthorizationToken has no resource-level permissions; it only lets the task pull its image.',
       });
+      const listenerLogs = new LogGroup(this, 'ListenerLogs', { retention: RetentionDays.ONE_MONTH });
+      this.logGroups.push(listenerLogs);
       task.addContainer('listener', {
         // dist/services/<id>: the self-contained bundle and its Dockerfile (npm run build).
         // built for the task's architecture whatever the builder's (an x86 image on ARM64 dies with exec format error)
         image: ContainerImage.fromAsset(join(props.dist, 'services', service.id), { platform: LISTENER_PLATFORM }),
-        logging: LogDrivers.awsLogs({
-          streamPrefix: service.id,
-          logGroup: new LogGroup(this, 'ListenerLogs', { retention: RetentionDays.ONE_MONTH }),
-        }),
+        logging: LogDrivers.awsLogs({ streamPrefix: service.id, logGroup: listenerLogs }),
         environment: {
           ...props.access(service.secrets).environment,
           EVENT_QUEUE_URL: props.events.queueUrl,

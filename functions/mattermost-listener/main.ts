@@ -5,9 +5,9 @@
  * The bot token is the SecureString `<parameter path>/secrets/mattermost-listener/mattermost-bot-token`.
  * SIGTERM (how Fargate stops a task) and SIGINT stop it cleanly: exit 0.
  */
-import { Metrics, MetricUnit } from '@aws-lambda-powertools/metrics';
 import { closePlatform, platform } from '../shared/platform.ts';
-import { type CatchUpReport, MattermostListener } from './listener.ts';
+import { catchUpPublisher } from './catch-up-metrics.ts';
+import { MattermostListener } from './listener.ts';
 
 const url = process.env.MATTERMOST_URL;
 if (!url || !/^https?:\/\/[^\s/]+/.test(url)) {
@@ -21,14 +21,8 @@ if (!token) {
   logger.error('no Mattermost bot token (secrets/mattermost-listener/mattermost-bot-token)');
   process.exit(2);
 }
-// A catch-up's lag (reconnect to every channel caught up) as an EMF metric.
-const metrics = new Metrics({ namespace: 'RateLimit', serviceName: 'mattermost-listener' });
-const onCaughtUp = (report: CatchUpReport) => {
-  metrics.addMetric('MattermostCatchUpLag', MetricUnit.Milliseconds, report.lagMs);
-  metrics.addMetric('MattermostCatchUpPosts', MetricUnit.Count, report.posts);
-  metrics.addMetric('MattermostCatchUpRetries', MetricUnit.Count, report.retries);
-  metrics.publishStoredMetrics();
-};
+// A catch-up's lag (reconnect to every channel caught up) as an EMF metric (the listener's health alarm watches it).
+const onCaughtUp = catchUpPublisher();
 const listener = new MattermostListener({
   url,
   token,

@@ -14,6 +14,7 @@ import { Queue } from 'aws-cdk-lib/aws-sqs';
 import { PLATFORM_POLICIES } from '../../config/catalogue.ts';
 import { readOuterLine } from '../../config/outer-line.ts';
 import { runHarvest } from '../../functions/harvester/job.ts';
+import { catchUpPublisher, LISTENER_METRICS } from '../../functions/mattermost-listener/catch-up-metrics.ts';
 import { MattermostListener } from '../../functions/mattermost-listener/listener.ts';
 import { routes } from '../../functions/routes.ts';
 import { PLAIN_HEADERS, SECRET_HEADERS, secretHeadersOf } from '../../functions/secret-headers.ts';
@@ -976,6 +977,8 @@ async function limiterMetricsEmittedByEveryConsumer(): Promise<{
     await runHarvest({ source: source.url, site: 'metrics', until: Date.now() + 200 });
     sharedPlatform().observer.flush();
     const parts = sharedPlatform();
+    const publishCatchUp = catchUpPublisher();
+    let caughtUp = false;
     const listener = new MattermostListener({
       url: mattermost.url,
       token: mattermost.token,
@@ -984,6 +987,12 @@ async function limiterMetricsEmittedByEveryConsumer(): Promise<{
       sink: parts.sink,
       logger: { info: () => {}, warn: () => {} },
       observer: parts.observer,
+      // the listener's own health metrics, as main.ts publishes them
+      onCaughtUp: (report) => {
+        publishCatchUp(report);
+        caughtUp = true;
+      },
+      reconnectBaseMs: 10,
       holdMs: 300,
     });
     await listener.start();
@@ -993,6 +1002,9 @@ async function limiterMetricsEmittedByEveryConsumer(): Promise<{
       return (c?.admitted ?? 0) + (c?.expired ?? 0) > 0;
     };
     for (let i = 0; i < 400 && !decided(); i++) await new Promise((resolve) => setTimeout(resolve, 10)); // polling
+    // a network failure: the listener reconnects, catches up and publishes its lag
+    mattermost.dropConnections();
+    for (let i = 0; i < 400 && !caughtUp; i++) await new Promise((resolve) => setTimeout(resolve, 10)); // polling
     await listener.stop();
   };
   try {
@@ -1094,6 +1106,11 @@ describe('The alarms (all consumers deployed)', () => {
       for (const { namespace, metric, d } of metricsOf(alarm)) {
         switch (namespace) {
           case 'RateLimit': {
+            if (d.service === LISTENER_METRICS.service) {
+              // the listener's own health metric, seen published by the running listener
+              if (!emitted.get(`RateLimit|${LISTENER_METRICS.service}|undefined`)?.has(metric)) unwatchable.push(name);
+              break;
+            }
             // the series a consumer was seen to emit (its service and policy), and a metric the observer
             // publishes; a degraded one only if the running consumers were seen to report the policy
             // degraded, under the name its configured failure mode gives (the run opened the IP windows)
@@ -1122,6 +1139,16 @@ describe('The alarms (all consumers deployed)', () => {
           case 'AWS/SQS':
             if (!refs('AWS::SQS::Queue').has(refOf(d.QueueName))) unwatchable.push(name);
             break;
+          case 'ECS/ContainerInsights':
+            // Container Insights (on the listener's cluster) for the deployed service
+            if (
+              !refs('AWS::ECS::Cluster').has(refOf(d.ClusterName)) ||
+              !(typeof d.ServiceName === 'string'
+                ? ofType('AWS::ECS::Service').some(([, r]) => props(r).ServiceName === d.ServiceName)
+                : refs('AWS::ECS::Service').has(refOf(d.ServiceName)))
+            )
+              unwatchable.push(name);
+            break;
           case 'AWS/ElastiCache':
             // per node of the replication group: <group>-<shard>-<node>
             if (!/^ratelimit-prod-\d{4}-\d{3}$/.test(String(d.CacheClusterId))) unwatchable.push(name);
@@ -1134,6 +1161,7 @@ describe('The alarms (all consumers deployed)', () => {
     assert.deepEqual(unwatchable, [], 'alarms on a metric nobody emits');
     // and every limiter series the consumers emitted has its alarms
     for (const id of emitted.keys()) {
+      if (id.startsWith(`RateLimit|${LISTENER_METRICS.service}|`)) continue; // the listener's health, not a policy
       const policy = id.split('|')[2] as string;
       assert.ok(
         alarms.some((a) => a.Properties.AlarmName === `ratelimit-prod CheckLatencyP99-${policy}`),
