@@ -534,6 +534,8 @@ export class PlatformStack extends Stack {
     const partition = 'arn:<AWS::Partition>';
     // cdk-nag names the stage's account and region as the template has them: literals, the stacks being bound
     const where = Token.isUnresolved(this.region) ? '<AWS::Region>:<AWS::AccountId>' : `${this.region}:${this.account}`;
+    // and the partition too, in the ARNs the stack builds, once it is bound to a region (enablePartitionLiterals)
+    const built = Token.isUnresolved(this.partition) ? partition : `arn:${this.partition}`;
     Validations.of(this).acknowledge(
       ...['AWSLambdaBasicExecutionRole', 'AWSLambdaVPCAccessExecutionRole', 'AmazonAPIGatewayPushToCloudWatchLogs'].map(
         (policy) => ({
@@ -544,7 +546,7 @@ export class PlatformStack extends Stack {
       ),
       // each path a consumer reads by path (the policies, a consumer's secrets folder): every parameter under it
       ...[...readPathsInUse].map((path) => ({
-        id: `AwsSolutions::AwsSolutions-IAM5[Resource::${partition}:ssm:${where}:parameter${prefix}/${path}/*]`,
+        id: `AwsSolutions::AwsSolutions-IAM5[Resource::${built}:ssm:${where}:parameter${prefix}/${path}/*]`,
         reason:
           path === 'overrides'
             ? 'The policy overrides, read by path (any policy, any key); the admin function also writes them, nothing else.'
@@ -553,7 +555,7 @@ export class PlatformStack extends Stack {
               : `A consumer's own secrets folder (config/secrets.ts), read by path: its secrets and no other consumer's.`,
       })),
       {
-        id: `AwsSolutions::AwsSolutions-IAM5[Resource::${partition}:ssm:${where}:parameter${apiKeysPath}/*]`,
+        id: `AwsSolutions::AwsSolutions-IAM5[Resource::${built}:ssm:${where}:parameter${apiKeysPath}/*]`,
         reason: 'The API key registry: one parameter per key hash, looked up by name, so any name under the path.',
       },
     );

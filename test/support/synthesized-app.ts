@@ -363,7 +363,7 @@ export function apiMethods(template: Template): { path: string; method: string; 
         .map(([, id]) => template.Resources[id as string])
         .find((r) => r?.Type === 'AWS::Lambda::Alias');
       const target = aliased
-        ? (aliased.Properties?.FunctionName as { Ref: string }).Ref
+        ? (aliased.Properties?.FunctionName as { Ref?: string } | undefined)?.Ref
         : /"Fn::GetAtt":\["([^"]+)","Arn"\]/.exec(uri)?.[1];
       if (integration.Type !== 'AWS_PROXY' || !target) throw new Error('a method without a Lambda proxy integration');
       return {
