@@ -4,7 +4,7 @@
  * listener's health alarms: its running tasks below the desired count (ECS
  * Container Insights, enabled on its cluster) and a slow catch-up after a
  * reconnect (the listener's own MattermostCatchUpLag,
- * functions/mattermost-listener/catch-up-metrics.ts). Each alarm is in
+ * functions/mattermost-listener/metrics.ts). Each alarm is in
  * docs/runbook.md ("The alarms") and notifies the alarm topic like the rest.
  */
 import { type CfnResource, Duration, Stack } from 'aws-cdk-lib';
@@ -24,7 +24,7 @@ import type { IFunction } from 'aws-cdk-lib/aws-lambda';
 import type { ITopic } from 'aws-cdk-lib/aws-sns';
 import type { IQueue } from 'aws-cdk-lib/aws-sqs';
 import { Construct } from 'constructs';
-import { LISTENER_METRICS } from '../functions/mattermost-listener/catch-up-metrics.ts';
+import { LISTENER_METRICS } from '../functions/mattermost-listener/metrics.ts';
 
 /** The listener's alarm thresholds (docs/runbook.md). */
 export const LISTENER_ALARMS = {

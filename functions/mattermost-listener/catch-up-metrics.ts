@@ -1,19 +1,7 @@
-/**
- * The listener's own health metrics, one EMF line per catch-up (a reconnect
- * until every channel is caught up): how long its posts waited, how many it
- * fetched, how many requests it retried. The infra alarms on the lag by these
- * names (infra/consumer-health.ts).
- */
+/** Publishes the listener's health metrics (their names: metrics.ts, which the deployment alarms on). */
 import { Metrics, MetricUnit } from '@aws-lambda-powertools/metrics';
 import type { CatchUpReport } from './listener.ts';
-
-export const LISTENER_METRICS = {
-  namespace: 'RateLimit',
-  service: 'mattermost-listener',
-  lag: 'MattermostCatchUpLag',
-  posts: 'MattermostCatchUpPosts',
-  retries: 'MattermostCatchUpRetries',
-} as const;
+import { LISTENER_METRICS } from './metrics.ts';
 
 /** An `onCaughtUp` that publishes each catch-up's report. */
 export function catchUpPublisher(): (report: CatchUpReport) => void {

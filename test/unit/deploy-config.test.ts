@@ -111,6 +111,9 @@ describe('Function: readDeployContext', () => {
       alarmEmails: [],
       alarmUrls: [],
       deploymentConfig: 'Canary10Percent5Minutes',
+      tags: { owner: 'unassigned', costCentre: 'unassigned' },
+      tracing: 'off',
+      apiGatewayAccountRole: false,
     });
     const memorydb = readDeployContext(placed({ redis: 'memorydb', shards: '2' }));
     assert.equal(memorydb.nodeType, 'db.r7g.large');
