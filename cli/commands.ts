@@ -57,9 +57,9 @@ import {
 } from '@platform/rate-limit/config';
 import { hashEmail, REFUSAL_LOG, type RefusalRecord } from '@platform/rate-limit/middleware';
 import { SsmParameterSource } from '@platform/rate-limit/ssm';
+import { API_KEY_PEPPER, hashApiKey, isApiKey, newApiKey } from '../config/api-key.ts';
 import { PLATFORM_POLICIES } from '../config/catalogue.ts';
-import { API_KEY_PEPPER, hashApiKey, isApiKey, newApiKey } from '../functions/shared/api-key.ts';
-import { LOCAL_REFUSAL_LOG, readConsumerSettings } from '../functions/shared/settings.ts';
+import { LOCAL_REFUSAL_LOG, readRefusalLog } from '../config/refusal-log.ts';
 
 const EXIT = { ok: 0, unavailable: 1, usage: 2, refused: 3 } as const;
 
@@ -405,7 +405,7 @@ async function topCommand(context: Context, rest: readonly string[], values: Cli
   const sinceMs = parseDuration((values.since ?? '1h').replace(/^(\d+(?:\.\d+)?)(ms|s|m|h)$/, '$1 $2'));
   if (sinceMs === undefined || sinceMs <= 0)
     throw new CliError(EXIT.usage, '--since takes a duration such as 1h or 15m');
-  const file = readConsumerSettings().refusalLog ?? LOCAL_REFUSAL_LOG;
+  const file = readRefusalLog() ?? LOCAL_REFUSAL_LOG;
   let text: string;
   try {
     text = readFileSync(file, 'utf8');

@@ -12,7 +12,7 @@ import { mockClient } from 'aws-sdk-client-mock';
 import { PLATFORM_POLICIES } from '../../config/catalogue.ts';
 import { useRegistry } from '../../functions/api/auth.ts';
 import { SsmKeyRegistry } from '../../functions/api/registry.ts';
-import { newApiKey } from '../../functions/shared/api-key.ts';
+import { newApiKey } from '../../config/api-key.ts';
 import { consumers, type TestPlatform } from '../support/consumers.ts';
 import { restEvent } from '../support/events.ts';
 

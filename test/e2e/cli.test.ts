@@ -11,7 +11,7 @@ import { join } from 'node:path';
 import { after, describe, it } from 'node:test';
 import { parseIsoTime } from '../../cli/commands.ts';
 import { PLATFORM_POLICIES } from '../../config/catalogue.ts';
-import { hashApiKey, isApiKey } from '../../functions/shared/api-key.ts';
+import { hashApiKey, isApiKey } from '../../config/api-key.ts';
 import { createPolicyStore, FileParameterSource } from '../../layer/src/config/index.ts';
 import { createLimiter, createRedisClient } from '../../layer/src/index.ts';
 import { hashEmail } from '../../layer/src/middleware/index.ts';
