@@ -83,7 +83,8 @@ export function overridePatch(value: unknown): { patch: unknown; until?: number 
   if (!isPlain(value) || !('until' in value)) return { patch: value };
   const { until, ...patch } = value;
   const at = typeof until === 'string' ? parseIsoTime(until) : undefined;
-  if (at === undefined) throw new Error('until must be an ISO 8601 time naming a real instant, such as "2026-12-02T06:00Z"');
+  if (at === undefined)
+    throw new Error('until must be an ISO 8601 time naming a real instant, such as "2026-12-02T06:00Z"');
   return { patch, until: at };
 }
 
