@@ -54,12 +54,13 @@ import {
   type ParameterSource,
   type ParameterWriter,
   type PolicyStore,
+  parseIsoTime,
 } from '@platform/rate-limit/config';
 import { hashEmail, REFUSAL_LOG, type RefusalRecord } from '@platform/rate-limit/middleware';
 import { SsmParameterSource } from '@platform/rate-limit/ssm';
+import { API_KEY_PEPPER, hashApiKey, isApiKey, newApiKey } from '../config/api-key.ts';
 import { PLATFORM_POLICIES } from '../config/catalogue.ts';
-import { API_KEY_PEPPER, hashApiKey, isApiKey, newApiKey } from '../functions/shared/api-key.ts';
-import { LOCAL_REFUSAL_LOG, readConsumerSettings } from '../functions/shared/settings.ts';
+import { LOCAL_REFUSAL_LOG, readRefusalLog } from '../config/refusal-log.ts';
 
 const EXIT = { ok: 0, unavailable: 1, usage: 2, refused: 3 } as const;
 
@@ -296,39 +297,6 @@ async function rateCommand(context: Context, rest: readonly string[], values: Cl
   return EXIT.ok;
 }
 
-/** An ISO 8601 time: a date, optionally a time of day to the minute (seconds, milliseconds) and a zone. */
-const ISO_TIME = /^(\d{4})-(\d{2})-(\d{2})(?:T(\d{2}):(\d{2})(?::(\d{2})(?:\.(\d{1,3}))?)?(Z|[+-]\d{2}:\d{2}))?$/;
-
-/**
- * The epoch ms an ISO 8601 time names, or undefined when it is malformed or
- * names no real instant: 2030-02-30 is not March 2 (Date.parse would roll it
- * over), 24:00 and :60 are not times, and a time of day needs its zone.
- */
-export function parseIsoTime(text: string): number | undefined {
-  const match = ISO_TIME.exec(text);
-  if (!match) return undefined;
-  const [, y, mo, d, h = '0', mi = '0', sec = '0', ms = '0', zone = 'Z'] = match;
-  const [year, month, day, hour, minute, second] = [y, mo, d, h, mi, sec].map(Number) as [
-    number,
-    number,
-    number,
-    number,
-    number,
-    number,
-  ];
-  if (month < 1 || month > 12 || day < 1 || hour > 23 || minute > 59 || second > 59) return undefined;
-  // the last day of that month (day 0 of the next), leap years included
-  if (day > new Date(Date.UTC(year, month, 0)).getUTCDate()) return undefined;
-  let offsetMinutes = 0;
-  if (zone !== 'Z') {
-    const [zh, zm] = zone.slice(1).split(':').map(Number) as [number, number];
-    if (zh > 23 || zm > 59) return undefined;
-    offsetMinutes = (zone.startsWith('-') ? -1 : 1) * (zh * 60 + zm);
-  }
-  const utc = Date.UTC(year, month - 1, day, hour, minute, second, Number(ms.padEnd(3, '0')));
-  return utc - offsetMinutes * 60_000;
-}
-
 /**
  * The instant an override's `until` names, checked however it was given (the
  * `--until` flag, or an `until` in the JSON): malformed is `malformedCode`
@@ -418,7 +386,7 @@ async function topCommand(context: Context, rest: readonly string[], values: Cli
   const sinceMs = parseDuration((values.since ?? '1h').replace(/^(\d+(?:\.\d+)?)(ms|s|m|h)$/, '$1 $2'));
   if (sinceMs === undefined || sinceMs <= 0)
     throw new CliError(EXIT.usage, '--since takes a duration such as 1h or 15m');
-  const file = readConsumerSettings().refusalLog ?? LOCAL_REFUSAL_LOG;
+  const file = readRefusalLog() ?? LOCAL_REFUSAL_LOG;
   let text: string;
   try {
     text = readFileSync(file, 'utf8');

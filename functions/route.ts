@@ -21,7 +21,7 @@ export type KeySource =
   | { readonly from: 'clientIp' }
   /** The client IP by its IPv6 /48 (an IPv4 address as it is). */
   | { readonly from: 'clientIp48' }
-  /** An API key header (`rk_` + 32 base64url), known by its keyed hash: HMAC-SHA-256 with `api-key-pepper` (functions/shared/api-key.ts). */
+  /** An API key header (`rk_` + 32 base64url), known by its keyed hash: HMAC-SHA-256 with `api-key-pepper` (config/api-key.ts). */
   | { readonly from: 'apiKey'; readonly header: string }
   /** A path parameter, as API Gateway names it (`{bot}`). */
   | { readonly from: 'pathParameter'; readonly name: string };

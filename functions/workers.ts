@@ -7,6 +7,12 @@
 import type { PolicyName } from '../config/catalogue.ts';
 import type { SecretName } from '../config/secrets.ts';
 
+/** The policy the harvester paces each source by (functions/harvester/pacer.ts): named here only. */
+export const HARVESTER_POLICY: PolicyName = 'harvester-source';
+
+/** The policy the Mattermost listener checks each channel's posts against: named here only. */
+export const MATTERMOST_POLICY: PolicyName = 'mattermost-channel';
+
 /** A function invoked on a schedule (EventBridge in AWS). */
 export interface ScheduledWorker {
   readonly id: string;
@@ -36,7 +42,7 @@ export const scheduled: readonly ScheduledWorker[] = [
     id: 'harvester',
     handler: 'harvester/handler.ts',
     everyMinutes: 5,
-    policies: ['harvester-source'],
+    policies: [HARVESTER_POLICY],
     secrets: [],
   },
 ];
@@ -45,7 +51,7 @@ export const services: readonly LongRunningService[] = [
   {
     id: 'mattermost-listener',
     entry: 'mattermost-listener/main.ts',
-    policies: ['mattermost-channel'],
+    policies: [MATTERMOST_POLICY],
     secrets: ['mattermost-bot-token'],
   },
 ];

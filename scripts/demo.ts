@@ -18,6 +18,7 @@ import { PLATFORM_POLICIES } from '../config/catalogue.ts';
 import { signSlackBody } from '../functions/slack/signature.ts';
 import { crawlChart, renderSvg } from './chart.ts';
 import { type Answer, call, loopbackAddress } from './http-client.ts';
+import { localStageEnvironment, plainRedisEnvironment } from './local-stage.ts';
 import { type RedisProcess, startRedis } from './redis-process.ts';
 
 const ROOT = new URL('..', import.meta.url).pathname;
@@ -474,14 +475,8 @@ export async function runDemo(options: DemoOptions = {}): Promise<{ results: Sce
   const work = mkdtempSync(join(tmpdir(), 'rl-demo-'));
   writeFileSync(join(work, 'parameters.json'), readFileSync(join(ROOT, 'config/local-parameters.json')));
   Object.assign(process.env, {
-    REDIS_URL: redis.url,
-    REDIS_CLUSTER_NODES: '',
-    REDIS_AUTH_SECRET_FILE: '', // its own plain Redis: no user
-    RATE_LIMIT_PARAMETER_PATH: '/ratelimit/local',
-    RATE_LIMIT_PARAMETERS_FILE: join(work, 'parameters.json'),
-    EVENT_SINK_FILE: join(work, 'events.jsonl'),
-    LOGIN_USERS_FILE: join(ROOT, 'config/local-users.json'),
-    API_KEYS_FILE: join(ROOT, 'config/local-api-keys.json'),
+    ...plainRedisEnvironment(redis.url, { withoutAuth: true }), // its own plain Redis: no user
+    ...localStageEnvironment({ parametersFile: join(work, 'parameters.json'), sinkFile: join(work, 'events.jsonl') }),
     POWERTOOLS_LOG_LEVEL: 'ERROR',
     POWERTOOLS_METRICS_DISABLED: 'true',
   });

@@ -26,6 +26,7 @@
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { signSlackBody } from '../functions/slack/signature.ts';
+import { localStageEnvironment, plainRedisEnvironment } from './local-stage.ts';
 import { freePort, isPortFree, type RedisProcess, startRedis } from './redis-process.ts';
 import { type ProdShapeCluster, startProdShapeCluster } from './redis-prod-shape.ts';
 
@@ -83,16 +84,14 @@ if (!redisUrl && (process.argv.includes('--prod-shape') || process.env.RATE_LIMI
   console.log(`redis-durable: ${redisUrl} (appendonly yes, noeviction, data in ${redisDir})`);
 }
 // The handlers read their settings from the environment, as in Lambda.
-if (redisUrl) {
-  process.env.REDIS_URL = redisUrl;
-  process.env.REDIS_CLUSTER_NODES = ''; // this Redis, not a cluster named in the caller's environment
-}
-process.env.RATE_LIMIT_PARAMETER_PATH ||= '/ratelimit/local';
-process.env.RATE_LIMIT_PARAMETERS_FILE ||= join(ROOT, 'config/local-parameters.json');
-process.env.EVENT_SINK_FILE ||= join(dataDir, 'events.jsonl');
-process.env.RATE_LIMIT_REFUSAL_LOG ||= join(dataDir, 'refusals.jsonl');
-process.env.LOGIN_USERS_FILE ||= join(ROOT, 'config/local-users.json');
-process.env.API_KEYS_FILE ||= join(ROOT, 'config/local-api-keys.json');
+if (redisUrl) Object.assign(process.env, plainRedisEnvironment(redisUrl, { withoutAuth: false }));
+// each one the caller's environment already sets is the caller's
+const stage = localStageEnvironment({
+  parametersFile: join(ROOT, 'config/local-parameters.json'),
+  sinkFile: join(dataDir, 'events.jsonl'),
+  refusalLog: join(dataDir, 'refusals.jsonl'),
+});
+for (const [name, value] of Object.entries(stage)) process.env[name] ||= value;
 
 const { builtHandler, startGateway } = await import('./gateway.ts');
 const { routes } = await import('../functions/routes.ts');

@@ -9,6 +9,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { readOuterLine } from '../config/outer-line.ts';
 import { type Gateway, type GatewayOptions, startGateway } from './gateway.ts';
+import { localStageEnvironment, plainRedisEnvironment } from './local-stage.ts';
 
 const LOCAL_PARAMETERS = new URL('../config/local-parameters.json', import.meta.url);
 
@@ -56,13 +57,8 @@ export async function startLocalPlatform(
   const sinkFile = join(dir, 'events.jsonl');
   const refusalLog = process.env.RATE_LIMIT_REFUSAL_LOG || join(dir, 'refusals.jsonl');
   Object.assign(process.env, {
-    ...(options.redisUrl ? { REDIS_URL: options.redisUrl, REDIS_CLUSTER_NODES: '', REDIS_AUTH_SECRET_FILE: '' } : {}),
-    RATE_LIMIT_PARAMETER_PATH: '/ratelimit/local',
-    RATE_LIMIT_PARAMETERS_FILE: parametersFile,
-    EVENT_SINK_FILE: sinkFile,
-    RATE_LIMIT_REFUSAL_LOG: refusalLog,
-    LOGIN_USERS_FILE: new URL('../config/local-users.json', import.meta.url).pathname,
-    API_KEYS_FILE: new URL('../config/local-api-keys.json', import.meta.url).pathname,
+    ...(options.redisUrl ? plainRedisEnvironment(options.redisUrl, { withoutAuth: true }) : {}),
+    ...localStageEnvironment({ parametersFile, sinkFile, refusalLog }),
     POWERTOOLS_METRICS_DISABLED: options.metrics ? 'false' : 'true',
   });
   const outerLine = options.routeThrottles ? readOuterLine() : { ...readOuterLine(), routeThrottles: {} };

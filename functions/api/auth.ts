@@ -1,6 +1,6 @@
 /**
  * The API key check every /v1 route shares: the key's shape is checked
- * (functions/shared/api-key.ts), then it is looked up by its keyed hash
+ * (config/api-key.ts), then it is looked up by its keyed hash
  * (HMAC-SHA-256 with the pepper) in the key registry; an unknown or malformed key is 401, counted per client IP so key
  * guessing is itself limited (`api-unknown-key-ip`, 429 once over), and an IP
  * over that window is refused before a key it sends costs a registry read. A
@@ -10,9 +10,9 @@ import type { MiddlewareObj } from '@middy/core';
 import { enforce, verdictFor } from '@platform/rate-limit';
 import { clientIp, type HttpEvent, header, rateLimitHeaders, rateLimitRefusal } from '@platform/rate-limit/middleware';
 import type { Context } from 'aws-lambda';
+import { API_KEY_PEPPER, hashApiKey, isApiKey } from '../../config/api-key.ts';
 import { type RoleLimits, roleLimits } from '../../config/api-roles.ts';
 import type { PolicyName } from '../../config/catalogue.ts';
-import { API_KEY_PEPPER, hashApiKey, isApiKey } from '../shared/api-key.ts';
 import { httpError } from '../shared/http.ts';
 import { platform } from '../shared/platform.ts';
 import { readConsumerSettings } from '../shared/settings.ts';

@@ -16,11 +16,9 @@
  */
 
 import { type Limiter, type RateLimitObserver, verdictFor } from '@platform/rate-limit';
-import type { PolicyName } from '../../config/catalogue.ts';
 import type { AcceptedOnce } from '../shared/once.ts';
+import { HARVESTER_POLICY } from '../workers.ts';
 import type { SourceAnswer } from './source.ts';
-
-export const HARVESTER_POLICY: PolicyName = 'harvester-source';
 
 export interface PacerStats {
   /** Turns granted by the shared bucket. */

@@ -14,9 +14,9 @@ import {
 } from '@platform/rate-limit/middleware';
 import type { APIGatewayProxyEvent, APIGatewayProxyResult, Context } from 'aws-lambda';
 import * as v from 'valibot';
+import { API_KEY_PEPPER, hashApiKey, isApiKey } from '../../config/api-key.ts';
 import type { RoleLimits } from '../../config/api-roles.ts';
 import type { KeySource, Route } from '../route.ts';
-import { API_KEY_PEPPER, hashApiKey, isApiKey } from './api-key.ts';
 import { platform } from './platform.ts';
 
 export type HttpResponse = APIGatewayProxyResult;

@@ -1,4 +1,5 @@
 import { InvalidSettingError } from '@platform/rate-limit';
+import { readRefusalLog } from '../../config/refusal-log.ts';
 
 /**
  * What the consumers read from the environment, in one place (the layer's own
@@ -14,7 +15,7 @@ import { InvalidSettingError } from '@platform/rate-limit';
  * | `LOGIN_USER_POOL_CLIENT_ID` | its app client (ADMIN_USER_PASSWORD_AUTH, no client secret)        | none: the users file         |
  * | `API_KEYS_PARAMETER_PATH` | SSM path of the API key registry (`<path>/<key hash>` → owner, role) | none: the file below         |
  * | `API_KEYS_FILE`           | the API key registry as a JSON file (local runs)                     | `config/local-api-keys.json` |
- * | `RATE_LIMIT_REFUSAL_LOG`  | JSON-lines file each refusal is also written to (local runs; `npx ratelimit top` reads it) | none (`npm start`: `.local/refusals.jsonl`) |
+ * | `RATE_LIMIT_REFUSAL_LOG`  | JSON-lines file each refusal is also written to (local runs; `npx ratelimit top` reads it; config/refusal-log.ts) | none (`npm start`: `.local/refusals.jsonl`) |
  * | `LLM_PROVIDER`            | `bedrock` or `local` (the LLM route only; in Lambda only `bedrock`)  | `local` outside Lambda       |
  */
 export interface ConsumerSettings {
@@ -24,9 +25,6 @@ export interface ConsumerSettings {
   /** Where refusals are also written locally; in AWS they are log lines only (CloudWatch Contributor Insights reads them). */
   readonly refusalLog: string | undefined;
 }
-
-/** The refusal log `npm start` writes and `npx ratelimit top` reads by default. */
-export const LOCAL_REFUSAL_LOG = `${new URL('../../', import.meta.url).pathname}.local/refusals.jsonl`;
 
 const ROOT = new URL('../../', import.meta.url).pathname;
 type Env = Readonly<Record<string, string | undefined>>;
@@ -54,7 +52,7 @@ export function readConsumerSettings(env: Env = process.env): ConsumerSettings {
     apiKeys: keysPath
       ? { kind: 'ssm', path: keysPath }
       : { kind: 'file', file: env.API_KEYS_FILE || `${ROOT}config/local-api-keys.json` },
-    refusalLog: env.RATE_LIMIT_REFUSAL_LOG || undefined,
+    refusalLog: readRefusalLog(env),
   };
 }
 

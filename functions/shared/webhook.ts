@@ -1,7 +1,8 @@
 import type { MiddlewareObj } from '@middy/core';
-import { DEFAULT_TIME_BUDGET, degradedBy, enforce, type Limiter, toMs, verdictFor } from '@platform/rate-limit';
+import { DEFAULT_TIME_BUDGET, enforce, type Limiter, toMs } from '@platform/rate-limit';
 import { type HttpEvent, rateLimitHeaders, rateLimitRefusal } from '@platform/rate-limit/middleware';
 import type { PolicyName } from '../../config/catalogue.ts';
+import { admitOnce } from './admission.ts';
 import { type HttpResponse, httpError, type JsonBounds, json, outOfBounds, type RestEvent } from './http.ts';
 import { platform } from './platform.ts';
 import type { AcceptedEvent } from './sink.ts';
@@ -57,7 +58,8 @@ function claimBudgetMs(limiter: Limiter, event: WebhookEvent): number {
 }
 
 /**
- * What every webhook does once its sender is verified, the same way:
+ * What every webhook does once its sender is verified, the same way
+ * (./admission.ts's once-only flow, answered in HTTP):
  * 1. an event already accepted (a retry, a redelivery) answers 200, not counted or forwarded again;
  * 2. its limits are checked all-or-nothing in its scope; refused: 429 (or 503
  *    when the limiter is down: fail-closed), and the claim is given back so a
@@ -68,35 +70,30 @@ export async function acceptOnce(
   event: WebhookEvent,
   refusalHeaders: Record<string, string> = {},
 ): Promise<HttpResponse> {
-  const { limiter, observer, acceptedOnce, sink } = platform();
-  const budgetMs = claimBudgetMs(limiter, event);
-  const started = performance.now();
-  const claim = await acceptedOnce.claim(event.source, event.scope, event.id, budgetMs);
-  if (claim === 'seen') return json(200, { ok: true, duplicate: true });
-  if (claim !== 'claimed') {
-    // Redis could not tell: the event is refused as its check would be (fail-closed), and counted as
-    // its check's degraded verdict, or a Redis outage would never show in the webhooks' DegradedClosed
-    const verdict = verdictFor(
-      degradedBy('closed', claim, 1000),
-      event.limits[0]?.policy ?? '',
-      performance.now() - started,
-    );
-    observer.observe(verdict);
-    throw rateLimitRefusal(verdict);
+  const { limiter, observer, acceptedOnce, sink, logger } = platform();
+  const admission = await admitOnce(event, {
+    once: acceptedOnce,
+    sink,
+    budgetMs: claimBudgetMs(limiter, event),
+    policy: event.limits[0]?.policy ?? '',
+    observer,
+    check: () => enforce(limiter, event.limits, { observer, scope: event.scope }),
+    admits: (verdict) => verdict.proceed,
+  });
+  switch (admission.kind) {
+    case 'duplicate':
+      return json(200, { ok: true, duplicate: true });
+    case 'unclaimed':
+      throw rateLimitRefusal(admission.verdict);
+    case 'refused': {
+      const refusal = rateLimitRefusal(admission.decided);
+      if (admission.decided.outcome === 'limited') Object.assign(refusal.headers, refusalHeaders);
+      throw refusal;
+    }
+    case 'unsunk':
+      logger.error('event sink failed', { source: event.source, error: String(admission.error) });
+      throw httpError(503, 'sink_unavailable', 'Try again shortly.', { 'Retry-After': '1' });
+    case 'admitted':
+      return json(200, { ok: true }, rateLimitHeaders(admission.decided.limits));
   }
-  const verdict = await enforce(limiter, event.limits, { observer, scope: event.scope });
-  if (!verdict.proceed) {
-    await acceptedOnce.release(event.source, event.scope, event.id, budgetMs);
-    const refusal = rateLimitRefusal(verdict);
-    if (verdict.outcome === 'limited') Object.assign(refusal.headers, refusalHeaders);
-    throw refusal;
-  }
-  try {
-    await sink.put({ source: event.source, id: event.id, scope: event.scope, payload: event.payload });
-  } catch (error) {
-    await acceptedOnce.release(event.source, event.scope, event.id, budgetMs);
-    platform().logger.error('event sink failed', { source: event.source, error: String(error) });
-    throw httpError(503, 'sink_unavailable', 'Try again shortly.', { 'Retry-After': '1' });
-  }
-  return json(200, { ok: true }, rateLimitHeaders(verdict.limits));
 }

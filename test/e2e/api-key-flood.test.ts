@@ -9,10 +9,10 @@ import { randomBytes } from 'node:crypto';
 import { after, before, describe, it } from 'node:test';
 import { GetParameterCommand, ParameterNotFound, SSMClient } from '@aws-sdk/client-ssm';
 import { mockClient } from 'aws-sdk-client-mock';
+import { newApiKey } from '../../config/api-key.ts';
 import { PLATFORM_POLICIES } from '../../config/catalogue.ts';
 import { useRegistry } from '../../functions/api/auth.ts';
 import { SsmKeyRegistry } from '../../functions/api/registry.ts';
-import { newApiKey } from '../../functions/shared/api-key.ts';
 import { consumers, type TestPlatform } from '../support/consumers.ts';
 import { restEvent } from '../support/events.ts';
 

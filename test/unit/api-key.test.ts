@@ -1,5 +1,5 @@
 /**
- * API keys (functions/shared/api-key.ts): the documented format checked
+ * API keys (config/api-key.ts): the documented format checked
  * before hashing, HMAC-SHA-256 with the pepper, and the local registry
  * migrated to it (its entries are the demo keys' keyed hashes).
  */
@@ -8,9 +8,9 @@ import { createHash, createHmac } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { describe, it } from 'node:test';
 import fc from 'fast-check';
+import { API_KEY_PEPPER, hashApiKey, isApiKey, newApiKey } from '../../config/api-key.ts';
 import { SECRETS, secretFolder } from '../../config/secrets.ts';
 import { routes } from '../../functions/routes.ts';
-import { API_KEY_PEPPER, hashApiKey, isApiKey, newApiKey } from '../../functions/shared/api-key.ts';
 
 const LOCAL = JSON.parse(
   readFileSync(new URL('../../config/local-parameters.json', import.meta.url), 'utf8'),

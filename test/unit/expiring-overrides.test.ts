@@ -97,4 +97,20 @@ describe('An override with `until`', () => {
     clock.now = END;
     assert.equal(store.resolve('api-key', 'partner')?.limit, 120);
   });
+
+  it('naming an impossible date is malformed, not rolled over (2030-02-30 is not March 2): refused from the file', async () => {
+    // test/fixtures/overrides/impossible-until.json: Date.parse would read each of the first three as a real instant
+    const fixture = new URL('../fixtures/overrides/impossible-until.json', import.meta.url).pathname;
+    const { store, warnings } = harness(new FileParameterSource(fixture));
+    await store.refresh();
+    for (const key of ['partner', 'leap', 'midnight']) {
+      assert.equal(store.resolve('api-key', key)?.limit, 120, `${key}: the default stays in force`);
+      assert.ok(
+        warnings.some((w) => w.includes(`api-key/${key}`) && w.includes('until must be an ISO 8601 time')),
+        warnings.join('\n'),
+      );
+    }
+    assert.equal(store.resolve('api-key', 'real')?.limit, 600, 'a real date is still accepted');
+    assert.equal(store.explain('api-key', 'real')?.expires?.['per-key override'], '2030-03-02T00:00:00.000Z');
+  });
 });

@@ -2,7 +2,7 @@
  * The import rules of docs/architecture.md, checked on every TypeScript file:
  * the layer is self-contained (it knows no consumer, config, tool or test),
  * the consumers and the deployment reach the layer through its package name
- * only, the deployment reads the consumers' route data but no handler, and
+ * only, the CLI imports no function (the admin function imports the CLI), the deployment reads the consumers' route data but no handler, and
  * the tools never import the benchmarks.
  */
 import assert from 'node:assert/strict';
@@ -54,6 +54,13 @@ describe('Import rules (docs/architecture.md)', () => {
           ? true
           : inside(t, 'functions', 'config') || (inside(file, 'cli', 'functions/admin') && inside(t, 'cli')),
       ),
+      [],
+    );
+  });
+
+  it('the CLI never imports the functions (the admin function imports the CLI: no part-level cycle)', () => {
+    assert.deepEqual(
+      offending(['cli'], (t) => !inside(t, 'functions')),
       [],
     );
   });

@@ -9,11 +9,11 @@ import type { ParameterSource, ParameterWriter } from './parameter-source.ts';
 import { type ConfigLogger, PolicyStore } from './policy-store.ts';
 
 export { FileParameterSource } from './file-source.ts';
+export { parseIsoTime } from './iso-time.ts';
 export type { ParameterSource, ParameterWriter } from './parameter-source.ts';
+export { mergeOverride, overridePatch } from './policy-layers.ts';
 export {
   type ConfigLogger,
-  mergeOverride,
-  overridePatch,
   type PolicyExplanation,
   type PolicySource,
   PolicyStore,

@@ -1,9 +1,15 @@
-import { InvalidPolicyError } from '../errors.ts';
-import { assertKeyPart } from '../keys.ts';
 import type { PolicyResolver } from '../limiter.ts';
-import { folderPrefix } from '../parameters.ts';
 import { type CompiledPolicy, compilePolicy } from '../policy.ts';
 import type { ParameterSource } from './parameter-source.ts';
+import {
+  type ClassifiedParameter,
+  classifyParameters,
+  compileOverride,
+  inForce,
+  isPlain,
+  mergeOverride,
+  validateParameter,
+} from './policy-layers.ts';
 
 /** Where one value of a policy in force came from (see PolicyStore.explain). */
 export type PolicySource = 'shipped default' | 'SSM default' | 'policy override' | 'per-key override';
@@ -24,19 +30,6 @@ interface PolicyLayers {
   policyUntil?: number;
   keyPatches: Map<string, unknown>;
   keyUntils: Map<string, number>;
-}
-
-/**
- * An override's patch and, when it carries `until` (an ISO 8601 time), when
- * it ends: after it the value falls back by the normal precedence, without
- * anyone acting. Throws for an `until` that is not a time.
- */
-export function overridePatch(value: unknown): { patch: unknown; until?: number } {
-  if (!isPlain(value) || !('until' in value)) return { patch: value };
-  const { until, ...patch } = value;
-  const at = typeof until === 'string' ? Date.parse(until) : Number.NaN;
-  if (!Number.isFinite(at)) throw new Error('until must be an ISO 8601 time, such as "2026-12-02T06:00Z"');
-  return { patch, until: at };
 }
 
 /** Where a rejected parameter or a failed refresh is reported: one line each. */
@@ -68,26 +61,6 @@ const consoleLogger: ConfigLogger = {
   warn: (message, attributes) => console.warn(JSON.stringify({ level: 'WARN', message, ...attributes })),
 };
 
-type Plain = Record<string, unknown>;
-const isPlain = (value: unknown): value is Plain =>
-  typeof value === 'object' && value !== null && !Array.isArray(value);
-
-function tryCompile(policy: string, config: unknown): CompiledPolicy | undefined {
-  try {
-    return compilePolicy(policy, config);
-  } catch {
-    return undefined; // already reported when the parameter was accepted or rejected
-  }
-}
-
-/** A partial override laid over a policy: objects merge, anything else replaces. */
-export function mergeOverride(base: unknown, patch: unknown): unknown {
-  if (!isPlain(base) || !isPlain(patch)) return patch;
-  const merged: Plain = { ...base };
-  for (const [field, value] of Object.entries(patch)) merged[field] = mergeOverride(base[field], value);
-  return merged;
-}
-
 /**
  * The policies in force, per policy and per key, from configuration an
  * operator can change without a deploy. Precedence, highest first:
@@ -115,6 +88,8 @@ export class PolicyStore implements PolicyResolver {
   readonly #ttlMs: number;
   readonly #now: () => number;
   readonly #logger: ConfigLogger;
+  /** The shipped defaults, compiled once. */
+  readonly #shipped = new Map<string, CompiledPolicy>();
   #policies = new Map<string, CompiledPolicy>();
   /** The accepted layers of every policy, for `explain`. */
   #layers = new Map<string, PolicyLayers>();
@@ -140,7 +115,8 @@ export class PolicyStore implements PolicyResolver {
     this.#now = options.now ?? Date.now;
     this.#logger = options.logger ?? consoleLogger;
     // The shipped defaults are in force from the first instant; they must be valid.
-    for (const [name, config] of Object.entries(this.#defaults)) this.#policies.set(name, compilePolicy(name, config));
+    for (const [name, config] of Object.entries(this.#defaults)) this.#shipped.set(name, compilePolicy(name, config));
+    this.#policies = new Map(this.#shipped);
   }
 
   resolve(policy: string, key: string): CompiledPolicy | undefined {
@@ -245,136 +221,124 @@ export class PolicyStore implements PolicyResolver {
     this.#apply(parameters);
   }
 
+  /**
+   * Lays the fetched parameters over the shipped defaults (policy-layers.ts
+   * has each step): every value validated on its own, each accepted one
+   * compiled once, an override whose `until` passed left out.
+   */
   #apply(parameters: Record<string, string>): void {
     const now = this.#now();
-    let nextExpiry = Number.POSITIVE_INFINITY;
-    /** The patch of an accepted override, or undefined once its `until` has passed. */
-    const inForce = (accepted: unknown): { patch: unknown; until?: number } | undefined => {
-      if (accepted === undefined) return undefined;
-      const split = overridePatch(accepted);
-      if (split.until === undefined) return split;
-      if (split.until <= now) return undefined;
-      nextExpiry = Math.min(nextExpiry, split.until);
-      return split;
-    };
-    const defaults = folderPrefix(this.#prefix, 'defaults');
-    const overrides = folderPrefix(this.#prefix, 'overrides');
-    const secrets = folderPrefix(this.#prefix, 'secrets');
-    const baseConfigs = new Map<string, unknown>(Object.entries(this.#defaults));
-    const layers = new Map<string, PolicyLayers>();
-    const layersOf = (policy: string): PolicyLayers => {
-      let entry = layers.get(policy);
-      if (!entry) {
-        entry = {
-          base: baseConfigs.get(policy),
-          baseSource: 'shipped default',
-          keyPatches: new Map(),
-          keyUntils: new Map(),
-        };
-        layers.set(policy, entry);
-      }
-      return entry;
-    };
-    const policyPatches = new Map<string, [parameter: string, raw: string]>();
-    const keyPatches: [policy: string, key: string, parameter: string, raw: string][] = [];
-    const nextSecrets = new Map<string, string>();
-
-    for (const [name, raw] of Object.entries(parameters)) {
-      // secrets/<consumer>/<name> (config/secrets.ts), or secrets/<name> as first deployed: known by <name>
-      if (name.startsWith(secrets)) nextSecrets.set(name.slice(secrets.length).split('/').at(-1) as string, raw);
-      else if (name.startsWith(defaults)) {
-        const policy = name.slice(defaults.length);
-        const config = this.#accept(name, raw, (value) => compilePolicy(policy, value));
-        if (config !== undefined) {
-          baseConfigs.set(policy, config);
-          Object.assign(layersOf(policy), { base: config, baseSource: 'SSM default' });
+    type Base = { config: unknown; compiled: CompiledPolicy; source: PolicyLayers['baseSource'] };
+    const bases = new Map<string, Base>();
+    for (const [policy, compiled] of this.#shipped)
+      bases.set(policy, { config: this.#defaults[policy], compiled, source: 'shipped default' });
+    const policyOverrides = new Map<string, ClassifiedParameter>();
+    const keyOverrides: (ClassifiedParameter & { kind: 'per-key override' })[] = [];
+    const secrets = new Map<string, string>();
+    for (const parameter of classifyParameters(this.#prefix, parameters)) {
+      switch (parameter.kind) {
+        case 'secret':
+          secrets.set(parameter.secret, parameter.raw);
+          break;
+        case 'default': {
+          const { policy } = parameter;
+          const compiled = this.#accepted(parameter, (value) => compilePolicy(policy, value));
+          if (compiled?.checked)
+            bases.set(policy, { config: compiled.value, compiled: compiled.checked, source: 'SSM default' });
+          break;
         }
-      } else if (name.startsWith(overrides)) {
-        const [policy = '', ...rest] = name.slice(overrides.length).split('/');
-        if (rest.length === 0) policyPatches.set(policy, [name, raw]);
-        else keyPatches.push([policy, rest.join('/'), name, raw]);
-      } else this.#reject(name, raw, 'not a defaults/, overrides/ or secrets/ parameter');
+        case 'policy override':
+          policyOverrides.set(parameter.policy, parameter);
+          break;
+        case 'per-key override':
+          keyOverrides.push(parameter);
+          break;
+        case 'unknown':
+          this.#reject(parameter.name, parameter.raw, 'not a defaults/, overrides/ or secrets/ parameter');
+      }
     }
 
+    let nextExpiry = Number.POSITIVE_INFINITY;
+    /** An accepted override still in force, its end tracked for `#endOverridesDue`. */
+    const applies = (override: { until?: number } | undefined): boolean => {
+      if (override === undefined || !inForce(override, now)) return false;
+      if (override.until !== undefined) nextExpiry = Math.min(nextExpiry, override.until);
+      return true;
+    };
+    const layers = new Map<string, PolicyLayers>();
     const policies = new Map<string, CompiledPolicy>();
     const configs = new Map<string, unknown>();
-    for (const [policy, base] of baseConfigs) {
-      // base is valid by construction; a patch only counts if the merge is valid too
-      let config = base;
-      let compiled = compilePolicy(policy, base);
-      const patch = policyPatches.get(policy);
-      const accepted = inForce(
-        patch &&
-          this.#accept(patch[0], patch[1], (value) =>
-            compilePolicy(policy, mergeOverride(base, overridePatch(value).patch)),
-          ),
-      );
-      const patched = accepted === undefined ? undefined : tryCompile(policy, mergeOverride(base, accepted.patch));
-      const layer = layersOf(policy);
-      layer.base = base;
-      if (patched && accepted) {
-        [config, compiled] = [mergeOverride(base, accepted.patch), patched];
-        layer.policyPatch = accepted.patch;
-        if (accepted.until !== undefined) layer.policyUntil = accepted.until;
+    for (const [policy, base] of bases) {
+      const layer: PolicyLayers = {
+        base: base.config,
+        baseSource: base.source,
+        keyPatches: new Map(),
+        keyUntils: new Map(),
+      };
+      layers.set(policy, layer);
+      let { config, compiled } = base;
+      const parameter = policyOverrides.get(policy);
+      const override = parameter && this.#accepted(parameter, (v) => compileOverride(policy, base.config, v))?.checked;
+      if (override && applies(override)) {
+        ({ config, compiled } = override);
+        layer.policyPatch = override.patch;
+        if (override.until !== undefined) layer.policyUntil = override.until;
       }
       configs.set(policy, config);
       policies.set(policy, compiled);
     }
-    for (const [policy, [name, raw]] of policyPatches) {
-      if (!baseConfigs.has(policy)) this.#reject(name, raw, `no policy "${policy}" to override`);
+    for (const [policy, { name, raw }] of policyOverrides) {
+      if (!bases.has(policy)) this.#reject(name, raw, `no policy "${policy}" to override`);
     }
 
     const perKey = new Map<string, Map<string, CompiledPolicy>>();
-    for (const [policy, key, name, raw] of keyPatches) {
+    for (const parameter of keyOverrides) {
+      const { policy, key, name, raw } = parameter;
       const base = configs.get(policy);
-      if (base === undefined) {
+      const layer = layers.get(policy);
+      if (base === undefined || layer === undefined) {
         this.#reject(name, raw, `no policy "${policy}" to override`);
         continue;
       }
-      const patch = inForce(
-        this.#accept(name, raw, (value) => {
-          assertKeyPart(key);
-          return compilePolicy(policy, mergeOverride(base, overridePatch(value).patch));
-        }),
-      );
-      const compiled = patch === undefined ? undefined : tryCompile(policy, mergeOverride(base, patch.patch));
-      if (!compiled || !patch) continue;
+      const override = this.#accepted(parameter, (v) => compileOverride(policy, base, v, key))?.checked;
+      if (!override || !applies(override)) continue;
       const byKey = perKey.get(policy) ?? new Map<string, CompiledPolicy>();
-      byKey.set(key, compiled);
+      byKey.set(key, override.compiled);
       perKey.set(policy, byKey);
-      layersOf(policy).keyPatches.set(key, patch.patch);
-      if (patch.until !== undefined) layersOf(policy).keyUntils.set(key, patch.until);
+      layer.keyPatches.set(key, override.patch);
+      if (override.until !== undefined) layer.keyUntils.set(key, override.until);
     }
-    this.#layers = layers;
 
+    this.#layers = layers;
     this.#policies = policies;
     this.#perKey = perKey;
-    this.#secrets = nextSecrets;
+    this.#secrets = secrets;
     this.#nextExpiry = nextExpiry;
   }
 
   /**
-   * The parameter's value when it parses and `check` accepts it; otherwise one
-   * log line and its last good value (undefined when it never had one).
+   * A parameter's value and what `check` made of it when it is valid;
+   * otherwise one log line and its last good value, checked again against
+   * today's base (`checked` undefined when it no longer fits), or undefined
+   * when it never had one.
    */
-  #accept(name: string, raw: string, check: (value: unknown) => unknown): unknown {
-    try {
-      const value = JSON.parse(raw) as unknown;
-      check(value);
-      this.#lastGood.set(name, value);
+  #accepted<T>(
+    { name, raw }: { readonly name: string; readonly raw: string },
+    check: (value: unknown) => T,
+  ): { value: unknown; checked: T | undefined } | undefined {
+    const validated = validateParameter(raw, check);
+    if (validated.ok) {
+      this.#lastGood.set(name, validated.value);
       this.#reported.delete(name);
-      return value;
-    } catch (error) {
-      const reason =
-        error instanceof InvalidPolicyError
-          ? error.reason
-          : error instanceof SyntaxError
-            ? `not JSON (${error.message})`
-            : error instanceof Error
-              ? error.message
-              : String(error);
-      this.#reject(name, raw, reason);
-      return this.#lastGood.get(name);
+      return validated;
+    }
+    this.#reject(name, raw, validated.reason);
+    if (!this.#lastGood.has(name)) return undefined;
+    const value = this.#lastGood.get(name);
+    try {
+      return { value, checked: check(value) };
+    } catch {
+      return { value, checked: undefined }; // reported when it was accepted, or refused just now
     }
   }
 

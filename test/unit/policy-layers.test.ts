@@ -1,0 +1,134 @@
+/**
+ * The policy store's steps on their own (layer/src/config/policy-layers.ts):
+ * classify the fetched parameters, validate one, merge an override over its
+ * base, compile the result; the store's own test covers them together.
+ */
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+import fc from 'fast-check';
+import { parseIsoTime } from '../../layer/src/config/iso-time.ts';
+import {
+  classifyParameters,
+  compileOverride,
+  inForce,
+  mergeOverride,
+  overridePatch,
+  validateParameter,
+} from '../../layer/src/config/policy-layers.ts';
+import { InvalidPolicyError } from '../../layer/src/errors.ts';
+import { compilePolicy } from '../../layer/src/policy.ts';
+
+const PREFIX = '/ratelimit/test';
+const base = { strategy: 'tokenBucket', capacity: 120, refill: { tokens: 60, every: '1 m' }, failureMode: 'open' };
+
+describe('classifyParameters', () => {
+  it('names each parameter by its folder, in the order given', () => {
+    const classified = classifyParameters(PREFIX, {
+      [`${PREFIX}/defaults/api-key`]: '{}',
+      [`${PREFIX}/overrides/api-key`]: '{}',
+      [`${PREFIX}/overrides/api-key/partner/eu`]: '{}',
+      [`${PREFIX}/secrets/api/api-key-pepper`]: 'p',
+      [`${PREFIX}/secrets/email-pepper`]: 'e',
+      [`${PREFIX}/stray`]: 'x',
+    });
+    assert.deepEqual(
+      classified.map(({ name: _, raw: __, ...rest }) => rest),
+      [
+        { kind: 'default', policy: 'api-key' },
+        { kind: 'policy override', policy: 'api-key' },
+        { kind: 'per-key override', policy: 'api-key', key: 'partner/eu' },
+        { kind: 'secret', secret: 'api-key-pepper' },
+        { kind: 'secret', secret: 'email-pepper' },
+        { kind: 'unknown' },
+      ],
+    );
+  });
+
+  it('does not take a sibling path for its own folder (/ratelimit/testing is not /ratelimit/test)', () => {
+    const [only] = classifyParameters(PREFIX, { '/ratelimit/testing/defaults/api-key': '{}' });
+    assert.equal(only?.kind, 'unknown');
+  });
+});
+
+describe('validateParameter', () => {
+  it('gives the value and what the check made of it, or the reason it was refused', () => {
+    assert.deepEqual(
+      validateParameter('{"a":1}', () => 'ok'),
+      { ok: true, value: { a: 1 }, checked: 'ok' },
+    );
+    const notJson = validateParameter('{', () => 'never');
+    assert.equal(notJson.ok, false);
+    assert.match(notJson.ok ? '' : notJson.reason, /^not JSON/);
+    const refused = validateParameter('{"capacity":-1}', (value) =>
+      compilePolicy('api-key', mergeOverride(base, value)),
+    );
+    assert.equal(refused.ok, false);
+    assert.ok(!refused.ok && refused.reason.length > 0 && !refused.reason.includes('InvalidPolicyError'));
+  });
+});
+
+describe('mergeOverride', () => {
+  it('merges objects field by field and replaces anything else', () => {
+    assert.deepEqual(mergeOverride(base, { refill: { tokens: 5 } }), { ...base, refill: { tokens: 5, every: '1 m' } });
+    assert.deepEqual(mergeOverride(base, 7), 7);
+    assert.deepEqual(mergeOverride({ a: [1, 2] }, { a: [3] }), { a: [3] });
+  });
+
+  it('never changes its inputs (fuzzed)', () => {
+    fc.assert(
+      fc.property(fc.jsonValue(), fc.jsonValue(), (b, p) => {
+        const [before, patch] = [JSON.stringify(b), JSON.stringify(p)];
+        mergeOverride(b, p);
+        return JSON.stringify(b) === before && JSON.stringify(p) === patch;
+      }),
+    );
+  });
+});
+
+describe('compileOverride', () => {
+  it('lays the patch over the base and compiles it once: config, compiled policy and end together', () => {
+    const override = compileOverride('api-key', base, { capacity: 200, until: '2030-03-02T00:00Z' });
+    assert.deepEqual(override.patch, { capacity: 200 });
+    assert.equal(override.until, Date.UTC(2030, 2, 2));
+    assert.deepEqual(override.config, { ...base, capacity: 200 });
+    assert.equal(override.compiled.limit, 200);
+  });
+
+  it('refuses a merge that is no policy, a key that is no key part, and an impossible until', () => {
+    assert.throws(() => compileOverride('api-key', base, { capacity: -1 }), InvalidPolicyError);
+    assert.throws(() => compileOverride('api-key', base, { capacity: 5 }, 'a key with spaces'));
+    assert.throws(() => compileOverride('api-key', base, { capacity: 5, until: '2030-02-30T00:00:00Z' }), /until/);
+  });
+});
+
+describe('overridePatch and inForce', () => {
+  it('reads until strictly, as the CLI does: 2030-02-30 is malformed, not March 2', () => {
+    assert.ok(
+      Number.isFinite(Date.parse('2030-02-30T00:00:00Z')),
+      'Date.parse rolls it over: the reason for the check',
+    );
+    for (const until of ['2030-02-30T00:00:00Z', '2029-02-29', '2030-03-01T24:00Z', '2030-03-01T10:00', 'tonight', 5]) {
+      assert.throws(() => overridePatch({ capacity: 1, until }), /until must be an ISO 8601 time/, String(until));
+    }
+    assert.deepEqual(overridePatch({ capacity: 1, until: '2030-03-02T01:00+01:00' }), {
+      patch: { capacity: 1 },
+      until: Date.UTC(2030, 2, 2),
+    });
+    assert.deepEqual(overridePatch({ capacity: 1 }), { patch: { capacity: 1 } });
+  });
+
+  it('agrees with Date.parse on every real instant it accepts (fuzzed)', () => {
+    fc.assert(
+      fc.property(fc.date({ min: new Date(0), max: new Date(Date.UTC(9999, 11, 31)), noInvalidDate: true }), (at) => {
+        const text = at.toISOString();
+        return parseIsoTime(text) === Date.parse(text);
+      }),
+    );
+  });
+
+  it('is in force without an end, and up to the millisecond before its end', () => {
+    assert.equal(inForce({}, 10), true);
+    assert.equal(inForce({ until: 11 }, 10), true);
+    assert.equal(inForce({ until: 10 }, 10), false);
+  });
+});
