@@ -65,7 +65,9 @@ export async function startLocalPlatform(
     API_KEYS_FILE: new URL('../config/local-api-keys.json', import.meta.url).pathname,
     POWERTOOLS_METRICS_DISABLED: options.metrics ? 'false' : 'true',
   });
-  const outerLine = options.routeThrottles ? readOuterLine() : { ...readOuterLine(), routeThrottles: {} };
+  const outerLine = options.routeThrottles
+    ? readOuterLine()
+    : { ...readOuterLine(), routeThrottles: {}, defaultRouteThrottle: undefined };
   const gateway = await startGateway({ outerLine, ...options.gateway });
   return { gateway, sinkFile, refusalLog };
 }

@@ -35,7 +35,11 @@ after(() => platform.close());
 
 describe('The nginx outer line (infra/local/nginx.conf)', () => {
   it('is the rendering of config/outer-line.json (npm run nginx:conf)', () => {
-    assert.equal(readFileSync(NGINX_CONF, 'utf8'), renderNginxConf());
+    assert.equal(
+      readFileSync(NGINX_CONF, 'utf8'),
+      renderNginxConf(),
+      'infra/local/nginx.conf is stale (a route or config/outer-line.json changed): run npm run nginx:conf',
+    );
   });
 
   it('is accepted by nginx -t', { skip: SKIP }, () => {
