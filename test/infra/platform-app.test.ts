@@ -1535,7 +1535,7 @@ describe('A first deploy into a fresh account (issue 27)', () => {
       `${count('AWS::SecretsManager::Secret')} Secrets Manager secret`,
       `${count('AWS::EC2::VPCEndpoint')} interface endpoints × 2 AZs`,
     ]) {
-      assert.ok(docs.includes(line), `docs/deploy.md's cost table says: ${line}`);
+      assert.ok(docs.includes(line), `docs/deploy.md's cost table must say "${line}" (what the templates deploy)`);
     }
   });
 
