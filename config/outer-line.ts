@@ -21,6 +21,8 @@ export interface OuterLine {
    * methods), instead of the stage's: API Gateway method throttling.
    */
   readonly routeThrottles?: Readonly<Record<string, Throttle>>;
+  /** The throttle of a route `routeThrottles` does not name: every route has its own bucket (a new route too). */
+  readonly defaultRouteThrottle?: Throttle;
   /** The AWS WAF rate-based rule: requests per client IP in a sliding evaluation window. */
   readonly ipRateRule: { readonly limit: number; readonly evaluationWindowSeconds: number };
 }
@@ -38,11 +40,17 @@ const ThrottleSchema = v.strictObject({
 const Schema = v.object({
   stageThrottle: ThrottleSchema,
   routeThrottles: v.optional(v.record(v.pipe(v.string(), v.regex(/^[a-z][a-z0-9-]{0,63}$/)), ThrottleSchema), {}),
+  defaultRouteThrottle: v.optional(ThrottleSchema),
   ipRateRule: v.strictObject({
     limit: v.pipe(v.number(), v.integer(), v.minValue(10), v.maxValue(2_000_000_000)),
     evaluationWindowSeconds: v.picklist(WAF_EVALUATION_WINDOWS),
   }),
 });
+
+/** A route's own throttle: the one `routeThrottles` gives it, else the default (undefined: the stage's). */
+export function routeThrottleOf(line: OuterLine, routeId: string): Throttle | undefined {
+  return line.routeThrottles?.[routeId] ?? line.defaultRouteThrottle;
+}
 
 export class InvalidOuterLineError extends Error {
   override readonly name = 'InvalidOuterLineError';

@@ -19,7 +19,7 @@ import type { IFunction } from 'aws-cdk-lib/aws-lambda';
 import { LogGroup, RetentionDays } from 'aws-cdk-lib/aws-logs';
 import { CfnLoggingConfiguration, CfnWebACL, CfnWebACLAssociation } from 'aws-cdk-lib/aws-wafv2';
 import { Construct } from 'constructs';
-import type { OuterLine } from '../config/outer-line.ts';
+import { type OuterLine, routeThrottleOf } from '../config/outer-line.ts';
 import type { Route } from '../functions/routes.ts';
 import { secretHeadersOf } from '../functions/secret-headers.ts';
 import type { TracingMode } from './stage-hygiene.ts';
@@ -98,11 +98,11 @@ export class PublicApi extends Construct {
 
   constructor(scope: Construct, id: string, props: PublicApiProps) {
     super(scope, id);
-    const { stageThrottle, ipRateRule, routeThrottles = {} } = props.outerLine;
+    const { stageThrottle, ipRateRule } = props.outerLine;
     // a route's own throttle, on each of its methods (API Gateway method throttling replaces the stage's there)
     const methodOptions = Object.fromEntries(
       props.routes.flatMap((route) => {
-        const throttle = routeThrottles[route.id];
+        const throttle = routeThrottleOf(props.outerLine, route.id);
         if (!throttle) return [];
         return route.methods.map((method) => [
           `${route.path}/${method}`,

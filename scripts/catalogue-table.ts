@@ -4,9 +4,10 @@
  * (how each strategy reads) and the route table and workers (who checks
  * what), each between its markers. A test compares every table in the docs
  * with this rendering cell by cell, so the docs cannot drift from the
- * catalogue again. (Biome formats the Markdown afterwards; cells compare
- * trimmed.)
+ * catalogue again. (The script then runs Biome on the files it wrote, so
+ * the tree stays formatted; cells compare trimmed.)
  */
+import { execFileSync } from 'node:child_process';
 import { readFileSync, writeFileSync } from 'node:fs';
 import { type CompiledPolicy, compilePolicies, STRATEGY_UNITS, unitOf } from '@platform/rate-limit';
 import { API_ROLES, type RoleLimits } from '../config/api-roles.ts';
@@ -124,7 +125,22 @@ const strategyTable: GeneratedTable = {
     ]),
 };
 
-export const GENERATED_TABLES: readonly GeneratedTable[] = [policyTable, consumerTable, strategyTable];
+/** docs/design.md: the limits, one policy a row: who checks it, how it counts, and what it does when Redis cannot decide. */
+const limitsTable: GeneratedTable = {
+  doc: new URL('../docs/design.md', import.meta.url),
+  name: 'limits',
+  header: ['policy', 'checked by', 'strategy', 'quota', 'failure mode'],
+  rows: () =>
+    [...POLICIES].map(([name, p]) => [
+      `\`${name}\``,
+      checkedBy(name as PolicyName).join(', ') || '–',
+      strategyOf(p),
+      unitOf(p.strategy).describe(p.config),
+      p.failureMode,
+    ]),
+};
+
+export const GENERATED_TABLES: readonly GeneratedTable[] = [policyTable, consumerTable, strategyTable, limitsTable];
 
 const markers = (table: GeneratedTable) =>
   [`<!-- ${table.name}:begin (npm run docs:catalogue) -->`, `<!-- ${table.name}:end -->`] as const;
@@ -163,4 +179,7 @@ if (import.meta.url === `file://${process.argv[1]}`) {
     writeFileSync(table.doc, `${text.slice(0, start + begin.length)}\n\n${render(table)}\n\n${text.slice(stop)}`);
     console.log(`wrote the ${table.name} table of ${table.doc.pathname}`);
   }
+  // Biome aligns the tables, so the tree is left formatted (npm run lint passes after this script)
+  const written = [...new Set(GENERATED_TABLES.map((table) => table.doc.pathname))];
+  execFileSync('npx', ['--no-install', 'biome', 'format', '--write', ...written], { stdio: 'inherit' });
 }

@@ -122,6 +122,16 @@ export class OuterLineGate {
     }
   }
 
+  /** The bucket of a route: its own from `routeThrottles`, else one of its own at the default, else none (the stage's). */
+  #routeBucket(route: string): ThrottleBucket | undefined {
+    const known = this.#routes.get(route);
+    if (known || !this.#line.defaultRouteThrottle) return known;
+    // route ids come from the route table, not the request: the map stays as small as the table
+    const made = new ThrottleBucket(this.#line.defaultRouteThrottle);
+    this.#routes.set(route, made);
+    return made;
+  }
+
   /** Why this request (to `route`, when it matched one) is refused at the edge, or undefined when it passes. */
   refusal(ip: string, route: string | undefined, now = performance.now()): string | undefined {
     const windowMs = this.#line.ipRateRule.evaluationWindowSeconds * 1000;
@@ -136,7 +146,7 @@ export class OuterLineGate {
       seen.head = 0;
     }
     if (seen.times.length - seen.head >= this.#line.ipRateRule.limit) return 'ip-rate-rule';
-    const own = route === undefined ? undefined : this.#routes.get(route);
+    const own = route === undefined ? undefined : this.#routeBucket(route);
     if (!(own ?? this.#stage).take(now)) return own ? 'route-throttle' : 'stage-throttle';
     // only an admitted request makes an entry: refused ones (a throttled flood) leave nothing behind
     seen.times.push(now);

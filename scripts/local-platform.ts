@@ -61,7 +61,9 @@ export async function startLocalPlatform(
     ...localStageEnvironment({ parametersFile, sinkFile, refusalLog }),
     POWERTOOLS_METRICS_DISABLED: options.metrics ? 'false' : 'true',
   });
-  const outerLine = options.routeThrottles ? readOuterLine() : { ...readOuterLine(), routeThrottles: {} };
+  const outerLine = options.routeThrottles
+    ? readOuterLine()
+    : { ...readOuterLine(), routeThrottles: {}, defaultRouteThrottle: undefined };
   const gateway = await startGateway({ outerLine, ...options.gateway });
   return { gateway, sinkFile, refusalLog };
 }

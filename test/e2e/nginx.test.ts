@@ -1,17 +1,18 @@
 /**
- * The optional nginx front (infra/local/nginx.conf): rendered from the same
- * config/outer-line.json as the gateway and the CDK app, accepted by
+ * The optional nginx front (npm run nginx:conf): rendered from the same
+ * config/outer-line.json and route table as the gateway and the CDK app, accepted by
  * `nginx -t`, and, run for real in front of the gateway, it throttles a burst
  * with 429 and passes the client's address so per-IP limits still hold.
  */
 import assert from 'node:assert/strict';
 import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { setTimeout as wait } from 'node:timers/promises';
-import { NGINX_CONF, NGINX_PROXY_ADDRESS, renderNginxConf } from '../../scripts/nginx-conf.ts';
+import { routes } from '../../functions/routes.ts';
+import { NGINX_PROXY_ADDRESS, renderNginxConf } from '../../scripts/nginx-conf.ts';
 import { freePort } from '../../scripts/redis-process.ts';
 import { consumers, type TestPlatform } from '../support/consumers.ts';
 import { call, loopbackAddress } from '../support/http.ts';
@@ -33,15 +34,18 @@ before(async () => {
 });
 after(() => platform.close());
 
-describe('The nginx outer line (infra/local/nginx.conf)', () => {
-  it('is the rendering of config/outer-line.json (npm run nginx:conf)', () => {
-    assert.equal(readFileSync(NGINX_CONF, 'utf8'), renderNginxConf());
+describe('The nginx outer line (npm run nginx:conf)', () => {
+  it('gives every route of the table its throttle: its own location and zone', () => {
+    const conf = renderNginxConf();
+    for (const route of routes) assert.match(conf, new RegExp(`zone=route_${route.id}[: ]`), route.id);
   });
 
   it('is accepted by nginx -t', { skip: SKIP }, () => {
     const prefix = mkdtempSync(join(tmpdir(), 'rl-nginx-'));
+    const conf = join(prefix, 'nginx.conf');
+    writeFileSync(conf, renderNginxConf());
     try {
-      execFileSync('nginx', ['-t', '-q', '-p', prefix, '-c', NGINX_CONF.pathname], { stdio: 'pipe' });
+      execFileSync('nginx', ['-t', '-q', '-p', prefix, '-c', conf], { stdio: 'pipe' });
     } finally {
       rmSync(prefix, { recursive: true, force: true });
     }

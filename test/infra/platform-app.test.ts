@@ -12,7 +12,7 @@ import { Stack } from 'aws-cdk-lib';
 import { Match, Template } from 'aws-cdk-lib/assertions';
 import { Queue } from 'aws-cdk-lib/aws-sqs';
 import { PLATFORM_POLICIES } from '../../config/catalogue.ts';
-import { readOuterLine } from '../../config/outer-line.ts';
+import { readOuterLine, routeThrottleOf } from '../../config/outer-line.ts';
 import { runHarvest } from '../../functions/harvester/job.ts';
 import { catchUpPublisher } from '../../functions/mattermost-listener/catch-up-metrics.ts';
 import { MattermostListener } from '../../functions/mattermost-listener/listener.ts';
@@ -36,6 +36,7 @@ import { startMattermostServer } from '../../scripts/mattermost-server.ts';
 import { startRedis } from '../../scripts/redis-process.ts';
 import { consumers } from '../support/consumers.ts';
 import { call, loopbackAddress } from '../support/http.ts';
+import { sampleRequest } from '../support/route-sample.ts';
 import { connected, targets } from '../support/targets.ts';
 
 const ROOT = new URL('../../', import.meta.url).pathname;
@@ -264,7 +265,7 @@ describe('The CDK app (ElastiCache for Valkey, the default)', () => {
       ThrottlingBurstLimit?: number;
     }[];
     for (const route of routes) {
-      const throttle = line.routeThrottles?.[route.id];
+      const throttle = routeThrottleOf(line, route.id);
       assert.ok(throttle, `${route.id} has a throttle of its own`);
       for (const method of route.methods) {
         const setting = settings.find(
@@ -974,6 +975,11 @@ async function limiterMetricsEmittedByEveryConsumer(): Promise<{
       body: JSON.stringify({ update_id: round, message: { chat: { id: 7 } } }),
       headers: { 'X-Telegram-Bot-Api-Secret-Token': 'local-only-telegram-secret-token' },
     });
+    // every route's middleware checks, from its declaration: a new route's are sent with no request written here
+    for (const route of routes) {
+      const { path, ...init } = sampleRequest(route);
+      await send(path, init);
+    }
     // the workers, as they run in AWS (the harvester's Lambda flushes at its end; the listener with its summaries)
     await runHarvest({ source: source.url, site: 'metrics', until: Date.now() + 200 });
     sharedPlatform().observer.flush();
@@ -1159,7 +1165,13 @@ describe('The alarms (all consumers deployed)', () => {
         }
       }
     }
-    assert.deepEqual(unwatchable, [], 'alarms on a metric nobody emits');
+    assert.deepEqual(
+      unwatchable,
+      [],
+      "alarms on a metric nobody emits: a route's middleware checks are sent from its declaration " +
+        '(test/support/route-sample.ts); a check its handler makes itself needs a request it accepts, ' +
+        'written in limiterMetricsEmittedByEveryConsumer (test/infra/platform-app.test.ts)',
+    );
     // and every limiter series the consumers emitted has its alarms
     for (const id of emitted.keys()) {
       if (id.startsWith(`RateLimit|${LISTENER_METRICS.service}|`)) continue; // the listener's health, not a policy
@@ -1562,7 +1574,7 @@ describe('A first deploy into a fresh account (issue 27)', () => {
       `${count('AWS::SecretsManager::Secret')} Secrets Manager secret`,
       `${count('AWS::EC2::VPCEndpoint')} interface endpoints × 2 AZs`,
     ]) {
-      assert.ok(docs.includes(line), `docs/deploy.md's cost table says: ${line}`);
+      assert.ok(docs.includes(line), `docs/deploy.md's cost table must say "${line}" (what the templates deploy)`);
     }
   });
 

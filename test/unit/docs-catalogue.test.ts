@@ -16,7 +16,11 @@ describe('The generated tables of the docs', () => {
     it(`${table.name} (${table.doc.pathname.split('/').slice(-2).join('/')}) equals its rendering from the catalogue`, () => {
       const [header, , ...rows] = tableInDoc(table);
       assert.deepEqual(header, table.header);
-      assert.deepEqual(rows, table.rows(), 'run npm run docs:catalogue');
+      assert.deepEqual(
+        rows,
+        table.rows(),
+        `${table.doc.pathname.split('/').slice(-2).join('/')} is stale: run npm run docs:catalogue`,
+      );
     });
   }
 
