@@ -951,6 +951,8 @@ async function limiterMetricsEmittedByEveryConsumer(): Promise<{
     // a returning device (its cookie from round 1's login) is checked against its own backoff
     if (!deviceCookie) deviceCookie = String((await login(SPENT_48)).headers['set-cookie']).split(';')[0] as string;
     await login(SPENT_48, { Cookie: deviceCookie });
+    // a refusal in every run, so the logs hold a refusal line to read (the /48's window narrowed to 5 above)
+    if (round === 1) for (let i = 0; i < 5; i++) await login(SPENT_48);
     for (const key of ['rk_localDemoStandardKeyNotASecret00', 'rk_localDemoPartnerKeyNotASecret000', 'not-a-key']) {
       await send('/v1/whoami', { headers: { 'x-api-key': key } });
     }
