@@ -5,7 +5,7 @@
  */
 import * as v from 'valibot';
 import { DEPLOYMENT_CONFIGS, type DeploymentConfigName } from './rollout.ts';
-import { HYGIENE_ENTRIES, type HygieneContext } from './stage-hygiene.ts';
+import { HYGIENE_ENTRIES, type HygieneContext, objectOrJson } from './stage-hygiene.ts';
 
 /** The durable Redis the limiter runs on (docs/design.md, "The durable Redis on AWS"): both keep every acknowledged write and never evict. */
 export type DurableStoreKind = 'elasticache' | 'memorydb';
@@ -98,22 +98,6 @@ export const STAGE_NAME_RULES = [
 
 const stageName = v.pipe(v.string(), ...STAGE_NAME_RULES.map(([rule, message]) => v.regex(rule, message)));
 
-/** A JSON object given as a value (a stage file) or as text (`-c reservedConcurrency='{"login":50}'`). */
-const jsonObject = v.union([
-  v.record(v.string(), v.unknown()),
-  v.pipe(
-    v.string(),
-    v.rawTransform(({ dataset, addIssue, NEVER }) => {
-      try {
-        return JSON.parse(dataset.value) as unknown;
-      } catch {
-        addIssue({ message: 'a JSON object' });
-        return NEVER;
-      }
-    }),
-  ),
-]);
-
 const Schema = v.object({
   stage: v.optional(stageName, 'prod'),
   account: v.pipe(
@@ -140,7 +124,7 @@ const Schema = v.object({
   ),
   reservedConcurrency: v.optional(
     v.pipe(
-      jsonObject,
+      objectOrJson,
       v.record(
         v.pipe(v.string(), v.regex(/^[a-z][a-z0-9-]*$/, 'function ids')),
         v.pipe(v.number('a whole number'), v.integer('a whole number'), v.minValue(1), v.maxValue(1000)),

@@ -26,8 +26,12 @@ export interface HygieneContext {
   readonly apiGatewayAccountRole: boolean;
 }
 
-/** A JSON object given as a value (a stage file) or as text (`-c tags='{"owner":"…"}'`). */
-const objectOrJson = v.union([
+/**
+ * A JSON object given as a value (a stage file) or as text (`-c
+ * tags='{"owner":"…"}'`, `-c reservedConcurrency='{"login":50}'`): every
+ * object-valued stage field reads through it (here and infra/context.ts).
+ */
+export const objectOrJson = v.union([
   v.record(v.string(), v.unknown()),
   v.pipe(
     v.string(),
