@@ -46,20 +46,25 @@ export interface GeneratedTable {
   rows(): string[][];
 }
 
-/** docs/configuration.md: every policy, its numbers, and who checks it. */
+/** A policy's cells of the two policy tables: its name, who checks it, how it counts, and its failure mode. */
+const POLICY_COLUMNS = ['policy', 'checked by', 'strategy', 'quota', 'failure mode'] as const;
+function policyCells(name: string, p: CompiledPolicy): string[] {
+  return [
+    `\`${name}\``,
+    checkedBy(name as PolicyName).join(', ') || '–',
+    strategyOf(p),
+    unitOf(p.strategy).describe(p.config),
+    p.failureMode,
+  ];
+}
+
+/** docs/configuration.md: every policy, its numbers, who checks it, and its group. */
 const policyTable: GeneratedTable = {
   doc: new URL('../docs/configuration.md', import.meta.url),
   name: 'catalogue',
-  header: ['policy', 'checked by', 'strategy', 'quota', 'failure mode', 'group'],
+  header: [...POLICY_COLUMNS, 'group'],
   rows: () =>
-    [...POLICIES].map(([name, p]) => [
-      `\`${name}\``,
-      checkedBy(name as PolicyName).join(', ') || '–',
-      strategyOf(p),
-      unitOf(p.strategy).describe(p.config),
-      p.failureMode,
-      p.group === undefined ? '–' : `\`${p.group}\``,
-    ]),
+    [...POLICIES].map(([name, p]) => [...policyCells(name, p), p.group === undefined ? '–' : `\`${p.group}\``]),
 };
 
 /** docs/consumers.md: each consumer, where it is reached, what it checks and on what key. */
@@ -129,15 +134,8 @@ const strategyTable: GeneratedTable = {
 const limitsTable: GeneratedTable = {
   doc: new URL('../docs/design.md', import.meta.url),
   name: 'limits',
-  header: ['policy', 'checked by', 'strategy', 'quota', 'failure mode'],
-  rows: () =>
-    [...POLICIES].map(([name, p]) => [
-      `\`${name}\``,
-      checkedBy(name as PolicyName).join(', ') || '–',
-      strategyOf(p),
-      unitOf(p.strategy).describe(p.config),
-      p.failureMode,
-    ]),
+  header: POLICY_COLUMNS,
+  rows: () => [...POLICIES].map(([name, p]) => policyCells(name, p)),
 };
 
 export const GENERATED_TABLES: readonly GeneratedTable[] = [policyTable, consumerTable, strategyTable, limitsTable];
