@@ -8,7 +8,7 @@ import { Ratelimit } from '@upstash/ratelimit';
 import type { Redis } from 'ioredis';
 import { RateLimiterRedis, RateLimiterRes } from 'rate-limiter-flexible';
 import { compilePolicies, createLimiter, staticPolicies } from '../layer/src/index.ts';
-import type { RedisClient } from '../layer/src/run-script.ts';
+import type { RedisClient } from '../layer/src/redis/run-script.ts';
 
 export const LIMIT = 1000;
 /** Throughput runs: 1000 per second. */

@@ -12,8 +12,8 @@ import middy from '@middy/core';
 import httpCors from '@middy/http-cors';
 import httpErrorHandler from '@middy/http-error-handler';
 import type { Context } from 'aws-lambda';
+import type { Limiter } from '../layer/src/core/limiter.ts';
 import { compilePolicies, createLimiter, createRedisClient, staticPolicies } from '../layer/src/index.ts';
-import type { Limiter } from '../layer/src/limiter.ts';
 import { clientIp, type HttpEvent, powertoolsObserver, rateLimit } from '../layer/src/middleware/index.ts';
 import { restEvent } from '../test/support/events.ts';
 

@@ -18,8 +18,8 @@ import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { Redis } from 'ioredis';
 import { compilePolicies } from '../layer/src/index.ts';
-import { checkCall, genericCheckCall, type ResolvedLimit, type ScriptCall } from '../layer/src/lua-contract.ts';
-import { productionScripts } from '../layer/src/scripts.ts';
+import { checkCall, genericCheckCall, type ResolvedLimit, type ScriptCall } from '../layer/src/lua/contract.ts';
+import { productionScripts } from '../layer/src/lua/scripts.ts';
 import { startRedis } from '../scripts/redis-process.ts';
 import { pinnedToCpu0, redisCpuSeconds } from './measure.ts';
 

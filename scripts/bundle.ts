@@ -23,11 +23,11 @@ function luaFragments(dir = LUA_DIR): Record<string, string> {
   return fragments;
 }
 
-/** Replaces layer/src/lua-sources.ts with the fragments inlined. */
+/** Replaces layer/src/lua/sources.ts with the fragments inlined. */
 export const inlineLua: Plugin = {
   name: 'inline-lua',
   setup(b) {
-    b.onResolve({ filter: /lua-sources\.ts$/ }, (args) => ({
+    b.onResolve({ filter: /(^|\/)lua\/sources\.ts$|^\.\/sources\.ts$/ }, (args) => ({
       path: join(args.resolveDir, args.path),
       namespace: 'inline-lua',
     }));

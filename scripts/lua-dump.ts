@@ -8,7 +8,7 @@
  */
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
-import { ENTRY_SCRIPTS, entryFiles, type LuaScript, productionScripts } from '../layer/src/scripts.ts';
+import { ENTRY_SCRIPTS, entryFiles, type LuaScript, productionScripts } from '../layer/src/lua/scripts.ts';
 import { STRATEGY_UNITS } from '../layer/src/strategies/index.ts';
 
 const SHARED_EXAMPLES: Record<keyof typeof ENTRY_SCRIPTS, string> = {

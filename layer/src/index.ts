@@ -2,12 +2,21 @@
  * The platform's rate-limit primitive: atomic checks in Redis, decided by Lua
  * scripts with the Redis clock. See README.md for the model and the rules.
  */
-import { Limiter, type LimiterOptions } from './limiter.ts';
-import type { CompiledPolicy } from './policy.ts';
-import { productionScripts } from './scripts.ts';
+import { Limiter, type LimiterOptions } from './core/limiter.ts';
+import { productionScripts } from './lua/scripts.ts';
+import type { CompiledPolicy } from './policy/policy.ts';
 
-export { AWS_CLIENT_OPTIONS } from './aws-clients.ts';
-export { classify, DeadlineGuard, type Guarded, type GuardedConnection } from './deadline.ts';
+export {
+  defaultParameter,
+  folderPrefix,
+  LOCAL_PARAMETER_PATH,
+  overrideParameter,
+  PARAMETER_FOLDERS,
+  parameterPath,
+  secretParameter,
+  secretsFolder,
+} from './config/parameters.ts';
+export { type LayerSettings, readSettings } from './config/settings.ts';
 export {
   type Allowed,
   type Answer,
@@ -18,8 +27,7 @@ export {
   type Limited,
   type LimitStatus,
   type Undecided,
-} from './decision.ts';
-export { type Duration, parseDuration, parseDurationUs, toMs, toUs } from './duration.ts';
+} from './core/decision.ts';
 export {
   type EnforceOptions,
   enforce,
@@ -28,28 +36,14 @@ export {
   type RateLimitObserver,
   type Verdict,
   verdictFor,
-} from './enforce.ts';
+} from './core/enforce.ts';
 export {
   InvalidCheckError,
   InvalidPolicyError,
   InvalidSettingError,
   MisconfiguredCheckError,
   RateLimitError,
-} from './errors.ts';
-export { combinedFailureMode, DEFAULT_FAILURE_MODE, type FailureMode } from './failure-mode.ts';
-export { assertKeyPart, budgetKeys, counterKey, rateKey } from './keys.ts';
-export {
-  FUNCTIONS_COMMANDS,
-  functionsAclRules,
-  KEY_FAMILIES,
-  type KeyFamily,
-  keyPatterns,
-  managedAccessString,
-  OPERATOR_COMMANDS,
-  operatorAclRules,
-  REDIS_ROLES,
-  type RedisRole,
-} from './keyspace.ts';
+} from './core/errors.ts';
 export type {
   CheckOptions,
   CheckRequest,
@@ -62,18 +56,11 @@ export type {
   RecordFailureOutcome,
   SettleOutcome,
   ShadowedDecisions,
-} from './limiter.ts';
-export type { ResolvedLimit, SettleResult } from './lua-contract.ts';
-export {
-  defaultParameter,
-  folderPrefix,
-  LOCAL_PARAMETER_PATH,
-  overrideParameter,
-  PARAMETER_FOLDERS,
-  parameterPath,
-  secretParameter,
-  secretsFolder,
-} from './parameters.ts';
+} from './core/limiter.ts';
+export type { ResolvedLimit, SettleResult } from './lua/contract.ts';
+export { type Duration, parseDuration, parseDurationUs, toMs, toUs } from './policy/duration.ts';
+export { combinedFailureMode, DEFAULT_FAILURE_MODE, type FailureMode } from './policy/failure-mode.ts';
+export { assertKeyPart, budgetKeys, counterKey, rateKey } from './policy/keys.ts';
 export {
   type CompiledFailureBackoff,
   type CompiledPolicy,
@@ -87,8 +74,8 @@ export {
   type PolicyConfig,
   type SlidingWindowPolicy,
   type TokenBucketPolicy,
-} from './policy.ts';
-export { guardedRedis, RedisAccess } from './redis-access.ts';
+} from './policy/policy.ts';
+export { guardedRedis, RedisAccess } from './redis/access.ts';
 export {
   authenticateFromSecret,
   fileSecretReader,
@@ -99,10 +86,23 @@ export {
   type SecretReader,
   secretReader,
   useRedisCredentials,
-} from './redis-auth.ts';
-export { createRedisClient, ioredisConnection, type RedisSettings, sharedRedis } from './redis-connection.ts';
-export type { RedisClient } from './run-script.ts';
-export { type LayerSettings, readSettings } from './settings.ts';
+} from './redis/auth.ts';
+export { AWS_CLIENT_OPTIONS } from './redis/aws-clients.ts';
+export { createRedisClient, ioredisConnection, type RedisSettings, sharedRedis } from './redis/connection.ts';
+export { classify, DeadlineGuard, type Guarded, type GuardedConnection } from './redis/deadline.ts';
+export {
+  FUNCTIONS_COMMANDS,
+  functionsAclRules,
+  KEY_FAMILIES,
+  type KeyFamily,
+  keyPatterns,
+  managedAccessString,
+  OPERATOR_COMMANDS,
+  operatorAclRules,
+  REDIS_ROLES,
+  type RedisRole,
+} from './redis/keyspace.ts';
+export type { RedisClient } from './redis/run-script.ts';
 export { STRATEGY_UNITS, type Strategy, unitOf } from './strategies/index.ts';
 export type { StrategyUnit } from './strategies/strategy.ts';
 

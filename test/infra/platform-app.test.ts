@@ -28,7 +28,7 @@ import { bedrockModelIds, DEFAULT_ROUTE_TIMEOUT_SECONDS } from '../../infra/plat
 import { API_SECURITY_POLICY, MANAGED_RULE_GROUPS } from '../../infra/public-api.ts';
 import { compilePolicy, managedAccessString, REDIS_ROLES, type RedisRole } from '../../layer/src/index.ts';
 import { OBSERVER_METRICS } from '../../layer/src/middleware/index.ts';
-import type { RedisClient } from '../../layer/src/run-script.ts';
+import type { RedisClient } from '../../layer/src/redis/run-script.ts';
 import { buildAll } from '../../scripts/build.ts';
 import { reservedConcurrencyOf } from '../../scripts/deploy.ts';
 import { startHarvestSource } from '../../scripts/harvest-source.ts';

@@ -14,9 +14,9 @@
 import assert from 'node:assert/strict';
 import { after, describe, it } from 'node:test';
 import fc from 'fast-check';
+import type { RateChange } from '../../layer/src/core/limiter.ts';
 import { type CompiledTokenBucket, compilePolicy, InvalidPolicyError } from '../../layer/src/index.ts';
-import type { RateChange } from '../../layer/src/limiter.ts';
-import { wholeIntervalUs } from '../../layer/src/policy.ts';
+import { wholeIntervalUs } from '../../layer/src/policy/policy.ts';
 import { pinnedLimiter, targets, unique } from '../support/targets.ts';
 
 const policyConfig = fc.record({

@@ -11,7 +11,7 @@ import { after, describe, it } from 'node:test';
 import { promisify } from 'node:util';
 import fc from 'fast-check';
 import { type CompiledPolicy, compilePolicy } from '../../layer/src/index.ts';
-import { checkReplyLayout, parseCheckReply } from '../../layer/src/lua-contract.ts';
+import { checkReplyLayout, parseCheckReply } from '../../layer/src/lua/contract.ts';
 import { ReferenceModel } from '../model/reference-model.ts';
 import { pinnedLimiter, recordingReplies, targets, unique } from '../support/targets.ts';
 

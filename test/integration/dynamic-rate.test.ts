@@ -4,8 +4,8 @@
  */
 import assert from 'node:assert/strict';
 import { after, describe, it } from 'node:test';
+import type { RateChange } from '../../layer/src/core/limiter.ts';
 import { compilePolicy, counterKey, InvalidCheckError, rateKey } from '../../layer/src/index.ts';
-import type { RateChange } from '../../layer/src/limiter.ts';
 import { connected, pinnedLimiter, targets, unique } from '../support/targets.ts';
 
 const adaptive = compilePolicy('harvest', {

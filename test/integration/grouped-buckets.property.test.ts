@@ -17,8 +17,8 @@ import {
   type ResolvedLimit,
   type ScriptCall,
   setRateCall,
-} from '../../layer/src/lua-contract.ts';
-import type { CompiledTokenBucket } from '../../layer/src/policy.ts';
+} from '../../layer/src/lua/contract.ts';
+import type { CompiledTokenBucket } from '../../layer/src/policy/policy.ts';
 import { connected, pinnedScripts, targets, unique } from '../support/targets.ts';
 
 const catalogue = compilePolicies({

@@ -9,8 +9,8 @@ import middy from '@middy/core';
 import httpErrorHandler from '@middy/http-error-handler';
 import type { Context } from 'aws-lambda';
 import fc from 'fast-check';
+import type { Limiter } from '../../layer/src/core/limiter.ts';
 import { createLimiter, type DegradedEvent, enforce } from '../../layer/src/index.ts';
-import type { Limiter } from '../../layer/src/limiter.ts';
 import { jsonBody } from '../../layer/src/middleware/http-event.ts';
 import {
   apiKeyHash,

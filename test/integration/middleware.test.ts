@@ -8,6 +8,7 @@ import middy from '@middy/core';
 import httpCors from '@middy/http-cors';
 import httpErrorHandler from '@middy/http-error-handler';
 import type { Context } from 'aws-lambda';
+import type { Limiter } from '../../layer/src/core/limiter.ts';
 import {
   type CompiledPolicy,
   compilePolicy,
@@ -15,7 +16,6 @@ import {
   createRedisClient,
   type Verdict,
 } from '../../layer/src/index.ts';
-import type { Limiter } from '../../layer/src/limiter.ts';
 import {
   apiKeyHash,
   clientIp,

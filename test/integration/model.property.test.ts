@@ -6,8 +6,8 @@ import assert from 'node:assert/strict';
 import { after, describe, it } from 'node:test';
 import fc from 'fast-check';
 import { type CompiledPolicy, compilePolicy, InvalidCheckError, toUs } from '../../layer/src/index.ts';
-import { checkReplyLayout, parseCheckReply } from '../../layer/src/lua-contract.ts';
-import type { PolicyConfig } from '../../layer/src/policy.ts';
+import { checkReplyLayout, parseCheckReply } from '../../layer/src/lua/contract.ts';
+import type { PolicyConfig } from '../../layer/src/policy/policy.ts';
 import { type ModelLimit, modelInterval, ReferenceModel } from '../model/reference-model.ts';
 import { pinnedLimiter, recordingReplies, targets, unique } from '../support/targets.ts';
 

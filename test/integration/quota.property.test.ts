@@ -13,7 +13,7 @@ import { createInterface } from 'node:readline';
 import { after, describe, it } from 'node:test';
 import fc from 'fast-check';
 import { type CompiledPolicy, compilePolicy, InvalidPolicyError } from '../../layer/src/index.ts';
-import { checkReplyLayout, parseCheckReply } from '../../layer/src/lua-contract.ts';
+import { checkReplyLayout, parseCheckReply } from '../../layer/src/lua/contract.ts';
 import { type ModelLimit, modelInterval, quotaPeriodUs, ReferenceModel } from '../model/reference-model.ts';
 import { pinnedLimiter, recordingReplies, targets, unique } from '../support/targets.ts';
 

@@ -10,14 +10,14 @@ import { after, before, beforeEach, describe, it } from 'node:test';
 import { GetSecretValueCommand, SecretsManagerClient } from '@aws-sdk/client-secrets-manager';
 import { mockClient } from 'aws-sdk-client-mock';
 import { type Cluster, Redis } from 'ioredis';
-import { InvalidSettingError } from '../../layer/src/errors.ts';
+import { readSettings } from '../../layer/src/config/settings.ts';
+import { InvalidSettingError } from '../../layer/src/core/errors.ts';
 import { compilePolicies, createLimiter, createRedisClient, staticPolicies } from '../../layer/src/index.ts';
 import {
   authenticateFromSecret,
   parseRedisCredentials,
   readSecretFromSecretsManager,
-} from '../../layer/src/redis-auth.ts';
-import { readSettings } from '../../layer/src/settings.ts';
+} from '../../layer/src/redis/auth.ts';
 import { clusterSettings, connected, testRedisClient } from '../support/targets.ts';
 
 const USER = `rl-auth-${process.pid}`;

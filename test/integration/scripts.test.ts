@@ -2,8 +2,8 @@ import assert from 'node:assert/strict';
 import { after, describe, it } from 'node:test';
 import { Redis } from 'ioredis';
 import { createLimiter } from '../../layer/src/index.ts';
-import type { RedisClient } from '../../layer/src/run-script.ts';
-import { checkScriptName, type LuaScript, productionScripts } from '../../layer/src/scripts.ts';
+import { checkScriptName, type LuaScript, productionScripts } from '../../layer/src/lua/scripts.ts';
+import type { RedisClient } from '../../layer/src/redis/run-script.ts';
 import { connected, pinnedLimiter, policies, targets, unique } from '../support/targets.ts';
 
 function masters(redis: RedisClient): Redis[] {

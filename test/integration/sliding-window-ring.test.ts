@@ -6,7 +6,7 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { type CompiledPolicy, compilePolicy } from '../../layer/src/index.ts';
-import { parseCheckReply } from '../../layer/src/lua-contract.ts';
+import { parseCheckReply } from '../../layer/src/lua/contract.ts';
 import { ReferenceModel } from '../model/reference-model.ts';
 import { connected, pinnedLimiter, targets, unique } from '../support/targets.ts';
 

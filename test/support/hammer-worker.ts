@@ -3,8 +3,9 @@
  * argv[2]: JSON { redis: RedisSettings, catalogue, requests, scope?, attempts, inFlight }.
  * Prints one JSON line: how many checks were allowed, limited and degraded.
  */
+
+import type { CheckRequest } from '../../layer/src/core/limiter.ts';
 import { compilePolicies, createLimiter, type RedisSettings, staticPolicies } from '../../layer/src/index.ts';
-import type { CheckRequest } from '../../layer/src/limiter.ts';
 import { testRedisClient } from './targets.ts';
 
 interface WorkerInput {

@@ -4,6 +4,7 @@
  */
 import { randomUUID } from 'node:crypto';
 import { readFileSync } from 'node:fs';
+import { Limiter, type LimiterOptions } from '../../layer/src/core/limiter.ts';
 import {
   compilePolicies,
   createRedisClient,
@@ -13,10 +14,9 @@ import {
   staticPolicies,
   useRedisCredentials,
 } from '../../layer/src/index.ts';
-import { Limiter, type LimiterOptions } from '../../layer/src/limiter.ts';
-import { whenReady } from '../../layer/src/redis-connection.ts';
-import type { RedisClient } from '../../layer/src/run-script.ts';
-import { assembleScripts } from '../../layer/src/scripts.ts';
+import { assembleScripts } from '../../layer/src/lua/scripts.ts';
+import { whenReady } from '../../layer/src/redis/connection.ts';
+import type { RedisClient } from '../../layer/src/redis/run-script.ts';
 
 export interface RedisTarget {
   readonly name: 'single node' | 'cluster';

@@ -15,8 +15,8 @@ import {
   overridePatch,
   validateParameter,
 } from '../../layer/src/config/policy-layers.ts';
-import { InvalidPolicyError } from '../../layer/src/errors.ts';
-import { compilePolicy } from '../../layer/src/policy.ts';
+import { InvalidPolicyError } from '../../layer/src/core/errors.ts';
+import { compilePolicy } from '../../layer/src/policy/policy.ts';
 
 const PREFIX = '/ratelimit/test';
 const base = { strategy: 'tokenBucket', capacity: 120, refill: { tokens: 60, every: '1 m' }, failureMode: 'open' };

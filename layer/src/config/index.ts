@@ -3,10 +3,11 @@
  * root import, and the SSM client out of this one until a store first reads
  * SSM, so a cold start pays for the SDK only where SSM is used.
  */
-import { readSettings } from '../settings.ts';
+
 import { FileParameterSource } from './file-source.ts';
 import type { ParameterSource, ParameterWriter } from './parameter-source.ts';
 import { type ConfigLogger, PolicyStore } from './policy-store.ts';
+import { readSettings } from './settings.ts';
 
 export { FileParameterSource } from './file-source.ts';
 export { parseIsoTime } from './iso-time.ts';

@@ -6,11 +6,11 @@
  * What is remembered between refreshes (the last good values, what was
  * reported) is the store's.
  */
-import { InvalidPolicyError } from '../errors.ts';
-import { assertKeyPart } from '../keys.ts';
-import { folderPrefix } from '../parameters.ts';
-import { type CompiledPolicy, compilePolicy } from '../policy.ts';
+import { InvalidPolicyError } from '../core/errors.ts';
+import { assertKeyPart } from '../policy/keys.ts';
+import { type CompiledPolicy, compilePolicy } from '../policy/policy.ts';
 import { parseIsoTime } from './iso-time.ts';
+import { folderPrefix } from './parameters.ts';
 
 type Plain = Record<string, unknown>;
 export const isPlain = (value: unknown): value is Plain =>

@@ -1,5 +1,5 @@
-import type { PolicyResolver } from '../limiter.ts';
-import { type CompiledPolicy, compilePolicy } from '../policy.ts';
+import type { PolicyResolver } from '../core/limiter.ts';
+import { type CompiledPolicy, compilePolicy } from '../policy/policy.ts';
 import type { ParameterSource } from './parameter-source.ts';
 import {
   type ClassifiedParameter,

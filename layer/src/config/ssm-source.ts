@@ -1,6 +1,6 @@
 import { SSMProvider } from '@aws-lambda-powertools/parameters/ssm';
 import { PutParameterCommand, SSMClient } from '@aws-sdk/client-ssm';
-import { AWS_CLIENT_OPTIONS } from '../aws-clients.ts';
+import { AWS_CLIENT_OPTIONS } from '../redis/aws-clients.ts';
 import type { ParameterSource, ParameterWriter } from './parameter-source.ts';
 
 /**

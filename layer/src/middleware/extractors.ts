@@ -1,6 +1,6 @@
 import { createHash, createHmac } from 'node:crypto';
 import { isIP } from 'node:net';
-import { MisconfiguredCheckError, RateLimitError } from '../errors.ts';
+import { MisconfiguredCheckError, RateLimitError } from '../core/errors.ts';
 import { gatewaySourceIp, type HttpEvent, header, jsonBody } from './http-event.ts';
 
 /**

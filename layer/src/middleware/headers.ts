@@ -1,4 +1,4 @@
-import type { LimitStatus } from '../decision.ts';
+import type { LimitStatus } from '../core/decision.ts';
 import { unitOf } from '../strategies/index.ts';
 
 /**

@@ -1,5 +1,5 @@
-import type { Verdict } from '../enforce.ts';
-import type { CheckRequest, Limiter } from '../limiter.ts';
+import type { Verdict } from '../core/enforce.ts';
+import type { CheckRequest, Limiter } from '../core/limiter.ts';
 
 /** The leases an admitted check holds (its in-flight limits), given back once. */
 export interface HeldLeases {

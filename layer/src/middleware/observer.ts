@@ -1,6 +1,6 @@
 import type { Logger } from '@aws-lambda-powertools/logger';
 import { type Metrics, MetricUnit } from '@aws-lambda-powertools/metrics';
-import type { RateLimitObserver, Verdict } from '../enforce.ts';
+import type { RateLimitObserver, Verdict } from '../core/enforce.ts';
 import { unitOf } from '../strategies/index.ts';
 
 /** Remaining below this share of the quota counts as "near limit". */

@@ -1,7 +1,7 @@
 import type { MiddlewareObj, Request } from '@middy/core';
-import { enforce, misconfiguredVerdict, type RateLimitObserver, type Verdict } from '../enforce.ts';
-import { InvalidCheckError, MisconfiguredCheckError } from '../errors.ts';
-import type { CheckRequest, Limiter } from '../limiter.ts';
+import { enforce, misconfiguredVerdict, type RateLimitObserver, type Verdict } from '../core/enforce.ts';
+import { InvalidCheckError, MisconfiguredCheckError } from '../core/errors.ts';
+import type { CheckRequest, Limiter } from '../core/limiter.ts';
 import { type KeyExtractor, MissingKeyError } from './extractors.ts';
 import { rateLimitHeaders, retryAfterSeconds, withRateLimitHeaders } from './headers.ts';
 import type { HttpEvent } from './http-event.ts';

@@ -7,7 +7,7 @@
  * keeps a slot.
  */
 import * as v from 'valibot';
-import { toUs } from '../duration.ts';
+import { toUs } from '../policy/duration.ts';
 import {
   type CompiledCommon,
   commonEntries,

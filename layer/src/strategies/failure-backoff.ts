@@ -10,8 +10,8 @@
  * (`clearFailures`) and never calls `recordFailure`.
  */
 import * as v from 'valibot';
-import { toUs } from '../duration.ts';
-import { InvalidPolicyError } from '../errors.ts';
+import { InvalidPolicyError } from '../core/errors.ts';
+import { toUs } from '../policy/duration.ts';
 import {
   type CompiledCommon,
   commonEntries,

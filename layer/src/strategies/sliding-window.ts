@@ -3,7 +3,7 @@
  * ring of admission times, lua/lib/sliding_window.lua).
  */
 import * as v from 'valibot';
-import { toUs } from '../duration.ts';
+import { toUs } from '../policy/duration.ts';
 import {
   type CompiledCommon,
   commonEntries,

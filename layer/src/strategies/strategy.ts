@@ -7,8 +7,8 @@
  * shows. docs/architecture.md, "Add a strategy", walks through one.
  */
 import * as v from 'valibot';
-import { type Duration, isDuration, parseDurationUs } from '../duration.ts';
-import type { FailureMode } from '../failure-mode.ts';
+import { type Duration, isDuration, parseDurationUs } from '../policy/duration.ts';
+import type { FailureMode } from '../policy/failure-mode.ts';
 
 const HOUR_US = 3_600_000_000;
 

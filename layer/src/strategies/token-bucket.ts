@@ -5,9 +5,9 @@
  * (reserve, then settle).
  */
 import * as v from 'valibot';
-import { toUs } from '../duration.ts';
-import { InvalidPolicyError } from '../errors.ts';
-import { rateKey } from '../keys.ts';
+import { InvalidPolicyError } from '../core/errors.ts';
+import { toUs } from '../policy/duration.ts';
+import { rateKey } from '../policy/keys.ts';
 import {
   type CommonSettings,
   type CompiledCommon,

@@ -1,5 +1,5 @@
+import type { ResolvedLimit } from '../lua/contract.ts';
 import { type Limited, type LimitStatus, limitedBy } from './decision.ts';
-import type { ResolvedLimit } from './lua-contract.ts';
 
 /** Bound of the cache per container; the oldest entry goes first. */
 const MAX_BLOCKED_KEYS = 10_000;

@@ -6,16 +6,16 @@
  */
 import { createHash } from 'node:crypto';
 import * as v from 'valibot';
+import { InvalidPolicyError } from '../core/errors.ts';
+import { type CompiledPolicy, type PolicyConfig, policySchema, unitOf } from '../strategies/index.ts';
+import { type CommonSettings, DEFAULT_TIME_BUDGET, NAME } from '../strategies/strategy.ts';
 import { toMs } from './duration.ts';
-import { InvalidPolicyError } from './errors.ts';
 import { DEFAULT_FAILURE_MODE } from './failure-mode.ts';
-import { type CompiledPolicy, type PolicyConfig, policySchema, unitOf } from './strategies/index.ts';
-import { type CommonSettings, DEFAULT_TIME_BUDGET, NAME } from './strategies/strategy.ts';
 
-export type { CompiledFailureBackoff, FailureBackoffPolicy } from './strategies/failure-backoff.ts';
-export { type CompiledPolicy, type PolicyConfig, policySchema, type Strategy } from './strategies/index.ts';
-export type { CompiledSlidingWindow, SlidingWindowPolicy } from './strategies/sliding-window.ts';
-export { DEFAULT_TIME_BUDGET, POLICY_BOUNDS } from './strategies/strategy.ts';
+export type { CompiledFailureBackoff, FailureBackoffPolicy } from '../strategies/failure-backoff.ts';
+export { type CompiledPolicy, type PolicyConfig, policySchema, type Strategy } from '../strategies/index.ts';
+export type { CompiledSlidingWindow, SlidingWindowPolicy } from '../strategies/sliding-window.ts';
+export { DEFAULT_TIME_BUDGET, POLICY_BOUNDS } from '../strategies/strategy.ts';
 export {
   type AdaptiveRate,
   type CompiledAdaptive,
@@ -24,7 +24,7 @@ export {
   type ReservationSettings,
   type TokenBucketPolicy,
   wholeIntervalUs,
-} from './strategies/token-bucket.ts';
+} from '../strategies/token-bucket.ts';
 
 function describeIssues(issues: readonly v.BaseIssue<unknown>[]): string {
   return issues

@@ -8,8 +8,8 @@
 import { readFile } from 'node:fs/promises';
 import { Cluster, type Redis } from 'ioredis';
 import * as v from 'valibot';
+import { InvalidSettingError } from '../core/errors.ts';
 import { AWS_CLIENT_OPTIONS } from './aws-clients.ts';
-import { InvalidSettingError } from './errors.ts';
 import type { RedisClient } from './run-script.ts';
 
 export interface RedisCredentials {

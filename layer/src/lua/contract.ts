@@ -6,12 +6,12 @@
  * in strategies/; nothing else in the layer knows an ARGV position. Change a
  * script's header and its packer together.
  */
-import { type Allowed, allowedBy, type Limited, type LimitStatus, limitedBy } from './decision.ts';
-import { budgetKeys, rateKey } from './keys.ts';
-import type { CompiledFailureBackoff, CompiledPolicy, CompiledTokenBucket } from './policy.ts';
+import { type Allowed, allowedBy, type Limited, type LimitStatus, limitedBy } from '../core/decision.ts';
+import { budgetKeys, rateKey } from '../policy/keys.ts';
+import type { CompiledFailureBackoff, CompiledPolicy, CompiledTokenBucket } from '../policy/policy.ts';
+import { unitOfPolicy } from '../strategies/index.ts';
+import { int, isInteger, type OwnScript, type ResolvedLimit as Resolved, usToMs } from '../strategies/strategy.ts';
 import { checkScriptName, ENTRY_SCRIPTS } from './scripts.ts';
-import { unitOfPolicy } from './strategies/index.ts';
-import { int, isInteger, type OwnScript, type ResolvedLimit as Resolved, usToMs } from './strategies/strategy.ts';
 
 export { usToMs };
 

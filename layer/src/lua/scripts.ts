@@ -1,6 +1,6 @@
 import { createHash } from 'node:crypto';
-import { readLua } from './lua-sources.ts';
-import { STRATEGY_UNITS } from './strategies/index.ts';
+import { STRATEGY_UNITS } from '../strategies/index.ts';
+import { readLua } from './sources.ts';
 
 /**
  * The Lua scripts, assembled from the files in `lua/`: a clock fragment, the

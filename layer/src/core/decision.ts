@@ -1,5 +1,5 @@
-import type { FailureMode } from './failure-mode.ts';
-import type { Strategy } from './policy.ts';
+import type { FailureMode } from '../policy/failure-mode.ts';
+import type { Strategy } from '../policy/policy.ts';
 
 /** Where one limit of a check stands after it. Times are durations from now. */
 export interface LimitStatus {

@@ -1,4 +1,4 @@
-import type { DegradedReason } from './decision.ts';
+import type { DegradedReason } from '../core/decision.ts';
 
 /**
  * What the deadline guard needs of a Redis connection: whether it takes

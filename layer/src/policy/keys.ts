@@ -1,5 +1,5 @@
-import { InvalidCheckError, MisconfiguredCheckError } from './errors.ts';
-import { KEY_FAMILIES } from './keyspace.ts';
+import { InvalidCheckError, MisconfiguredCheckError } from '../core/errors.ts';
+import { KEY_FAMILIES } from '../redis/keyspace.ts';
 import type { CompiledPolicy } from './policy.ts';
 
 /**

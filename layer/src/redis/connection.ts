@@ -1,9 +1,9 @@
 import { readFileSync } from 'node:fs';
 import type { ConnectionOptions } from 'node:tls';
 import { Cluster, Redis, type RedisOptions } from 'ioredis';
+import { DEFAULT_REDIS_URL, readSettings } from '../config/settings.ts';
 import type { GuardedConnection } from './deadline.ts';
 import type { RedisClient } from './run-script.ts';
-import { DEFAULT_REDIS_URL, readSettings } from './settings.ts';
 
 /**
  * Where the limiter's Redis is: an explicit option, else the environment

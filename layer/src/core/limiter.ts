@@ -1,20 +1,5 @@
 import { randomUUID } from 'node:crypto';
 import * as v from 'valibot';
-import { BlockCache } from './block-cache.ts';
-import type { Guarded } from './deadline.ts';
-import {
-  type Allowed,
-  type Answer,
-  allowedBy,
-  type Decision,
-  type Degraded,
-  type DegradedReason,
-  degradedBy,
-  type LimitStatus,
-} from './decision.ts';
-import { InvalidCheckError, MisconfiguredCheckError } from './errors.ts';
-import { combinedFailureMode, DEFAULT_FAILURE_MODE, type FailureMode } from './failure-mode.ts';
-import { assertKeyPart, counterKey } from './keys.ts';
 import {
   checkCall,
   parseCheckReply,
@@ -32,12 +17,27 @@ import {
   type SettleResult,
   setRateCall,
   settleCall,
-} from './lua-contract.ts';
-import { type CompiledPolicy, type CompiledTokenBucket, POLICY_BOUNDS, type Strategy } from './policy.ts';
-import { DEFAULT_MAX_ABANDONED_COMMANDS, guardedRedis, type RedisAccess } from './redis-access.ts';
-import { type RedisClient, runScript } from './run-script.ts';
-import type { ScriptSet } from './scripts.ts';
-import { unitOf } from './strategies/index.ts';
+} from '../lua/contract.ts';
+import type { ScriptSet } from '../lua/scripts.ts';
+import { combinedFailureMode, DEFAULT_FAILURE_MODE, type FailureMode } from '../policy/failure-mode.ts';
+import { assertKeyPart, counterKey } from '../policy/keys.ts';
+import { type CompiledPolicy, type CompiledTokenBucket, POLICY_BOUNDS, type Strategy } from '../policy/policy.ts';
+import { DEFAULT_MAX_ABANDONED_COMMANDS, guardedRedis, type RedisAccess } from '../redis/access.ts';
+import type { Guarded } from '../redis/deadline.ts';
+import { type RedisClient, runScript } from '../redis/run-script.ts';
+import { unitOf } from '../strategies/index.ts';
+import { BlockCache } from './block-cache.ts';
+import {
+  type Allowed,
+  type Answer,
+  allowedBy,
+  type Decision,
+  type Degraded,
+  type DegradedReason,
+  degradedBy,
+  type LimitStatus,
+} from './decision.ts';
+import { InvalidCheckError, MisconfiguredCheckError } from './errors.ts';
 
 /** One limit to check: which policy, for which key, at what cost. */
 export interface CheckRequest {

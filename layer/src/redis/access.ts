@@ -1,5 +1,5 @@
+import { ioredisConnection } from './connection.ts';
 import { DeadlineGuard, type Guarded } from './deadline.ts';
-import { ioredisConnection } from './redis-connection.ts';
 import type { RedisClient } from './run-script.ts';
 
 /**

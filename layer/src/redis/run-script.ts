@@ -1,5 +1,5 @@
 import type { Cluster, Redis } from 'ioredis';
-import type { LuaScript } from './scripts.ts';
+import type { LuaScript } from '../lua/scripts.ts';
 
 export type RedisClient = Redis | Cluster;
 

@@ -1,6 +1,6 @@
-import { InvalidSettingError } from './errors.ts';
+import { InvalidSettingError } from '../core/errors.ts';
+import type { RedisSettings } from '../redis/connection.ts';
 import { LOCAL_PARAMETER_PATH } from './parameters.ts';
-import type { RedisSettings } from './redis-connection.ts';
 
 /**
  * Every setting the layer reads from the environment, in one place: each
