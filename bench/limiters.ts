@@ -4,11 +4,11 @@
  */
 import { createHash } from 'node:crypto';
 import { readFileSync } from 'node:fs';
+import type { RedisClient } from '@platform/rate-limit';
+import { compilePolicies, createLimiter, staticPolicies } from '@platform/rate-limit';
 import { Ratelimit } from '@upstash/ratelimit';
 import type { Redis } from 'ioredis';
 import { RateLimiterRedis, RateLimiterRes } from 'rate-limiter-flexible';
-import { compilePolicies, createLimiter, staticPolicies } from '../layer/src/index.ts';
-import type { RedisClient } from '../layer/src/redis/run-script.ts';
 
 export const LIMIT = 1000;
 /** Throughput runs: 1000 per second. */

@@ -11,10 +11,10 @@ import { Metrics } from '@aws-lambda-powertools/metrics';
 import middy from '@middy/core';
 import httpCors from '@middy/http-cors';
 import httpErrorHandler from '@middy/http-error-handler';
+import type { Limiter } from '@platform/rate-limit';
+import { compilePolicies, createLimiter, createRedisClient, staticPolicies } from '@platform/rate-limit';
+import { clientIp, type HttpEvent, powertoolsObserver, rateLimit } from '@platform/rate-limit/middleware';
 import type { Context } from 'aws-lambda';
-import type { Limiter } from '../layer/src/core/limiter.ts';
-import { compilePolicies, createLimiter, createRedisClient, staticPolicies } from '../layer/src/index.ts';
-import { clientIp, type HttpEvent, powertoolsObserver, rateLimit } from '../layer/src/middleware/index.ts';
 import { restEvent } from '../test/support/events.ts';
 
 const redis = createRedisClient({ url: process.argv[2] ?? 'redis://127.0.0.1:6379' });

@@ -11,8 +11,8 @@
 import { spawn } from 'node:child_process';
 import { copyFileSync, mkdirSync, writeFileSync } from 'node:fs';
 import { cpus } from 'node:os';
+import { createRedisClient } from '@platform/rate-limit';
 import { Redis } from 'ioredis';
-import { createRedisClient } from '../layer/src/index.ts';
 import { startRedis } from '../scripts/redis-process.ts';
 import { bundleFigures, coldStartSplit } from './lambda-figures.ts';
 import { benchLimiters, LIMIT, MEMORY_WINDOW_MS } from './limiters.ts';

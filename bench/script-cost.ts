@@ -16,10 +16,15 @@
 import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
+import { compilePolicies } from '@platform/rate-limit';
+import {
+  checkCall,
+  genericCheckCall,
+  productionScripts,
+  type ResolvedLimit,
+  type ScriptCall,
+} from '@platform/rate-limit/lua';
 import { Redis } from 'ioredis';
-import { compilePolicies } from '../layer/src/index.ts';
-import { checkCall, genericCheckCall, type ResolvedLimit, type ScriptCall } from '../layer/src/lua/contract.ts';
-import { productionScripts } from '../layer/src/lua/scripts.ts';
 import { startRedis } from '../scripts/redis-process.ts';
 import { pinnedToCpu0, redisCpuSeconds } from './measure.ts';
 

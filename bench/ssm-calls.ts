@@ -5,10 +5,10 @@
  * parameter set; time is simulated, 1000 requests per second for 10 minutes.
  */
 import { GetParametersByPathCommand, SSMClient } from '@aws-sdk/client-ssm';
+import { PolicyStore } from '@platform/rate-limit/config';
+import { SsmParameterSource } from '@platform/rate-limit/ssm';
 import { mockClient } from 'aws-sdk-client-mock';
 import { PLATFORM_POLICIES } from '../config/catalogue.ts';
-import { PolicyStore } from '../layer/src/config/index.ts';
-import { SsmParameterSource } from '../layer/src/config/ssm-source.ts';
 
 const PREFIX = '/ratelimit/prod';
 const parameters = [

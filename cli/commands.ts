@@ -23,40 +23,34 @@ import { readFileSync } from 'node:fs';
 import { userInfo } from 'node:os';
 import { parseArgs } from 'node:util';
 import {
-  assertKeyPart,
-  authenticateFromSecret,
-  budgetKeys,
   compilePolicy,
-  counterKey,
   createLimiter,
   createRedisClient,
   type Decision,
   InvalidCheckError,
   InvalidPolicyError,
-  ioredisConnection,
   type Limiter,
   MisconfiguredCheckError,
-  overrideParameter,
-  parseDuration,
   type RateChange,
   RateLimitError,
   type RedisClient,
-  rateKey,
-  readSettings,
-  secretReader,
-  unitOf,
+  stateKeysOf,
 } from '@platform/rate-limit';
 import {
   createPolicyStore,
   FileParameterSource,
   mergeOverride,
+  overrideParameter,
   overridePatch,
   type ParameterSource,
   type ParameterWriter,
   type PolicyStore,
   parseIsoTime,
+  readSettings,
 } from '@platform/rate-limit/config';
 import { hashEmail, REFUSAL_LOG, type RefusalRecord } from '@platform/rate-limit/middleware';
+import { assertKeyPart, counterKey, parseDuration, type StrategyOperation, unitOf } from '@platform/rate-limit/policy';
+import { authenticateFromSecret, ioredisConnection, secretReader } from '@platform/rate-limit/redis';
 import { SsmParameterSource } from '@platform/rate-limit/ssm';
 import { API_KEY_PEPPER, hashApiKey, isApiKey, newApiKey } from '../config/api-key.ts';
 import { PLATFORM_POLICIES } from '../config/catalogue.ts';
@@ -185,12 +179,16 @@ async function inspect(context: Context, policyName: string, key: string, scope:
   const counter = counterKey(policy, key, scope);
   const redis = context.redis as RedisClient;
   state.ttlMs = await redis.pttl(counter);
-  if (policy.strategy === 'tokenBucket' && policy.adaptive) {
-    const rate = await limiter.currentRate(policyName, key, options);
-    state.ratePerSecond = rate.decided ? rate.ratePerSecond : undefined;
-  }
-  // what else its strategy keeps (a runtime rate's expiry, a backoff's failures)
-  return { ...state, ...(await unitOf(policy.strategy).inspect?.(policy, counter, redis)) };
+  // what else its strategy keeps (a runtime rate and its expiry, a backoff's failures)
+  const reader = {
+    pttl: (k: string) => redis.pttl(k),
+    hmget: (k: string, ...fields: string[]) => redis.hmget(k, ...fields),
+    operate: async <I, O>(operation: StrategyOperation<never, I, O>, input: I) => {
+      const answer = await limiter.operate(operation, policyName, key, input, options);
+      return answer.decided ? answer.result : undefined;
+    },
+  };
+  return { ...state, ...(await unitOf(policy.strategy).inspect?.(policy, counter, reader)) };
 }
 
 function table(state: Record<string, unknown>): string {
@@ -256,8 +254,8 @@ async function resetCommand(context: Context, rest: readonly string[], values: C
   const key = keyOf(context, given, values);
   const before = await inspect(context, policy, key, values.scope);
   const counter = counterKey(limiterOf(context).policyFor(policy, key), key, values.scope);
-  // every key the policy may hold for it: counter (or budget and its holds) and runtime rate
-  await (context.redis as RedisClient).del(...budgetKeys(counter), rateKey(counter));
+  // every key the policy keeps for it: the counter and what its strategy keeps beside it
+  await (context.redis as RedisClient).del(...stateKeysOf(limiterOf(context).policyFor(policy, key), counter));
   const after = await inspect(context, policy, key, values.scope);
   audit(context, 'reset', { policy, key, before, after });
   out(context, `reset ${policy} ${key}\n${table(after)}`, { before, after });

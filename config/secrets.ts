@@ -6,7 +6,7 @@
  * apart, from `defaults/` and `overrides/`. The CDK app, `npm run
  * secrets:put` and the local parameters file follow this one list.
  */
-import { PARAMETER_FOLDERS, secretsFolder } from '@platform/rate-limit';
+import { PARAMETER_FOLDERS, secretsFolder } from '@platform/rate-limit/config';
 
 /** Each secret's name (or, ending in `*`, its prefix: one per Telegram bot) and the consumer folder it lives in. */
 export const SECRETS = {

@@ -4,7 +4,7 @@
  * parameters. Termination-protected; deploying the platform stack never
  * replaces anything here.
  */
-import { REDIS_ROLES } from '@platform/rate-limit';
+
 import { RemovalPolicy, Stack, type StackProps, Validations } from 'aws-cdk-lib';
 import {
   FlowLogDestination,
@@ -18,6 +18,7 @@ import { Key } from 'aws-cdk-lib/aws-kms';
 import { LogGroup, RetentionDays } from 'aws-cdk-lib/aws-logs';
 import { Secret } from 'aws-cdk-lib/aws-secretsmanager';
 import type { Construct } from 'constructs';
+import { REDIS_ROLES } from '../config/redis-roles.ts';
 import type { DeployContext } from './context.ts';
 import { type DurableStore, REDIS_PORT } from './durable-store.ts';
 import { MemoryDbCluster, memoryDbUser } from './memorydb-cluster.ts';

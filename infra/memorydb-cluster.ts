@@ -5,12 +5,12 @@
  * and a parameter group with `maxmemory-policy noeviction`.
  */
 
-import { operatorAclRules } from '@platform/rate-limit';
 import { Aws, type Duration, Fn, RemovalPolicy } from 'aws-cdk-lib';
 import { type IMetric, Metric } from 'aws-cdk-lib/aws-cloudwatch';
 import { CfnACL, CfnCluster, CfnParameterGroup, CfnSubnetGroup, CfnUser } from 'aws-cdk-lib/aws-memorydb';
 import type { ISecret } from 'aws-cdk-lib/aws-secretsmanager';
 import { Construct } from 'constructs';
+import { operatorAclRules } from '../config/redis-roles.ts';
 import {
   type DurableStore,
   type DurableStoreProps,

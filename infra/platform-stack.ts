@@ -9,15 +9,9 @@
 
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import {
-  combinedFailureMode,
-  compilePolicy,
-  defaultParameter,
-  type FailureMode,
-  folderPrefix,
-  parameterPath,
-  type RedisRole,
-} from '@platform/rate-limit';
+import { compilePolicy, type FailureMode } from '@platform/rate-limit';
+import { defaultParameter, folderPrefix, parameterPath } from '@platform/rate-limit/config';
+import { combinedFailureMode } from '@platform/rate-limit/policy';
 import { Duration, Stack, type StackProps, Token, Validations } from 'aws-cdk-lib';
 import { type ISecurityGroup, type IVpc, SubnetType } from 'aws-cdk-lib/aws-ec2';
 import { Effect, PolicyStatement } from 'aws-cdk-lib/aws-iam';
@@ -34,6 +28,7 @@ import { Queue, QueueEncryption } from 'aws-cdk-lib/aws-sqs';
 import { StringParameter } from 'aws-cdk-lib/aws-ssm';
 import type { Construct } from 'constructs';
 import type { OuterLine } from '../config/outer-line.ts';
+import type { RedisRole } from '../config/redis-roles.ts';
 import { readPaths, type SecretName } from '../config/secrets.ts';
 import { checksOf, type PlatformResource, type Route } from '../functions/routes.ts';
 import { type OperatorFunction, operated, scheduled, services } from '../functions/workers.ts';

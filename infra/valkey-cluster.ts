@@ -9,7 +9,7 @@
  * and rules as the local production shape's ACL users), each with its
  * password in a Secrets Manager secret of its own.
  */
-import { managedAccessString, REDIS_ROLES, type RedisRole } from '@platform/rate-limit';
+
 import { type Duration, RemovalPolicy, Validations } from 'aws-cdk-lib';
 import { type IMetric, Metric } from 'aws-cdk-lib/aws-cloudwatch';
 import {
@@ -21,6 +21,7 @@ import {
 } from 'aws-cdk-lib/aws-elasticache';
 import { type ISecret, Secret } from 'aws-cdk-lib/aws-secretsmanager';
 import { Construct } from 'constructs';
+import { managedAccessString, REDIS_ROLES, type RedisRole } from '../config/redis-roles.ts';
 import {
   type DurableStore,
   type DurableStoreProps,

@@ -59,14 +59,18 @@ const common = {
 export const LAYER_ENTRIES = {
   index: 'layer/src/index.ts',
   config: 'layer/src/config/index.ts',
-  ssm: 'layer/src/config/ssm-source.ts',
+  core: 'layer/src/core/index.ts',
+  lua: 'layer/src/lua/index.ts',
   middleware: 'layer/src/middleware/index.ts',
+  policy: 'layer/src/policy/index.ts',
+  redis: 'layer/src/redis/index.ts',
+  ssm: 'layer/src/config/ssm-source.ts',
 } as const;
 
 /**
  * The layer: `<outdir>/nodejs/node_modules/@platform/rate-limit/` with one
  * module per entry (shared code in chunks) and a package.json mapping
- * `@platform/rate-limit`, `…/config` and `…/middleware` to them.
+ * `@platform/rate-limit` and each subpath of layer/package.json to them.
  * Returns the path of each entry's module.
  */
 export async function bundleLayer(

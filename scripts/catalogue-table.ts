@@ -9,7 +9,8 @@
  */
 import { execFileSync } from 'node:child_process';
 import { readFileSync, writeFileSync } from 'node:fs';
-import { type CompiledPolicy, compilePolicies, STRATEGY_UNITS, unitOf } from '@platform/rate-limit';
+import { type CompiledPolicy, compilePolicies } from '@platform/rate-limit';
+import { STRATEGY_UNITS, unitOf } from '@platform/rate-limit/policy';
 import { API_ROLES, type RoleLimits } from '../config/api-roles.ts';
 import type { PolicyName } from '../config/catalogue.ts';
 import catalogue from '../config/policies.json' with { type: 'json' };

@@ -9,8 +9,8 @@
  */
 import { Logger } from '@aws-lambda-powertools/logger';
 import { Metrics } from '@aws-lambda-powertools/metrics';
-import type { Verdict } from '../layer/src/index.ts';
-import { type ObserverBatching, powertoolsObserver } from '../layer/src/middleware/index.ts';
+import type { Verdict } from '@platform/rate-limit';
+import { type ObserverBatching, powertoolsObserver } from '@platform/rate-limit/middleware';
 import type { WrittenBytes } from './cost-model.ts';
 
 /** A check as the middleware reports it: an allowed token-bucket check of an API key with room left. */

@@ -8,25 +8,20 @@
  */
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
-import { ENTRY_SCRIPTS, entryFiles, type LuaScript, productionScripts } from '../layer/src/lua/scripts.ts';
-import { STRATEGY_UNITS } from '../layer/src/strategies/index.ts';
+import { ENTRY_SCRIPTS, entryFiles, type LuaScript, productionScripts } from '@platform/rate-limit/lua';
+import { STRATEGY_UNITS } from '@platform/rate-limit/policy';
 
 const SHARED_EXAMPLES: Record<keyof typeof ENTRY_SCRIPTS, string> = {
   check: "'rl:{demo-g:t}:a:k' 'rl:{demo-g:t}:b:k' , 2 1 tb 1 4 10 100000 0 0 sw 1 2 5 60000000",
-  recordFailure: "'rl:{demo-bo:k}' , 1000000 8000000 2 900000000",
-  setRate: "'rl:{demo-ad:k}' 'rl:{demo-ad:k}:rate' , get 0 0.5 20 2 500000 3600000000 0 10",
-  reserve:
-    "'rl:{llm:t}' 'rl:{llm:t}:holds' 'rl:{llm:t}:amounts' 'rl:{llm:t}:settled' , r1 300 1000 3600 300000000 86400000000",
-  settle: "'rl:{llm:t}' 'rl:{llm:t}:holds' 'rl:{llm:t}:amounts' 'rl:{llm:t}:settled' , r1 120 1000 3600 86400000000",
-  release: "'rl:{llm-inflight:t}' , 5d5c9a0e-lease",
 };
 
-/** Each entry file's `redis-cli --eval` example: the shared scripts', then each strategy's own script's. */
+/** Each entry file's `redis-cli --eval` example: the shared scripts', then each strategy's own scripts'. */
 const EXAMPLES: Record<string, string> = Object.fromEntries([
   ...Object.entries(ENTRY_SCRIPTS).map(([name, entry]) => [entry, SHARED_EXAMPLES[name as keyof typeof ENTRY_SCRIPTS]]),
-  ...STRATEGY_UNITS.flatMap((unit) =>
-    'ownScript' in unit && unit.ownScript ? [[unit.ownScript.entry, unit.ownScript.example]] : [],
-  ),
+  ...STRATEGY_UNITS.flatMap((unit) => [
+    ...('ownScript' in unit && unit.ownScript ? [[unit.ownScript.entry, unit.ownScript.example]] : []),
+    ...Object.values(unit.operations ?? {}).map((operation) => [operation.entry, operation.example]),
+  ]),
 ]);
 
 const dir = resolve(process.argv[2] ?? 'dist/lua');

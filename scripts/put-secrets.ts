@@ -11,7 +11,7 @@
  */
 import { readFileSync } from 'node:fs';
 import { PutParameterCommand, SSMClient } from '@aws-sdk/client-ssm';
-import { parameterPath, secretParameter } from '@platform/rate-limit';
+import { parameterPath, secretParameter } from '@platform/rate-limit/config';
 import { secretFolder } from '../config/secrets.ts';
 
 /** A secret's name: letters, digits, dashes; which ones the platform reads, and where, is config/secrets.ts. */

@@ -19,7 +19,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { setTimeout as delay } from 'node:timers/promises';
 import { promisify } from 'node:util';
-import { REDIS_ROLES } from '../layer/src/redis/keyspace.ts';
+import { REDIS_ROLES } from '../config/redis-roles.ts';
 import {
   type Credentials,
   type RedisProcess,

@@ -1,6 +1,6 @@
 import { readFile } from 'node:fs/promises';
 import type { SSMClient } from '@aws-sdk/client-ssm';
-import { AWS_CLIENT_OPTIONS } from '@platform/rate-limit';
+import { AWS_CLIENT_OPTIONS } from '@platform/rate-limit/redis';
 
 /** Who an API key belongs to, and the role its quota comes from. */
 export interface KeyOwner {

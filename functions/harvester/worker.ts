@@ -8,7 +8,10 @@
  * its own last page (two workers may then fetch a page twice; the sink is
  * at-least-once).
  */
-import { guardedRedis, KEY_FAMILIES, type RedisClient } from '@platform/rate-limit';
+
+import type { RedisClient } from '@platform/rate-limit';
+import { guardedRedis } from '@platform/rate-limit/redis';
+import { KEY_FAMILIES } from '../../config/redis-roles.ts';
 import type { EventSink } from '../shared/sink.ts';
 import type { AdaptivePacer } from './pacer.ts';
 import { fetchPage, type SourceAnswer } from './source.ts';

@@ -12,7 +12,7 @@ import {
   ConverseCommand,
   type ConverseCommandOutput,
 } from '@aws-sdk/client-bedrock-runtime';
-import { AWS_CLIENT_OPTIONS } from '@platform/rate-limit';
+import { AWS_CLIENT_OPTIONS } from '@platform/rate-limit/redis';
 import type { Usage } from './models.ts';
 import { type Completion, type CompletionRequest, type LlmProvider, ProviderError } from './provider.ts';
 

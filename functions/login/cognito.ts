@@ -15,7 +15,7 @@ import type {
   AdminInitiateAuthCommandOutput,
   CognitoIdentityProviderClient,
 } from '@aws-sdk/client-cognito-identity-provider';
-import { AWS_CLIENT_OPTIONS } from '@platform/rate-limit';
+import { AWS_CLIENT_OPTIONS } from '@platform/rate-limit/redis';
 import type { CredentialStore, Verification } from './credentials.ts';
 
 /** Errors that mean "this email and password do not log in", whatever the reason. */

@@ -11,7 +11,9 @@
  * in the caller's DegradedClosed. The outcome is a value; what it answers
  * (an HTTP status, a held post) is the caller's.
  */
-import { degradedBy, type RateLimitObserver, type Verdict, verdictFor } from '@platform/rate-limit';
+
+import { type RateLimitObserver, type Verdict, verdictFor } from '@platform/rate-limit';
+import { degradedBy } from '@platform/rate-limit/core';
 import type { AcceptedOnce } from './once.ts';
 import type { AcceptedEvent, EventSink } from './sink.ts';
 

@@ -1,10 +1,6 @@
-import {
-  type DegradedReason,
-  guardedRedis,
-  KEY_FAMILIES,
-  type RedisAccess,
-  type RedisClient,
-} from '@platform/rate-limit';
+import type { DegradedReason, RedisClient } from '@platform/rate-limit';
+import { guardedRedis, type RedisAccess } from '@platform/rate-limit/redis';
+import { KEY_FAMILIES } from '../../config/redis-roles.ts';
 
 /**
  * Remembers which sender events were accepted, so a retried delivery (Slack's

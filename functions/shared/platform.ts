@@ -3,18 +3,10 @@ import { appendFileSync, mkdirSync } from 'node:fs';
 import { dirname } from 'node:path';
 import { Logger } from '@aws-lambda-powertools/logger';
 import { Metrics } from '@aws-lambda-powertools/metrics';
-import {
-  authenticateFromSecret,
-  createLimiter,
-  ioredisConnection,
-  type Limiter,
-  type RedisClient,
-  readSettings,
-  secretReader,
-  sharedRedis,
-} from '@platform/rate-limit';
-import { createPolicyStore, type PolicyStore } from '@platform/rate-limit/config';
+import { createLimiter, type Limiter, type RedisClient, sharedRedis } from '@platform/rate-limit';
+import { createPolicyStore, type PolicyStore, readSettings } from '@platform/rate-limit/config';
 import { powertoolsObserver, type RefusalRecord } from '@platform/rate-limit/middleware';
+import { authenticateFromSecret, ioredisConnection, secretReader } from '@platform/rate-limit/redis';
 import { PLATFORM_POLICIES } from '../../config/catalogue.ts';
 import { AcceptedOnce } from './once.ts';
 import { readConsumerSettings } from './settings.ts';
@@ -108,7 +100,7 @@ function withinMs(ms: number, work: Promise<void>): Promise<void> {
 export function createPlatform(overrides: Partial<Platform> = {}): Platform {
   const settings = readConsumerSettings();
   const logger = overrides.logger ?? new Logger({ serviceName: 'rate-limited-platform' });
-  const redis = overrides.redis ?? sharedRedis();
+  const redis = overrides.redis ?? sharedRedis(readSettings().redis);
   const policies = overrides.policies ?? createPolicyStore({ defaults: PLATFORM_POLICIES, logger });
   const limiter =
     overrides.limiter ??

@@ -1,7 +1,7 @@
 import { appendFile, mkdir } from 'node:fs/promises';
 import { dirname } from 'node:path';
 import type { SQSClient } from '@aws-sdk/client-sqs';
-import { AWS_CLIENT_OPTIONS } from '@platform/rate-limit';
+import { AWS_CLIENT_OPTIONS } from '@platform/rate-limit/redis';
 
 /** An event a webhook accepted, on its way to the platform's processing. */
 export interface AcceptedEvent {

@@ -1,6 +1,7 @@
 import type { MiddlewareObj } from '@middy/core';
-import { DEFAULT_TIME_BUDGET, enforce, type Limiter, toMs } from '@platform/rate-limit';
+import { enforce, type Limiter } from '@platform/rate-limit';
 import { type HttpEvent, rateLimitHeaders, rateLimitRefusal } from '@platform/rate-limit/middleware';
+import { DEFAULT_TIME_BUDGET, toMs } from '@platform/rate-limit/policy';
 import type { PolicyName } from '../../config/catalogue.ts';
 import { admitOnce } from './admission.ts';
 import { type HttpResponse, httpError, type JsonBounds, json, outOfBounds, type RestEvent } from './http.ts';

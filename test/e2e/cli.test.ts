@@ -9,11 +9,11 @@ import { copyFileSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, describe, it } from 'node:test';
+import { createLimiter, createRedisClient } from '@platform/rate-limit';
+import { createPolicyStore, FileParameterSource, parseIsoTime } from '@platform/rate-limit/config';
+import { hashEmail } from '@platform/rate-limit/middleware';
 import { hashApiKey, isApiKey } from '../../config/api-key.ts';
 import { PLATFORM_POLICIES } from '../../config/catalogue.ts';
-import { createPolicyStore, FileParameterSource, parseIsoTime } from '../../layer/src/config/index.ts';
-import { createLimiter, createRedisClient } from '../../layer/src/index.ts';
-import { hashEmail } from '../../layer/src/middleware/index.ts';
 import { freePort } from '../../scripts/redis-process.ts';
 
 const CLI = new URL('../../cli/ratelimit.ts', import.meta.url).pathname;

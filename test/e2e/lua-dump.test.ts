@@ -10,7 +10,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, describe, it } from 'node:test';
 import { promisify } from 'node:util';
-import { productionScripts } from '../../layer/src/lua/scripts.ts';
+import { productionScripts } from '@platform/rate-limit/lua';
 
 const run = promisify(execFile);
 const DUMP = new URL('../../scripts/lua-dump.ts', import.meta.url).pathname;

@@ -9,19 +9,19 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import {
+  compilePolicies,
+  createLimiter,
+  createRedisClient,
+  type RedisClient,
+  staticPolicies,
+} from '@platform/rate-limit';
+import {
   type CatchUpReport,
   type ListenerLogger,
   MattermostListener,
 } from '../../functions/mattermost-listener/listener.ts';
 import { AcceptedOnce } from '../../functions/shared/once.ts';
 import type { AcceptedEvent, EventSink } from '../../functions/shared/sink.ts';
-import {
-  compilePolicies,
-  createLimiter,
-  createRedisClient,
-  type RedisClient,
-  staticPolicies,
-} from '../../layer/src/index.ts';
 import { type MattermostServer, startMattermostServer } from '../../scripts/mattermost-server.ts';
 import { type RedisProcess, startRedis } from '../../scripts/redis-process.ts';
 import { clusterSettings, testRedisClient } from '../support/targets.ts';

@@ -8,11 +8,15 @@ import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'n
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
+import type { RedisClient } from '@platform/rate-limit';
+import { compilePolicy } from '@platform/rate-limit';
+import { OBSERVER_METRICS } from '@platform/rate-limit/middleware';
 import { Stack } from 'aws-cdk-lib';
 import { Match, Template } from 'aws-cdk-lib/assertions';
 import { Queue } from 'aws-cdk-lib/aws-sqs';
 import { PLATFORM_POLICIES } from '../../config/catalogue.ts';
 import { readOuterLine, routeThrottleOf } from '../../config/outer-line.ts';
+import { managedAccessString, REDIS_ROLES, type RedisRole } from '../../config/redis-roles.ts';
 import { runHarvest } from '../../functions/harvester/job.ts';
 import { catchUpPublisher } from '../../functions/mattermost-listener/catch-up-metrics.ts';
 import { MattermostListener } from '../../functions/mattermost-listener/listener.ts';
@@ -26,9 +30,6 @@ import { createPlatformApp, type PlatformApp, readStageFile, STAGES_DIR } from '
 import { InvalidContextError } from '../../infra/context.ts';
 import { bedrockModelIds, DEFAULT_ROUTE_TIMEOUT_SECONDS } from '../../infra/platform-stack.ts';
 import { API_SECURITY_POLICY, MANAGED_RULE_GROUPS } from '../../infra/public-api.ts';
-import { compilePolicy, managedAccessString, REDIS_ROLES, type RedisRole } from '../../layer/src/index.ts';
-import { OBSERVER_METRICS } from '../../layer/src/middleware/index.ts';
-import type { RedisClient } from '../../layer/src/redis/run-script.ts';
 import { buildAll } from '../../scripts/build.ts';
 import { reservedConcurrencyOf } from '../../scripts/deploy.ts';
 import { startHarvestSource } from '../../scripts/harvest-source.ts';
@@ -303,8 +304,8 @@ describe('The CDK app (ElastiCache for Valkey, the default)', () => {
         .replace(/^\s*\/\/.*$/gm, '');
       for (const m of text.matchAll(/\bheader\(\s*[\w.]+\s*,\s*'([^']+)'\s*\)/g))
         read.add((m[1] as string).toLowerCase());
-      for (const m of text.matchAll(/apiKeyHash\(\s*(?:headerName\s*=\s*)?'([^']+)'/g))
-        read.add((m[1] as string).toLowerCase());
+      for (const m of text.matchAll(/apiKeyHash\(\s*\{\s*header:\s*'([^']+)'|\.header \?\? '([^']+)'/g))
+        read.add((m[1] ?? (m[2] as string)).toLowerCase());
     }
     const secret = secretHeadersOf(routes);
     assert.ok(read.size >= 4, `found the headers the code reads (${[...read].join(', ')})`);

@@ -13,10 +13,11 @@
  */
 import assert from 'node:assert/strict';
 import { after, describe, it } from 'node:test';
+import type { RateChange } from '@platform/rate-limit';
+import { compilePolicy, InvalidPolicyError } from '@platform/rate-limit';
+import type { CompiledTokenBucket } from '@platform/rate-limit/policy';
+import { wholeIntervalUs } from '@platform/rate-limit/policy';
 import fc from 'fast-check';
-import type { RateChange } from '../../layer/src/core/limiter.ts';
-import { type CompiledTokenBucket, compilePolicy, InvalidPolicyError } from '../../layer/src/index.ts';
-import { wholeIntervalUs } from '../../layer/src/policy/policy.ts';
 import { pinnedLimiter, targets, unique } from '../support/targets.ts';
 
 const policyConfig = fc.record({

@@ -6,10 +6,10 @@
  */
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
+import { createRedisClient, type Verdict } from '@platform/rate-limit';
 import { type Admission, admitOnce } from '../../functions/shared/admission.ts';
 import { AcceptedOnce } from '../../functions/shared/once.ts';
 import type { AcceptedEvent } from '../../functions/shared/sink.ts';
-import { createRedisClient, type Verdict } from '../../layer/src/index.ts';
 
 const event = (id: string): AcceptedEvent => ({ source: 'slack', id, scope: `adm-${process.pid}`, payload: { id } });
 

@@ -8,7 +8,7 @@ import { createServer, type Socket } from 'node:net';
 import { describe, it } from 'node:test';
 import { GetSecretValueCommand, SecretsManagerClient } from '@aws-sdk/client-secrets-manager';
 import { GetParametersByPathCommand, SSMClient } from '@aws-sdk/client-ssm';
-import { AWS_CLIENT_OPTIONS } from '../../layer/src/index.ts';
+import { AWS_CLIENT_OPTIONS } from '@platform/rate-limit/redis';
 
 describe('AWS SDK clients (AWS_CLIENT_OPTIONS)', () => {
   it('time out against an endpoint that never answers, after their two attempts', { timeout: 30_000 }, async (t) => {

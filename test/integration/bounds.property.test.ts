@@ -7,8 +7,9 @@
  */
 import assert from 'node:assert/strict';
 import { after, describe, it } from 'node:test';
+import { type CompiledPolicy, compilePolicy, InvalidPolicyError } from '@platform/rate-limit';
+import { POLICY_BOUNDS } from '@platform/rate-limit/policy';
 import fc from 'fast-check';
-import { type CompiledPolicy, compilePolicy, InvalidPolicyError, POLICY_BOUNDS } from '../../layer/src/index.ts';
 import { pinnedLimiter, targets, unique } from '../support/targets.ts';
 
 const duration = fc.oneof(

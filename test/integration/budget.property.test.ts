@@ -6,8 +6,8 @@
  */
 import assert from 'node:assert/strict';
 import { after, describe, it } from 'node:test';
+import { compilePolicy, InvalidCheckError } from '@platform/rate-limit';
 import fc from 'fast-check';
-import { compilePolicy, InvalidCheckError } from '../../layer/src/index.ts';
 import { BudgetModel } from '../model/budget-model.ts';
 import { pinnedLimiter, recordingReplies, targets, unique } from '../support/targets.ts';
 

@@ -7,15 +7,8 @@ import { execFile, spawn } from 'node:child_process';
 import { once } from 'node:events';
 import { after, describe, it } from 'node:test';
 import { promisify } from 'node:util';
-import {
-  budgetKeys,
-  compilePolicies,
-  compilePolicy,
-  counterKey,
-  createLimiter,
-  InvalidCheckError,
-  staticPolicies,
-} from '../../layer/src/index.ts';
+import { compilePolicies, compilePolicy, createLimiter, InvalidCheckError, staticPolicies } from '@platform/rate-limit';
+import { budgetKeys, counterKey } from '@platform/rate-limit/policy';
 import { pinnedLimiter, targets, unique } from '../support/targets.ts';
 
 const WORKER = new URL('../support/budget-worker.ts', import.meta.url).pathname;

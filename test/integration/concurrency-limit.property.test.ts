@@ -9,9 +9,9 @@ import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
 import { after, describe, it } from 'node:test';
 import { promisify } from 'node:util';
+import { type CompiledPolicy, compilePolicy } from '@platform/rate-limit';
+import { checkReplyLayout, parseCheckReply } from '@platform/rate-limit/lua';
 import fc from 'fast-check';
-import { type CompiledPolicy, compilePolicy } from '../../layer/src/index.ts';
-import { checkReplyLayout, parseCheckReply } from '../../layer/src/lua/contract.ts';
 import { ReferenceModel } from '../model/reference-model.ts';
 import { pinnedLimiter, recordingReplies, targets, unique } from '../support/targets.ts';
 

@@ -9,8 +9,8 @@ import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
 import { after, describe, it } from 'node:test';
 import { promisify } from 'node:util';
-import type { CheckRequest } from '../../layer/src/core/limiter.ts';
-import { compilePolicies, createLimiter, type RedisSettings, staticPolicies } from '../../layer/src/index.ts';
+import type { CheckRequest } from '@platform/rate-limit';
+import { compilePolicies, createLimiter, type RedisSettings, staticPolicies } from '@platform/rate-limit';
 import { targets, unique } from '../support/targets.ts';
 
 const WORKER = new URL('../support/hammer-worker.ts', import.meta.url).pathname;

@@ -7,8 +7,8 @@
 import assert from 'node:assert/strict';
 import { createHash } from 'node:crypto';
 import { after, describe, it } from 'node:test';
+import { compilePolicies, createLimiter, staticPolicies } from '@platform/rate-limit';
 import { PLATFORM_POLICIES } from '../../config/catalogue.ts';
-import { compilePolicies, createLimiter, staticPolicies } from '../../layer/src/index.ts';
 import { connected, targets, unique } from '../support/targets.ts';
 
 const cluster = targets.find((t) => t.name === 'cluster') ?? assert.fail('no cluster target');

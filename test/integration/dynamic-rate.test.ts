@@ -4,8 +4,9 @@
  */
 import assert from 'node:assert/strict';
 import { after, describe, it } from 'node:test';
-import type { RateChange } from '../../layer/src/core/limiter.ts';
-import { compilePolicy, counterKey, InvalidCheckError, rateKey } from '../../layer/src/index.ts';
+import type { RateChange } from '@platform/rate-limit';
+import { compilePolicy, InvalidCheckError } from '@platform/rate-limit';
+import { counterKey, rateKey } from '@platform/rate-limit/policy';
 import { connected, pinnedLimiter, targets, unique } from '../support/targets.ts';
 
 const adaptive = compilePolicy('harvest', {

@@ -5,8 +5,8 @@
  */
 import assert from 'node:assert/strict';
 import { after, describe, it } from 'node:test';
+import { compilePolicy, type Decision, InvalidPolicyError, type PolicyConfig } from '@platform/rate-limit';
 import fc from 'fast-check';
-import { compilePolicy, type Decision, InvalidPolicyError, type PolicyConfig } from '../../layer/src/index.ts';
 import { pinnedLimiter, targets, unique } from '../support/targets.ts';
 
 const START_US = 1_800_000_000_000_000;

@@ -5,7 +5,8 @@
  */
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
-import { counterKey, createLimiter } from '../../layer/src/index.ts';
+import { createLimiter } from '@platform/rate-limit';
+import { counterKey } from '@platform/rate-limit/policy';
 import { connected, policies, targets, unique } from '../support/targets.ts';
 
 for (const target of targets) {

@@ -9,7 +9,7 @@ import assert from 'node:assert/strict';
 import { once } from 'node:events';
 import { after, before, describe, it } from 'node:test';
 import { setImmediate as nextTurn } from 'node:timers/promises';
-import type { Limiter } from '../../layer/src/core/limiter.ts';
+import type { Limiter, RedisClient } from '@platform/rate-limit';
 import {
   compilePolicies,
   createLimiter,
@@ -17,8 +17,7 @@ import {
   type Decision,
   type RedisSettings,
   staticPolicies,
-} from '../../layer/src/index.ts';
-import type { RedisClient } from '../../layer/src/redis/run-script.ts';
+} from '@platform/rate-limit';
 import { freePort, startRedis, startRedisCluster } from '../../scripts/redis-process.ts';
 
 const BUDGET_MS = 100;

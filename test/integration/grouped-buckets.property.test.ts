@@ -9,16 +9,11 @@
  */
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
+import { compilePolicies } from '@platform/rate-limit';
+import { checkCall, genericCheckCall, type ResolvedLimit, type ScriptCall } from '@platform/rate-limit/lua';
+import type { CompiledTokenBucket } from '@platform/rate-limit/policy';
+import { setRateCall } from '@platform/rate-limit/policy';
 import fc from 'fast-check';
-import { compilePolicies } from '../../layer/src/index.ts';
-import {
-  checkCall,
-  genericCheckCall,
-  type ResolvedLimit,
-  type ScriptCall,
-  setRateCall,
-} from '../../layer/src/lua/contract.ts';
-import type { CompiledTokenBucket } from '../../layer/src/policy/policy.ts';
 import { connected, pinnedScripts, targets, unique } from '../support/targets.ts';
 
 const catalogue = compilePolicies({
@@ -105,10 +100,8 @@ for (const target of targets) {
             if (c.op === 'rate') {
               for (const space of [own, generic]) {
                 const l = limit(space, c.name, 1);
-                await run(
-                  setRateCall(l.policy as CompiledTokenBucket, l.counter, { kind: 'set', rate: c.rate }),
-                  nowUs,
-                );
+                const call = setRateCall(l.policy as CompiledTokenBucket, l.counter, { kind: 'set', rate: c.rate });
+                await run({ script: 'set_rate', ...call }, nowUs);
               }
               continue;
             }

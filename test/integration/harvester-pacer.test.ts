@@ -4,13 +4,13 @@
  */
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
+import { compilePolicies, createLimiter, createRedisClient, staticPolicies } from '@platform/rate-limit';
 import fc from 'fast-check';
 import { PLATFORM_POLICIES } from '../../config/catalogue.ts';
 import { AdaptivePacer } from '../../functions/harvester/pacer.ts';
 import { MAX_RETRY_AFTER_MS, parseRetryAfter } from '../../functions/harvester/source.ts';
 import { AcceptedOnce } from '../../functions/shared/once.ts';
 import { HARVESTER_POLICY } from '../../functions/workers.ts';
-import { compilePolicies, createLimiter, createRedisClient, staticPolicies } from '../../layer/src/index.ts';
 
 const shipped = PLATFORM_POLICIES[HARVESTER_POLICY] as {
   refill: { tokens: number; every: string };

@@ -9,9 +9,9 @@ import assert from 'node:assert/strict';
 import { after, describe, it } from 'node:test';
 import middy from '@middy/core';
 import httpErrorHandler from '@middy/http-error-handler';
+import { createLimiter } from '@platform/rate-limit';
+import { clientIp, type HttpEvent, rateLimit } from '@platform/rate-limit/middleware';
 import type { Context } from 'aws-lambda';
-import { createLimiter } from '../../layer/src/index.ts';
-import { clientIp, type HttpEvent, rateLimit } from '../../layer/src/middleware/index.ts';
 import { restEvent } from '../support/events.ts';
 import { policies, targets, unique } from '../support/targets.ts';
 

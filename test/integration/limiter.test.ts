@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { after, describe, it } from 'node:test';
-import { createLimiter, InvalidCheckError } from '../../layer/src/index.ts';
+import { createLimiter, InvalidCheckError } from '@platform/rate-limit';
 import { policies, targets, unique } from '../support/targets.ts';
 
 for (const target of targets) {

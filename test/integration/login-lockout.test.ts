@@ -14,13 +14,13 @@
  */
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
+import { PolicyStore } from '@platform/rate-limit/config';
 import type { APIGatewayProxyResult } from 'aws-lambda';
 import { PLATFORM_POLICIES } from '../../config/catalogue.ts';
 import type { CredentialStore, Verification } from '../../functions/login/credentials.ts';
 import { FileCredentialStore } from '../../functions/login/credentials.ts';
 import { DEVICE_COOKIE } from '../../functions/login/device-cookie.ts';
 import { createPlatform, usePlatform } from '../../functions/shared/platform.ts';
-import { PolicyStore } from '../../layer/src/config/policy-store.ts';
 import { pinnedLimiter, type TestClock, targets } from '../support/targets.ts';
 
 const PREFIX = '/ratelimit/test-login';

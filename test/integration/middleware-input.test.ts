@@ -7,20 +7,20 @@ import assert from 'node:assert/strict';
 import { after, describe, it } from 'node:test';
 import middy from '@middy/core';
 import httpErrorHandler from '@middy/http-error-handler';
-import type { Context } from 'aws-lambda';
-import fc from 'fast-check';
-import type { Limiter } from '../../layer/src/core/limiter.ts';
-import { createLimiter, type DegradedEvent, enforce } from '../../layer/src/index.ts';
-import { jsonBody } from '../../layer/src/middleware/http-event.ts';
+import type { Limiter } from '@platform/rate-limit';
+import { createLimiter, type DegradedEvent, enforce } from '@platform/rate-limit';
 import {
   apiKeyHash,
   bodyField,
   clientIp,
   emailHash,
   type HttpEvent,
+  jsonBody,
   type RouteLimit,
   rateLimit,
-} from '../../layer/src/middleware/index.ts';
+} from '@platform/rate-limit/middleware';
+import type { Context } from 'aws-lambda';
+import fc from 'fast-check';
 import { restEvent } from '../support/events.ts';
 import { policies, targets, unique } from '../support/targets.ts';
 
@@ -148,7 +148,7 @@ describe('rateLimit middleware, bad input', () => {
       limiter,
       [
         { policy: `${group}-ip`, key: clientIp },
-        { policy: `${group}-key`, key: apiKeyHash(), cost: costFromBody },
+        { policy: `${group}-key`, key: apiKeyHash({ pepper: () => 'test-pepper' }), cost: costFromBody },
         { policy: `${group}-team`, key: bodyField('team.id') },
       ],
       clientIp,

@@ -7,15 +7,14 @@ import { after, describe, it } from 'node:test';
 import middy from '@middy/core';
 import httpCors from '@middy/http-cors';
 import httpErrorHandler from '@middy/http-error-handler';
-import type { Context } from 'aws-lambda';
-import type { Limiter } from '../../layer/src/core/limiter.ts';
+import type { Limiter } from '@platform/rate-limit';
 import {
   type CompiledPolicy,
   compilePolicy,
   createLimiter,
   createRedisClient,
   type Verdict,
-} from '../../layer/src/index.ts';
+} from '@platform/rate-limit';
 import {
   apiKeyHash,
   clientIp,
@@ -23,7 +22,8 @@ import {
   type HttpEvent,
   type RouteLimit,
   rateLimit,
-} from '../../layer/src/middleware/index.ts';
+} from '@platform/rate-limit/middleware';
+import type { Context } from 'aws-lambda';
 import { freePort } from '../../scripts/redis-process.ts';
 import { httpApiEvent, restEvent } from '../support/events.ts';
 import { connected, pinnedLimiter, policies, targets, unique } from '../support/targets.ts';
@@ -109,7 +109,7 @@ describe('rateLimit middleware', () => {
       redis,
       policies: policies({ [policy]: { strategy: 'slidingWindow', limit: 5, window: '1 m' } }),
     });
-    const api = stack(limiter, [{ policy, key: apiKeyHash() }]);
+    const api = stack(limiter, [{ policy, key: apiKeyHash({ pepper: () => 'test-pepper' }) }]);
     const response = await api.invoke(restEvent());
     assert.equal(response.statusCode, 400);
     assert.deepEqual(JSON.parse(response.body), {
@@ -227,11 +227,11 @@ describe('rateLimit middleware', () => {
     const api = stack(
       limiter,
       [
-        { policy: `${group}-key`, key: apiKeyHash() },
+        { policy: `${group}-key`, key: apiKeyHash({ pepper: () => 'test-pepper' }) },
         { policy: `${group}-mail`, key: emailHash({ pepper: () => 'test-pepper' }) },
       ],
       [],
-      apiKeyHash(),
+      apiKeyHash({ pepper: () => 'test-pepper' }),
     );
     // Record every write and pass it on: in a test file's process, stdout also
     // carries the runner's own results, and swallowing them would hide tests.

@@ -4,10 +4,11 @@
  */
 import assert from 'node:assert/strict';
 import { after, describe, it } from 'node:test';
+import type { PolicyConfig } from '@platform/rate-limit';
+import { type CompiledPolicy, compilePolicy, InvalidCheckError } from '@platform/rate-limit';
+import { checkReplyLayout, parseCheckReply } from '@platform/rate-limit/lua';
+import { toUs } from '@platform/rate-limit/policy';
 import fc from 'fast-check';
-import { type CompiledPolicy, compilePolicy, InvalidCheckError, toUs } from '../../layer/src/index.ts';
-import { checkReplyLayout, parseCheckReply } from '../../layer/src/lua/contract.ts';
-import type { PolicyConfig } from '../../layer/src/policy/policy.ts';
 import { type ModelLimit, modelInterval, ReferenceModel } from '../model/reference-model.ts';
 import { pinnedLimiter, recordingReplies, targets, unique } from '../support/targets.ts';
 

@@ -13,19 +13,18 @@ import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { connect as tlsConnect } from 'node:tls';
 import { promisify } from 'node:util';
-import { Cluster } from 'ioredis';
 import {
-  authenticateFromSecret,
   compilePolicies,
   createLimiter,
   createRedisClient,
   type Decision,
-  fileSecretReader,
-  functionsAclRules,
   type RedisClient,
-  readSettings,
   staticPolicies,
-} from '../../layer/src/index.ts';
+} from '@platform/rate-limit';
+import { readSettings } from '@platform/rate-limit/config';
+import { authenticateFromSecret, fileSecretReader } from '@platform/rate-limit/redis';
+import { Cluster } from 'ioredis';
+import { functionsAclRules } from '../../config/redis-roles.ts';
 import { rawCommand } from '../../scripts/redis-process.ts';
 import { type ProdShapeCluster, startProdShapeCluster } from '../../scripts/redis-prod-shape.ts';
 import { connected, testRedisClient } from '../support/targets.ts';

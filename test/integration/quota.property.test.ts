@@ -11,9 +11,9 @@ import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
 import { createInterface } from 'node:readline';
 import { after, describe, it } from 'node:test';
+import { type CompiledPolicy, compilePolicy, InvalidPolicyError } from '@platform/rate-limit';
+import { checkReplyLayout, parseCheckReply } from '@platform/rate-limit/lua';
 import fc from 'fast-check';
-import { type CompiledPolicy, compilePolicy, InvalidPolicyError } from '../../layer/src/index.ts';
-import { checkReplyLayout, parseCheckReply } from '../../layer/src/lua/contract.ts';
 import { type ModelLimit, modelInterval, quotaPeriodUs, ReferenceModel } from '../model/reference-model.ts';
 import { pinnedLimiter, recordingReplies, targets, unique } from '../support/targets.ts';
 

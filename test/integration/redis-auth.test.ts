@@ -8,16 +8,21 @@ import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
 import { after, before, beforeEach, describe, it } from 'node:test';
 import { GetSecretValueCommand, SecretsManagerClient } from '@aws-sdk/client-secrets-manager';
-import { mockClient } from 'aws-sdk-client-mock';
-import { type Cluster, Redis } from 'ioredis';
-import { readSettings } from '../../layer/src/config/settings.ts';
-import { InvalidSettingError } from '../../layer/src/core/errors.ts';
-import { compilePolicies, createLimiter, createRedisClient, staticPolicies } from '../../layer/src/index.ts';
+import {
+  compilePolicies,
+  createLimiter,
+  createRedisClient,
+  InvalidSettingError,
+  staticPolicies,
+} from '@platform/rate-limit';
+import { readSettings } from '@platform/rate-limit/config';
 import {
   authenticateFromSecret,
   parseRedisCredentials,
   readSecretFromSecretsManager,
-} from '../../layer/src/redis/auth.ts';
+} from '@platform/rate-limit/redis';
+import { mockClient } from 'aws-sdk-client-mock';
+import { type Cluster, Redis } from 'ioredis';
 import { clusterSettings, connected, testRedisClient } from '../support/targets.ts';
 
 const USER = `rl-auth-${process.pid}`;

@@ -6,7 +6,7 @@
  */
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
-import { createLimiter, createRedisClient, type Decision, type RedisClient } from '../../layer/src/index.ts';
+import { createLimiter, createRedisClient, type Decision, type RedisClient } from '@platform/rate-limit';
 import { type RedisProcess, rawCommand, startRedis } from '../../scripts/redis-process.ts';
 import { connected, policies } from '../support/targets.ts';
 

@@ -1,9 +1,9 @@
 import assert from 'node:assert/strict';
 import { after, describe, it } from 'node:test';
+import type { RedisClient } from '@platform/rate-limit';
+import { createLimiter } from '@platform/rate-limit';
+import { checkScriptName, type LuaScript, productionScripts } from '@platform/rate-limit/lua';
 import { Redis } from 'ioredis';
-import { createLimiter } from '../../layer/src/index.ts';
-import { checkScriptName, type LuaScript, productionScripts } from '../../layer/src/lua/scripts.ts';
-import type { RedisClient } from '../../layer/src/redis/run-script.ts';
 import { connected, pinnedLimiter, policies, targets, unique } from '../support/targets.ts';
 
 function masters(redis: RedisClient): Redis[] {

@@ -5,8 +5,8 @@
  */
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
-import { type CompiledPolicy, compilePolicy } from '../../layer/src/index.ts';
-import { parseCheckReply } from '../../layer/src/lua/contract.ts';
+import { type CompiledPolicy, compilePolicy } from '@platform/rate-limit';
+import { parseCheckReply } from '@platform/rate-limit/lua';
 import { ReferenceModel } from '../model/reference-model.ts';
 import { connected, pinnedLimiter, targets, unique } from '../support/targets.ts';
 

@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
-import { counterKey, createLimiter, InvalidCheckError } from '../../layer/src/index.ts';
+import { createLimiter, InvalidCheckError } from '@platform/rate-limit';
+import { counterKey } from '@platform/rate-limit/policy';
 import { connected, policies, targets, unique } from '../support/targets.ts';
 
 for (const target of targets) {

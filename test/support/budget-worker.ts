@@ -7,7 +7,7 @@
  *   hang:    reserves `units` under `id` at the pinned time `nowUs`, prints { held }, then waits for
  *            ever, as a process whose provider call never returns (the test kills it)
  */
-import { compilePolicies, createLimiter, type RedisSettings, staticPolicies } from '../../layer/src/index.ts';
+import { compilePolicies, createLimiter, type RedisSettings, staticPolicies } from '@platform/rate-limit';
 import { pinnedLimiter, testRedisClient } from './targets.ts';
 
 const input = JSON.parse(process.argv[2] ?? '{}') as {

@@ -4,8 +4,8 @@
  * Prints one JSON line: how many checks were allowed, limited and degraded.
  */
 
-import type { CheckRequest } from '../../layer/src/core/limiter.ts';
-import { compilePolicies, createLimiter, type RedisSettings, staticPolicies } from '../../layer/src/index.ts';
+import type { CheckRequest } from '@platform/rate-limit';
+import { compilePolicies, createLimiter, type RedisSettings, staticPolicies } from '@platform/rate-limit';
 import { testRedisClient } from './targets.ts';
 
 interface WorkerInput {

@@ -5,7 +5,7 @@
  * in ms on the machine's clock (from the acquire's answer to the release's
  * sending), and how many acquires were refused or degraded.
  */
-import { compilePolicies, createLimiter, type RedisSettings, staticPolicies } from '../../layer/src/index.ts';
+import { compilePolicies, createLimiter, type RedisSettings, staticPolicies } from '@platform/rate-limit';
 import { testRedisClient } from './targets.ts';
 
 interface WorkerInput {

@@ -7,7 +7,7 @@
  * policy, key, boundaryUs, attempts }.
  */
 import { createInterface } from 'node:readline';
-import { compilePolicies, type RedisSettings, staticPolicies } from '../../layer/src/index.ts';
+import { compilePolicies, type RedisSettings, staticPolicies } from '@platform/rate-limit';
 import { pinnedLimiter, testRedisClient } from './targets.ts';
 
 interface WorkerInput {

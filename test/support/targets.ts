@@ -4,19 +4,18 @@
  */
 import { randomUUID } from 'node:crypto';
 import { readFileSync } from 'node:fs';
-import { Limiter, type LimiterOptions } from '../../layer/src/core/limiter.ts';
+import type { RedisClient } from '@platform/rate-limit';
 import {
   compilePolicies,
   createRedisClient,
-  parseRedisCredentials,
+  type LimiterOptions,
   type RedisSettings,
-  readSettings,
   staticPolicies,
-  useRedisCredentials,
-} from '../../layer/src/index.ts';
-import { assembleScripts } from '../../layer/src/lua/scripts.ts';
-import { whenReady } from '../../layer/src/redis/connection.ts';
-import type { RedisClient } from '../../layer/src/redis/run-script.ts';
+} from '@platform/rate-limit';
+import { readSettings } from '@platform/rate-limit/config';
+import { Limiter } from '@platform/rate-limit/core';
+import { assembleScripts } from '@platform/rate-limit/lua';
+import { parseRedisCredentials, useRedisCredentials, whenReady } from '@platform/rate-limit/redis';
 
 export interface RedisTarget {
   readonly name: 'single node' | 'cluster';

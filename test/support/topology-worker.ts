@@ -9,8 +9,8 @@
  * index; and how many checks threw (a check must never throw).
  */
 
-import type { CheckRequest } from '../../layer/src/core/limiter.ts';
-import { compilePolicies, createLimiter, type RedisSettings, staticPolicies } from '../../layer/src/index.ts';
+import type { CheckRequest } from '@platform/rate-limit';
+import { compilePolicies, createLimiter, type RedisSettings, staticPolicies } from '@platform/rate-limit';
 import { testRedisClient } from './targets.ts';
 
 interface WorkerInput {

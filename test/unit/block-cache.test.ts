@@ -1,9 +1,9 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { BlockCache } from '../../layer/src/core/block-cache.ts';
-import type { Limited } from '../../layer/src/core/decision.ts';
-import { compilePolicy } from '../../layer/src/index.ts';
-import type { ResolvedLimit } from '../../layer/src/lua/contract.ts';
+import type { Limited } from '@platform/rate-limit';
+import { compilePolicy } from '@platform/rate-limit';
+import { BlockCache } from '@platform/rate-limit/core';
+import type { ResolvedLimit } from '@platform/rate-limit/lua';
 
 const policy = compilePolicy('hot', {
   strategy: 'tokenBucket',

@@ -14,10 +14,10 @@ import {
   UserNotConfirmedException,
   UserNotFoundException,
 } from '@aws-sdk/client-cognito-identity-provider';
+import { InvalidSettingError } from '@platform/rate-limit';
 import { mockClient } from 'aws-sdk-client-mock';
 import { CognitoCredentialStore } from '../../functions/login/cognito.ts';
 import { readLoginSettings } from '../../functions/shared/settings.ts';
-import { InvalidSettingError } from '../../layer/src/index.ts';
 
 const cognito = mockClient(CognitoIdentityProviderClient);
 const meta = { $metadata: {} };

@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { classify, DeadlineGuard, type GuardedConnection } from '../../layer/src/redis/deadline.ts';
+import { classify, DeadlineGuard, type GuardedConnection } from '@platform/rate-limit/redis';
 
 function connection(ready = true) {
   const state = { ready, resets: 0, whenReady: () => Promise.resolve() };

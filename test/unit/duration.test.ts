@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
+import { parseDuration } from '@platform/rate-limit/policy';
 import fc from 'fast-check';
-import { parseDuration } from '../../layer/src/index.ts';
 
 describe('Function: parseDuration', () => {
   it('reads each unit', () => {

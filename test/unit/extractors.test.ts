@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict';
+import { createHash } from 'node:crypto';
 import { describe, it } from 'node:test';
-import fc from 'fast-check';
+import { MisconfiguredCheckError } from '@platform/rate-limit';
 import {
   apiKeyHash,
   bodyField,
@@ -10,7 +11,8 @@ import {
   ip48Key,
   ipKey,
   MissingKeyError,
-} from '../../layer/src/middleware/index.ts';
+} from '@platform/rate-limit/middleware';
+import fc from 'fast-check';
 import { httpApiEvent, restEvent } from '../support/events.ts';
 
 describe('Key extractors', () => {
@@ -92,13 +94,23 @@ describe('Key extractors', () => {
     );
   });
 
-  it('apiKeyHash gives a 22-character hash whatever the header case, never the key', () => {
-    const upper = apiKeyHash()(restEvent({ headers: { 'X-Api-Key': 'sk_live_abc' } }));
-    const lower = apiKeyHash()(httpApiEvent({ headers: { 'x-api-key': 'sk_live_abc' } }));
+  it('apiKeyHash gives a 22-character keyed hash whatever the header case, never the key', () => {
+    const keyed = (pepper: string | undefined) => apiKeyHash({ pepper: () => pepper });
+    const upper = keyed('p1')(restEvent({ headers: { 'X-Api-Key': 'sk_live_abc' } }));
+    const lower = keyed('p1')(httpApiEvent({ headers: { 'x-api-key': 'sk_live_abc' } }));
     assert.equal(upper, lower);
     assert.match(upper, /^[A-Za-z0-9_-]{22}$/);
-    assert.notEqual(apiKeyHash()(restEvent({ headers: { 'x-api-key': 'sk_live_abd' } })), upper);
-    assert.throws(() => apiKeyHash()(restEvent()), MissingKeyError);
+    assert.notEqual(keyed('p1')(restEvent({ headers: { 'x-api-key': 'sk_live_abd' } })), upper);
+    assert.notEqual(keyed('p2')(restEvent({ headers: { 'x-api-key': 'sk_live_abc' } })), upper, 'another pepper');
+    // the unkeyed hash a dump could be matched against is never the answer
+    const unkeyed = createHash('sha256').update('sk_live_abc').digest().subarray(0, 16).toString('base64url');
+    assert.notEqual(upper, unkeyed);
+    assert.throws(() => keyed('p1')(restEvent()), MissingKeyError);
+    assert.throws(
+      () => keyed(undefined)(restEvent({ headers: { 'x-api-key': 'sk_live_abc' } })),
+      MisconfiguredCheckError,
+      'no pepper: refused, not hashed unkeyed',
+    );
   });
 
   it('emailHash normalises the address and depends on the pepper', () => {

@@ -1,8 +1,8 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
+import { InvalidSettingError } from '@platform/rate-limit';
 import fc from 'fast-check';
 import { readHarvesterSettings } from '../../functions/harvester/settings.ts';
-import { InvalidSettingError } from '../../layer/src/index.ts';
 
 describe('Function: readHarvesterSettings', () => {
   it('reads the source and its sites', () => {

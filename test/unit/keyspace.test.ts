@@ -7,15 +7,15 @@
 import assert from 'node:assert/strict';
 import { readdirSync, readFileSync } from 'node:fs';
 import { describe, it } from 'node:test';
+import { compilePolicy } from '@platform/rate-limit';
+import { counterKey } from '@platform/rate-limit/policy';
 import {
-  compilePolicy,
-  counterKey,
   FUNCTIONS_COMMANDS,
   functionsAclRules,
   KEY_FAMILIES,
   keyPatterns,
   OPERATOR_COMMANDS,
-} from '../../layer/src/index.ts';
+} from '../../config/redis-roles.ts';
 
 const LUA = new URL('../../lua/', import.meta.url);
 

@@ -1,8 +1,8 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { Metrics } from '@aws-lambda-powertools/metrics';
-import type { Verdict } from '../../layer/src/index.ts';
-import { powertoolsObserver } from '../../layer/src/middleware/index.ts';
+import type { Verdict } from '@platform/rate-limit';
+import { powertoolsObserver } from '@platform/rate-limit/middleware';
 
 function verdict(outcome: Verdict['outcome'], remaining: number, policy = 'api-key'): Verdict {
   const status = {

@@ -8,10 +8,9 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, it } from 'node:test';
 import { PutParameterCommand, SSMClient } from '@aws-sdk/client-ssm';
+import { FileParameterSource, PolicyStore } from '@platform/rate-limit/config';
+import { SsmParameterSource } from '@platform/rate-limit/ssm';
 import { mockClient } from 'aws-sdk-client-mock';
-import { FileParameterSource } from '../../layer/src/config/file-source.ts';
-import { PolicyStore } from '../../layer/src/config/policy-store.ts';
-import { SsmParameterSource } from '../../layer/src/config/ssm-source.ts';
 
 const defaults = {
   'api-key': { strategy: 'tokenBucket', capacity: 120, refill: { tokens: 60, every: '1 m' }, failureMode: 'open' },

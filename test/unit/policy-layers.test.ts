@@ -5,18 +5,17 @@
  */
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import fc from 'fast-check';
-import { parseIsoTime } from '../../layer/src/config/iso-time.ts';
+import { compilePolicy, InvalidPolicyError } from '@platform/rate-limit';
 import {
   classifyParameters,
   compileOverride,
   inForce,
   mergeOverride,
   overridePatch,
+  parseIsoTime,
   validateParameter,
-} from '../../layer/src/config/policy-layers.ts';
-import { InvalidPolicyError } from '../../layer/src/core/errors.ts';
-import { compilePolicy } from '../../layer/src/policy/policy.ts';
+} from '@platform/rate-limit/config';
+import fc from 'fast-check';
 
 const PREFIX = '/ratelimit/test';
 const base = { strategy: 'tokenBucket', capacity: 120, refill: { tokens: 60, every: '1 m' }, failureMode: 'open' };

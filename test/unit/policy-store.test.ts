@@ -3,9 +3,8 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, it } from 'node:test';
-import { FileParameterSource } from '../../layer/src/config/file-source.ts';
-import type { ParameterSource } from '../../layer/src/config/parameter-source.ts';
-import { type ConfigLogger, PolicyStore } from '../../layer/src/config/policy-store.ts';
+import type { ParameterSource } from '@platform/rate-limit/config';
+import { type ConfigLogger, FileParameterSource, PolicyStore } from '@platform/rate-limit/config';
 
 const PREFIX = '/ratelimit/test';
 const defaults = {

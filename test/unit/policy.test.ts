@@ -1,8 +1,8 @@
 import assert from 'node:assert/strict';
 import { readdirSync, readFileSync } from 'node:fs';
 import { describe, it } from 'node:test';
+import { compilePolicy, InvalidPolicyError } from '@platform/rate-limit';
 import fc from 'fast-check';
-import { compilePolicy, InvalidPolicyError } from '../../layer/src/index.ts';
 
 const FIXTURES = new URL('../fixtures/invalid-policies/', import.meta.url);
 

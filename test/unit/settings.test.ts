@@ -1,7 +1,8 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
+import { InvalidSettingError } from '@platform/rate-limit';
+import { readSettings } from '@platform/rate-limit/config';
 import fc from 'fast-check';
-import { InvalidSettingError, readSettings } from '../../layer/src/index.ts';
 
 describe('Function: readSettings', () => {
   it('defaults to a local single node, the local parameter path and a 60 s TTL', () => {

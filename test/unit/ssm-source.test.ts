@@ -1,9 +1,9 @@
 import assert from 'node:assert/strict';
 import { beforeEach, describe, it } from 'node:test';
 import { GetParametersByPathCommand, type ParameterType, SSMClient } from '@aws-sdk/client-ssm';
+import { PolicyStore } from '@platform/rate-limit/config';
+import { SsmParameterSource } from '@platform/rate-limit/ssm';
 import { mockClient } from 'aws-sdk-client-mock';
-import { PolicyStore } from '../../layer/src/config/policy-store.ts';
-import { SsmParameterSource } from '../../layer/src/config/ssm-source.ts';
 
 const PREFIX = '/ratelimit/prod';
 const defaults = { 'login-ip': { strategy: 'slidingWindow', limit: 20, window: '15 m' } };

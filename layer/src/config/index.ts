@@ -1,7 +1,9 @@
 /**
- * Policy configuration (subpath `@platform/rate-limit/config`): kept out of the
- * root import, and the SSM client out of this one until a store first reads
- * SSM, so a cold start pays for the SDK only where SSM is used.
+ * Policy configuration (subpath `@platform/rate-limit/config`): the policy
+ * store, its parameters' names and the layer's settings from the
+ * environment. Kept out of the root import, and the SSM client out of this
+ * one until a store first reads SSM, so a cold start pays for the SDK only
+ * where SSM is used.
  */
 
 import { FileParameterSource } from './file-source.ts';
@@ -12,7 +14,24 @@ import { readSettings } from './settings.ts';
 export { FileParameterSource } from './file-source.ts';
 export { parseIsoTime } from './iso-time.ts';
 export type { ParameterSource, ParameterWriter } from './parameter-source.ts';
-export { mergeOverride, overridePatch } from './policy-layers.ts';
+export {
+  defaultParameter,
+  folderPrefix,
+  LOCAL_PARAMETER_PATH,
+  overrideParameter,
+  PARAMETER_FOLDERS,
+  parameterPath,
+  secretParameter,
+  secretsFolder,
+} from './parameters.ts';
+export {
+  classifyParameters,
+  compileOverride,
+  inForce,
+  mergeOverride,
+  overridePatch,
+  validateParameter,
+} from './policy-layers.ts';
 export {
   type ConfigLogger,
   type PolicyExplanation,
@@ -20,6 +39,7 @@ export {
   PolicyStore,
   type PolicyStoreOptions,
 } from './policy-store.ts';
+export { DEFAULT_PARAMETER_PATH, DEFAULT_REDIS_URL, type LayerSettings, readSettings } from './settings.ts';
 
 export interface PolicyStoreSettings {
   /** The defaults shipped with the caller's code (the platform's catalogue): the last resort. */

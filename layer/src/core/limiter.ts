@@ -1,31 +1,17 @@
 import { randomUUID } from 'node:crypto';
-import * as v from 'valibot';
-import {
-  checkCall,
-  parseCheckReply,
-  parseRateReply,
-  parseRecordFailureReply,
-  parseReleaseReply,
-  parseReserveReply,
-  parseSettleReply,
-  type RateCommand,
-  type ResolvedLimit,
-  recordFailureCall,
-  releaseCall,
-  reserveCall,
-  type ScriptCall,
-  type SettleResult,
-  setRateCall,
-  settleCall,
-} from '../lua/contract.ts';
+import { checkCall, parseCheckReply, type ResolvedLimit, type ScriptCall } from '../lua/contract.ts';
 import type { ScriptSet } from '../lua/scripts.ts';
 import { combinedFailureMode, DEFAULT_FAILURE_MODE, type FailureMode } from '../policy/failure-mode.ts';
 import { assertKeyPart, counterKey } from '../policy/keys.ts';
-import { type CompiledPolicy, type CompiledTokenBucket, POLICY_BOUNDS, type Strategy } from '../policy/policy.ts';
+import type { CompiledPolicy, Strategy } from '../policy/policy.ts';
 import { DEFAULT_MAX_ABANDONED_COMMANDS, guardedRedis, type RedisAccess } from '../redis/access.ts';
 import type { Guarded } from '../redis/deadline.ts';
 import { type RedisClient, runScript } from '../redis/run-script.ts';
+import { leaseOperations } from '../strategies/concurrency.ts';
+import { backoffOperations } from '../strategies/failure-backoff.ts';
 import { unitOf } from '../strategies/index.ts';
+import type { StrategyOperation } from '../strategies/strategy.ts';
+import { bucketOperations, type RateChange, type SettleResult } from '../strategies/token-bucket.ts';
 import { BlockCache } from './block-cache.ts';
 import {
   type Allowed,
@@ -38,6 +24,8 @@ import {
   type LimitStatus,
 } from './decision.ts';
 import { InvalidCheckError, MisconfiguredCheckError } from './errors.ts';
+
+export type { RateChange } from '../strategies/token-bucket.ts';
 
 /** One limit to check: which policy, for which key, at what cost. */
 export interface CheckRequest {
@@ -65,15 +53,8 @@ export interface PolicyResolver {
 
 /** A limiter operation Redis could not carry out; the failure mode decided. */
 export interface DegradedEvent {
-  readonly operation:
-    | 'check'
-    | 'recordFailure'
-    | 'clearFailures'
-    | 'changeRate'
-    | 'currentRate'
-    | 'reserve'
-    | 'settle'
-    | 'release';
+  /** `check`, `clearFailures`, or a strategy operation's name (`recordFailure`, `changeRate`, `currentRate`, `reserve`, `settle`, `release`, …). */
+  readonly operation: string;
   readonly policies: readonly string[];
   readonly reason: DegradedReason;
   readonly failureMode: FailureMode;
@@ -99,14 +80,6 @@ export interface LimiterOptions {
 /** A recorded failure: the wait the next attempt will face. */
 export type RecordFailureOutcome = Answer<{ readonly nextWaitMs: number }>;
 
-/** A runtime rate change: exactly one of these shapes (anything else is an InvalidCheckError). */
-export type RateChange =
-  | { readonly set: number }
-  /** `steps` of the policy's `increaseBy` at once (1 to 100; a slow start takes several). @default 1 */
-  | { readonly increase: true; readonly steps?: number }
-  /** `steps` multiplications by the policy's `decreaseFactor` at once (1 to 100). @default 1 */
-  | { readonly decrease: true; readonly steps?: number; readonly pauseMs?: number };
-
 /** The refill rate in force after a change (or a read), tokens per second. */
 export type RateOutcome = Answer<{ readonly ratePerSecond: number }>;
 
@@ -128,38 +101,15 @@ export interface LimiterInternals {
 const DEFAULTS = { degradedRetryAfterMs: 1000, maxAbandonedCommands: DEFAULT_MAX_ABANDONED_COMMANDS } as const;
 const MAX_LIMITS_PER_CHECK = 16;
 
-const rateChangeSchema = v.union([
-  v.strictObject({ set: v.pipe(v.number(), v.finite(), v.gtValue(0)) }),
-  v.strictObject({
-    increase: v.literal(true),
-    steps: v.optional(v.pipe(v.number(), v.integer(), v.minValue(1), v.maxValue(100))),
-  }),
-  v.strictObject({
-    decrease: v.literal(true),
-    steps: v.optional(v.pipe(v.number(), v.integer(), v.minValue(1), v.maxValue(100))),
-    pauseMs: v.optional(v.pipe(v.number(), v.finite(), v.minValue(0), v.maxValue(POLICY_BOUNDS.maxPauseUs / 1000))),
-  }),
-]);
-
 function logDegraded(event: DegradedEvent): void {
   console.warn(JSON.stringify({ level: 'WARN', message: 'rate limiter degraded', ...event }));
 }
 
-function commandOf(change: RateChange): RateCommand {
-  if (!v.is(rateChangeSchema, change)) {
-    throw new InvalidCheckError(
-      `a rate change is exactly one of { set: <tokens/s above 0> }, { increase: true, steps?: 1..100 }, { decrease: true, steps?: 1..100, pauseMs?: 0..${POLICY_BOUNDS.maxPauseUs / 1000} }`,
-    );
-  }
-  if ('set' in change) return { kind: 'set', rate: change.set };
-  if ('increase' in change) return { kind: 'increase', steps: change.steps ?? 1 };
-  return { kind: 'decrease', steps: change.steps ?? 1, pauseUs: Math.round((change.pauseMs ?? 0) * 1000) };
-}
-
 /**
  * The limiter: checks limits atomically in Redis and answers with a
- * `Decision` value. Its parts live apart: the script contract in
- * lua-contract.ts, the hard deadline in deadline.ts, the block cache in
+ * `Decision` value. Its parts live apart: the check's script contract in
+ * lua/contract.ts, each strategy's operations in its module (strategies/),
+ * the hard deadline in redis/deadline.ts, the block cache in
  * block-cache.ts; this class resolves requests and puts them together.
  */
 export class Limiter {
@@ -271,6 +221,26 @@ export class Limiter {
   }
 
   /**
+   * Runs one of a strategy's operations beyond the check (its module's
+   * `operations`) on the counter of a policy of that strategy for `key`,
+   * under the policy's deadline: `decided: false` when Redis could not answer
+   * (reported to `onDegraded`). Throws MisconfiguredCheckError for an unknown
+   * policy or one of another strategy, and what the operation throws for its
+   * input (nothing sent then). The named methods below are this, typed.
+   */
+  async operate<P extends CompiledPolicy, Input, Output>(
+    operation: StrategyOperation<P, Input, Output>,
+    policyName: string,
+    key: string,
+    input: Input,
+    options: CheckOptions = {},
+  ): Promise<Answer<{ readonly result: Output }>> {
+    const policy = this.#policy(policyName, key, operation.strategy) as CompiledPolicy as P;
+    const result = await this.#operate(operation, policy, key, input, options);
+    return result.ok ? { decided: true, result: result.reply } : { decided: false, reason: result.reason };
+  }
+
+  /**
    * Gives back the lease an admitted in-flight check named
    * (`decision.limits[i].lease`), so the slot is free at once rather than at
    * the lease's TTL. Idempotent: `released` is false when the lease was not
@@ -282,19 +252,14 @@ export class Limiter {
     lease: string,
     options: CheckOptions = {},
   ): Promise<Answer<{ readonly released: boolean }>> {
-    const policy = this.#policy(policyName, key, 'concurrency');
-    assertKeyPart(lease, 'lease');
-    const call = releaseCall(counterKey(policy, key, options.scope), lease);
-    const result = await this.#run('release', [policy], call, parseReleaseReply);
-    return result.ok ? { decided: true, released: result.reply } : { decided: false, reason: result.reason };
+    const answer = await this.operate(leaseOperations.release, policyName, key, lease, options);
+    return answer.decided ? { decided: true, released: answer.result } : answer;
   }
 
   /** Counts a failed attempt for a failure-backoff policy (after the handler ran). */
   async recordFailure(policyName: string, key: string, options: CheckOptions = {}): Promise<RecordFailureOutcome> {
-    const policy = this.#policy(policyName, key, 'failureBackoff');
-    const call = recordFailureCall(policy, counterKey(policy, key, options.scope));
-    const result = await this.#run('recordFailure', [policy], call, parseRecordFailureReply);
-    return result.ok ? { decided: true, nextWaitMs: result.reply } : { decided: false, reason: result.reason };
+    const answer = await this.operate(backoffOperations.recordFailure, policyName, key, undefined, options);
+    return answer.decided ? { decided: true, nextWaitMs: answer.result } : answer;
   }
 
   /** Forgets the failures of a key (after a success). */
@@ -317,11 +282,8 @@ export class Limiter {
     change: RateChange,
     options: CheckOptions = {},
   ): Promise<RateOutcome> {
-    const policy = this.#policy(policyName, key, 'tokenBucket');
-    if (!policy.adaptive) throw new MisconfiguredCheckError(`policy "${policyName}" has no adaptive rate`);
-    const call = setRateCall(policy, counterKey(policy, key, options.scope), commandOf(change));
-    const result = await this.#run('changeRate', [policy], call, parseRateReply);
-    return result.ok ? { decided: true, ratePerSecond: result.reply } : { decided: false, reason: result.reason };
+    const answer = await this.operate(bucketOperations.changeRate, policyName, key, change, options);
+    return answer.decided ? { decided: true, ratePerSecond: answer.result } : answer;
   }
 
   /**
@@ -342,14 +304,7 @@ export class Limiter {
     options: CheckOptions & { id: string },
   ): Promise<Decision> {
     const policy = this.#policy(policyName, key, 'tokenBucket');
-    assertKeyPart(options.id, 'reservation id');
-    if (!Number.isInteger(units) || units < 1 || units > policy.capacity) {
-      throw new InvalidCheckError(
-        `an estimate must be a whole number from 1 to ${policy.capacity} for budget "${policy.name}"`,
-      );
-    }
-    const call = reserveCall(policy, counterKey(policy, key, options.scope), options.id, units);
-    const result = await this.#run('reserve', [policy], call, (reply) => parseReserveReply(policy, reply));
+    const result = await this.#operate(bucketOperations.reserve, policy, key, { id: options.id, units }, options);
     if (!result.ok) return this.#degradedDecision([policy], result.reason);
     if (result.reply === 'id-used')
       throw new InvalidCheckError(`reservation "${options.id}" was settled already, or its hold lapsed`);
@@ -371,25 +326,15 @@ export class Limiter {
     actualUnits: number,
     options: CheckOptions = {},
   ): Promise<SettleOutcome> {
-    const policy = this.#policy(policyName, key, 'tokenBucket');
-    assertKeyPart(id, 'reservation id');
-    const most = policy.capacity * POLICY_BOUNDS.maxSettleFactor;
-    if (!Number.isInteger(actualUnits) || actualUnits < 0 || actualUnits > most) {
-      throw new InvalidCheckError(
-        `an actual cost must be a whole number from 0 to ${most} for budget "${policy.name}"`,
-      );
-    }
-    const call = settleCall(policy, counterKey(policy, key, options.scope), id, actualUnits);
-    const result = await this.#run('settle', [policy], call, (reply) => parseSettleReply(policy, reply));
-    return result.ok ? { decided: true, ...result.reply } : { decided: false, reason: result.reason };
+    const answer = await this.operate(bucketOperations.settle, policyName, key, { id, actualUnits }, options);
+    return answer.decided ? { decided: true, ...answer.result } : answer;
   }
 
   /** The refill rate in force for a key (its runtime rate, or the policy's once lapsed). */
   async currentRate(policyName: string, key: string, options: CheckOptions = {}): Promise<RateOutcome> {
     const policy = this.#policy(policyName, key, 'tokenBucket');
     if (!policy.adaptive) return { decided: true, ratePerSecond: policy.ratePerSecond };
-    const call = setRateCall(policy, counterKey(policy, key, options.scope), { kind: 'get' });
-    const result = await this.#run('currentRate', [policy], call, parseRateReply);
+    const result = await this.#operate(bucketOperations.currentRate, policy, key, undefined, options);
     return result.ok ? { decided: true, ratePerSecond: result.reply } : { decided: false, reason: result.reason };
   }
 
@@ -423,13 +368,7 @@ export class Limiter {
   }
 
   #policy(name: string, key: string): CompiledPolicy;
-  #policy(name: string, key: string, strategy: 'tokenBucket'): CompiledTokenBucket;
-  #policy(
-    name: string,
-    key: string,
-    strategy: 'failureBackoff',
-  ): Extract<CompiledPolicy, { strategy: 'failureBackoff' }>;
-  #policy(name: string, key: string, strategy: 'concurrency'): Extract<CompiledPolicy, { strategy: 'concurrency' }>;
+  #policy<S extends Strategy>(name: string, key: string, strategy: S): Extract<CompiledPolicy, { strategy: S }>;
   #policy(name: string, key: string, strategy?: Strategy): CompiledPolicy {
     assertKeyPart(key);
     const policy = typeof name === 'string' ? this.#policies.resolve(name, key) : undefined;
@@ -440,6 +379,19 @@ export class Limiter {
     return policy;
   }
 
+  /** A strategy operation on a resolved policy's counter for `key`: packed (its input checked), run, read. */
+  #operate<P extends CompiledPolicy, Input, Output>(
+    operation: StrategyOperation<P, Input, Output>,
+    policy: P,
+    key: string,
+    input: Input,
+    options: CheckOptions,
+  ): Promise<Guarded<Output>> {
+    const { keys, args } = operation.pack(policy, counterKey(policy, key, options.scope), input);
+    const call = { script: operation.entry, keys, args };
+    return this.#run(operation.name, [policy], call, (reply) => operation.reply(policy, reply));
+  }
+
   #degradedDecision(policies: readonly CompiledPolicy[], reason: DegradedReason): Degraded {
     const failureMode = policies.length
       ? combinedFailureMode(policies.map((p) => p.failureMode))
@@ -448,7 +400,7 @@ export class Limiter {
   }
 
   #run<T>(
-    operation: DegradedEvent['operation'],
+    operation: string,
     policies: readonly CompiledPolicy[],
     call: ScriptCall,
     parse: (reply: unknown) => T,
@@ -461,11 +413,7 @@ export class Limiter {
   }
 
   /** One Redis operation under the tightest time budget of the policies involved. */
-  #within<T>(
-    operation: DegradedEvent['operation'],
-    policies: readonly CompiledPolicy[],
-    work: () => Promise<T>,
-  ): Promise<Guarded<T>> {
+  #within<T>(operation: string, policies: readonly CompiledPolicy[], work: () => Promise<T>): Promise<Guarded<T>> {
     let budgetMs = Number.POSITIVE_INFINITY;
     for (const p of policies) budgetMs = Math.min(budgetMs, p.timeBudgetMs);
     return this.#access.within(budgetMs, work).then((result) => {

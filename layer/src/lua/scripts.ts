@@ -16,14 +16,13 @@ export interface LuaScript {
   readonly sha: string;
 }
 
-/** The scripts every strategy shares or that serve one operation, by entry file in `lua/`. */
+/**
+ * The scripts every strategy shares, by entry file in `lua/`. A strategy's
+ * own check script and the scripts of its operations are named by its unit
+ * (strategies/: `ownScript.entry`, `operations`).
+ */
 export const ENTRY_SCRIPTS = {
   check: 'check',
-  recordFailure: 'record_failure',
-  setRate: 'set_rate',
-  reserve: 'reserve',
-  settle: 'settle',
-  release: 'release',
 } as const;
 
 /** The scripts of one clock: every entry file's, and lua/check.lua narrowed to the strategies a check uses. */
@@ -52,10 +51,13 @@ export function checkScriptName(kinds: Iterable<string>): string {
   );
 }
 
-/** Every entry file: the shared scripts, then the strategies' own scripts. */
+/** Every entry file: the shared scripts, then each strategy's own check script and its operations' scripts. */
 export function entryFiles(): string[] {
-  const own = STRATEGY_UNITS.flatMap((unit) => ('ownScript' in unit && unit.ownScript ? [unit.ownScript.entry] : []));
-  return [...Object.values(ENTRY_SCRIPTS), ...own];
+  const own = STRATEGY_UNITS.flatMap((unit) => [
+    ...('ownScript' in unit && unit.ownScript ? [unit.ownScript.entry] : []),
+    ...Object.values(unit.operations ?? {}).map((operation) => operation.entry),
+  ]);
+  return [...new Set([...Object.values(ENTRY_SCRIPTS), ...own])];
 }
 
 type Unit = (typeof STRATEGY_UNITS)[number];

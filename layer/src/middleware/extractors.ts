@@ -94,17 +94,25 @@ const HASH_BYTES = 16;
 const sha256 = (text: string) =>
   createHash('sha256').update(text).digest().subarray(0, HASH_BYTES).toString('base64url');
 
-/** The hash an API key is known by, in Redis keys and in the key registry. */
-export function hashApiKey(apiKey: string): string {
-  return sha256(apiKey.trim());
+/** HMAC-SHA-256 of a secret with the pepper, 128 bits: a dump cannot be matched against guessed secrets. */
+function keyedHash(text: string, pepper: string): string {
+  return createHmac('sha256', pepper).update(text).digest().subarray(0, HASH_BYTES).toString('base64url');
 }
 
-/** The API key from a header, hashed: a Redis dump does not reveal keys. */
-export function apiKeyHash(headerName = 'x-api-key'): KeyExtractor {
+/**
+ * An API key from a header, hashed with a secret pepper (HMAC-SHA-256): a
+ * Redis dump reveals no key, and cannot be matched against guessed keys
+ * without the pepper. The pepper comes from configuration (a SecureString);
+ * none configured is a MisconfiguredCheckError, never an unkeyed hash.
+ */
+export function apiKeyHash(options: { header?: string; pepper: () => string | undefined }): KeyExtractor {
+  const headerName = options.header ?? 'x-api-key';
   return (event) => {
     const key = header(event, headerName)?.trim();
     if (!key) throw new MissingKeyError(`the request has no ${headerName} header`);
-    return hashApiKey(key);
+    const pepper = options.pepper();
+    if (!pepper) throw new MisconfiguredCheckError(`no pepper is configured for the ${headerName} header's hash`);
+    return keyedHash(key, pepper);
   };
 }
 
@@ -124,11 +132,7 @@ export function normaliseEmail(email: string): string {
 
 /** The keyed hash of a normalised email (HMAC-SHA-256 with the pepper, 128 bits). */
 export function hashEmail(email: string, pepper: string): string {
-  return createHmac('sha256', pepper)
-    .update(normaliseEmail(email))
-    .digest()
-    .subarray(0, HASH_BYTES)
-    .toString('base64url');
+  return keyedHash(normaliseEmail(email), pepper);
 }
 
 /**

@@ -8,7 +8,6 @@ export {
   clientIp,
   clientIp48,
   emailHash,
-  hashApiKey,
   hashEmail,
   ip48Key,
   ipKey,

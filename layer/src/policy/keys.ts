@@ -1,6 +1,6 @@
 import { InvalidCheckError, MisconfiguredCheckError } from '../core/errors.ts';
-import { KEY_FAMILIES } from '../redis/keyspace.ts';
-import type { CompiledPolicy } from './policy.ts';
+import { COUNTER_PREFIX } from '../redis/keyspace.ts';
+import type { CommonSettings } from '../strategies/strategy.ts';
 
 /**
  * Redis key layout. Every key one script touches must sit in one Redis
@@ -19,6 +19,8 @@ import type { CompiledPolicy } from './policy.ts';
  * A key part is an identifier the consumer already made safe: an IP, or a hash
  * of an API key or an email (see the key extractors). Braces are refused, since
  * they would move the hash tag, and so is `@`, so a raw email cannot slip in.
+ * The keys a strategy keeps beside a counter (a bucket's runtime rate and
+ * budget holds) are named by its module (strategies/, `stateKeys`).
  */
 const KEY_PART = /^[A-Za-z0-9._:/+=-]{1,200}$/;
 
@@ -31,8 +33,8 @@ export function assertKeyPart(key: string, what = 'key'): void {
 }
 
 /** The counter of one policy for one key; `scope` is the hash tag of a grouped policy's check. */
-export function counterKey(policy: CompiledPolicy, key: string, scope?: string): string {
-  const prefix = KEY_FAMILIES.counters;
+export function counterKey(policy: Pick<CommonSettings, 'name' | 'group'>, key: string, scope?: string): string {
+  const prefix = COUNTER_PREFIX;
   if (policy.group === undefined) return `${prefix}{${policy.name}:${key}}`;
   if (scope === undefined) {
     throw new MisconfiguredCheckError(
@@ -40,14 +42,4 @@ export function counterKey(policy: CompiledPolicy, key: string, scope?: string):
     );
   }
   return `${prefix}{${policy.group}:${scope}}:${policy.name}:${key}`;
-}
-
-/** A token bucket's runtime rate: beside its counter, in the same slot. */
-export function rateKey(counter: string): string {
-  return `${counter}:rate`;
-}
-
-/** Every key of a cost budget (lua/lib/holds.lua): the bucket, then its holds, all in the bucket's hash slot. */
-export function budgetKeys(counter: string): [bucket: string, holds: string, amounts: string, settled: string] {
-  return [counter, `${counter}:holds`, `${counter}:amounts`, `${counter}:settled`];
 }

@@ -1,13 +1,13 @@
 import { readFileSync } from 'node:fs';
 import type { ConnectionOptions } from 'node:tls';
 import { Cluster, Redis, type RedisOptions } from 'ioredis';
-import { DEFAULT_REDIS_URL, readSettings } from '../config/settings.ts';
 import type { GuardedConnection } from './deadline.ts';
 import type { RedisClient } from './run-script.ts';
 
 /**
- * Where the limiter's Redis is: an explicit option, else the environment
- * (`readSettings`, settings.ts: REDIS_CLUSTER_NODES, REDIS_URL, REDIS_TLS).
+ * Where the limiter's Redis is. This module reads no environment: the caller
+ * passes these (from `readSettings().redis`, config/settings.ts:
+ * REDIS_CLUSTER_NODES, REDIS_URL, REDIS_TLS).
  */
 export interface RedisSettings {
   readonly url?: string;
@@ -97,7 +97,10 @@ export function createRedisClient(settings: RedisSettings): RedisClient {
           // too (cluster-preferred-endpoint-type hostname).
           ...(usesTls(settings) ? { dnsLookup: keepHostName } : {}),
         })
-      : new Redis(settings.url ?? DEFAULT_REDIS_URL, options);
+      : // no URL: ioredis's own default, a single node on this machine (127.0.0.1:6379)
+        settings.url === undefined
+        ? new Redis(options)
+        : new Redis(settings.url, options);
   // Connection errors reach callers as degraded decisions (logged and counted
   // there); without a listener ioredis would also print every failed reconnect.
   client.on('error', () => {});
@@ -182,8 +185,8 @@ export function resetConnection(redis: RedisClient): void {
 
 let shared: RedisClient | undefined;
 
-/** One connection per Lambda container, created on first use and reused. */
-export function sharedRedis(settings: RedisSettings = readSettings().redis): RedisClient {
+/** One connection per Lambda container, created on first use (with these settings) and reused. */
+export function sharedRedis(settings: RedisSettings): RedisClient {
   shared ??= createRedisClient(settings);
   return shared;
 }

@@ -8,6 +8,7 @@
  */
 import * as v from 'valibot';
 import { toUs } from '../policy/duration.ts';
+import { assertKeyPart } from '../policy/keys.ts';
 import {
   type CompiledCommon,
   commonEntries,
@@ -15,6 +16,7 @@ import {
   duration,
   int,
   POLICY_BOUNDS,
+  type StrategyOperation,
   type StrategyUnit,
 } from './strategy.ts';
 
@@ -64,4 +66,30 @@ export const concurrency: StrategyUnit<'concurrency', typeof schema, CompiledCon
   describe(config) {
     return `${config.limit} in flight, a lease lapsing after ${config.leaseTtl}`;
   },
+
+  get operations() {
+    return leaseOperations;
+  },
+};
+
+/** The in-flight limit's operation beyond the check (defined after the unit, which names it through a getter). */
+export const leaseOperations = {
+  /**
+   * lua/release.lua: leases; lease id. Gives a lease back; answers whether it
+   * was held until now (false: released already, or lapsed).
+   */
+  release: {
+    name: 'release',
+    strategy: 'concurrency',
+    entry: 'release',
+    pack(_policy, counter, lease) {
+      assertKeyPart(lease, 'lease');
+      return { keys: [counter], args: [lease] };
+    },
+    reply(_policy, reply) {
+      if (reply !== 0 && reply !== 1) throw new TypeError(`unexpected release reply: ${JSON.stringify(reply)}`);
+      return reply === 1;
+    },
+    example: "'rl:{llm-inflight:t}' , 5d5c9a0e-lease",
+  } satisfies StrategyOperation<CompiledConcurrency, string, boolean>,
 };

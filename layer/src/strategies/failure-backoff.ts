@@ -19,7 +19,9 @@ import {
   flag,
   int,
   POLICY_BOUNDS,
+  type StrategyOperation,
   type StrategyUnit,
+  usToMs,
 } from './strategy.ts';
 
 const schema = v.strictObject({
@@ -89,6 +91,10 @@ export const failureBackoff: StrategyUnit<'failureBackoff', typeof schema, Compi
     return `${config.freeFailures} free failures, then ${config.base} doubling to ${config.max}; forgotten after ${config.memory}${counted}`;
   },
 
+  get operations() {
+    return backoffOperations;
+  },
+
   async inspect(_policy, counter, redis) {
     const [failures, last] = await redis.hmget(counter, 'n', 't');
     return {
@@ -96,4 +102,27 @@ export const failureBackoff: StrategyUnit<'failureBackoff', typeof schema, Compi
       lastFailure: last ? new Date(Number(last) / 1000).toISOString() : null,
     };
   },
+};
+
+/** The backoff's operation beyond the check (defined after the unit, which names it through a getter). */
+export const backoffOperations = {
+  /**
+   * lua/record_failure.lua: backoff; base µs, max µs, free failures, memory
+   * µs. Counts a failed attempt; answers the next wait in ms.
+   */
+  recordFailure: {
+    name: 'recordFailure',
+    strategy: 'failureBackoff',
+    entry: 'record_failure',
+    pack: (policy, counter) => ({
+      keys: [counter],
+      args: [int(policy.baseUs), int(policy.maxUs), int(policy.freeFailures), int(policy.memoryUs)],
+    }),
+    reply(_policy, reply) {
+      const us = Number(reply);
+      if (!Number.isFinite(us)) throw new TypeError(`unexpected record_failure reply: ${JSON.stringify(reply)}`);
+      return usToMs(us);
+    },
+    example: "'rl:{demo-bo:k}' , 1000000 8000000 2 900000000",
+  } satisfies StrategyOperation<CompiledFailureBackoff, undefined, number>,
 };

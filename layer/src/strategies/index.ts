@@ -32,6 +32,15 @@ export function unitOf(strategy: string): AnyUnit {
   return unit;
 }
 
+/**
+ * Every key a policy keeps for one counter: the counter, then what its
+ * strategy keeps beside it (`StrategyUnit.stateKeys`): what
+ * `npx ratelimit reset` deletes, all in the counter's slot.
+ */
+export function stateKeysOf(policy: Pick<CompiledCommon, 'strategy'>, counter: string): string[] {
+  return [counter, ...(unitOf(policy.strategy).stateKeys?.(counter) ?? [])];
+}
+
 /** The unit that compiled a policy, typed for it. */
 export function unitOfPolicy<P extends CompiledCommon>(policy: P): StrategyUnit<P['strategy'], v.GenericSchema, P> {
   return unitOf(policy.strategy);

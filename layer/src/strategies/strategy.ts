@@ -3,8 +3,9 @@
  * fulfils, and the pieces they share (the settings every policy has, the
  * schema building blocks, the bounds). A strategy module owns its schema (its
  * types are inferred from it), its compile step, how a check packs it for
- * lua/check.lua and reads it back, its header semantics and the state the CLI
- * shows. docs/architecture.md, "Add a strategy", walks through one.
+ * lua/check.lua and reads it back, its header semantics, its operations
+ * beyond the check (their scripts' packing and replies) and the state it
+ * keeps beside its counter (what the CLI shows and resets). docs/architecture.md, "Add a strategy", walks through one.
  */
 import * as v from 'valibot';
 import { type Duration, isDuration, parseDurationUs } from '../policy/duration.ts';
@@ -137,10 +138,40 @@ export interface OwnScript<P extends CompiledCommon> {
   readonly example: string;
 }
 
+/**
+ * An operation a strategy owns beyond its check (a bucket's rate change, a
+ * backoff's recorded failure, a lease's release): its own entry script, the
+ * input it takes, how that input is checked and packed, and how the reply is
+ * read. The limiter runs it (`Limiter.operate`, or the named method that
+ * delegates to it) under the policy's deadline and failure mode; nothing
+ * outside the strategy's module knows its KEYS, ARGV or reply.
+ */
+export interface StrategyOperation<P extends CompiledCommon, Input, Output> {
+  /** Its name in a DegradedEvent (`operation`) and the logs. */
+  readonly name: string;
+  /** The strategy whose policies it takes (another policy is a MisconfiguredCheckError). */
+  readonly strategy: P['strategy'];
+  /** Its entry file in lua/ (`lua/<entry>.lua`); two operations may share one. */
+  readonly entry: string;
+  /**
+   * KEYS and ARGV in the order the entry script binds them. Throws
+   * InvalidCheckError for input the request got wrong, MisconfiguredCheckError
+   * for what the code did (nothing is sent then).
+   */
+  pack(policy: P, counter: string, input: Input): { keys: string[]; args: string[] };
+  /** The reply, read; throws TypeError for any shape the script never answers. */
+  reply(policy: P, reply: unknown): Output;
+  /** Example KEYS , ARGV for `redis-cli --eval` (npm run lua:dump). */
+  readonly example: string;
+}
+
 /** Reads a counter's stored state for `npx ratelimit inspect` (what the peek's decision does not say). */
 export interface StateReader {
   pttl(key: string): Promise<number>;
   hmget(key: string, ...fields: string[]): Promise<(string | null)[]>;
+  /** Runs one of the strategy's operations on this counter; undefined when Redis could not answer. */
+  // biome-ignore lint/suspicious/noExplicitAny: the reader runs an operation of the unit's own policy type
+  operate<Input, Output>(operation: StrategyOperation<any, Input, Output>, input: Input): Promise<Output | undefined>;
 }
 
 export interface StrategyUnit<Name extends string, Schema extends v.GenericSchema, Compiled extends CompiledCommon> {
@@ -181,7 +212,16 @@ export interface StrategyUnit<Name extends string, Schema extends v.GenericSchem
   describe(config: v.InferOutput<Schema>): string;
   /** State beyond the decision, for `npx ratelimit inspect`. */
   inspect?(policy: Compiled, counter: string, redis: StateReader): Promise<Record<string, unknown>>;
+  /**
+   * The keys it keeps beside its counter, in the counter's slot (a bucket's
+   * runtime rate and budget holds): what `npx ratelimit reset` deletes with
+   * the counter (`stateKeysOf`). @default none
+   */
+  stateKeys?(counter: string): string[];
   readonly ownScript?: OwnScript<Compiled>;
+  /** Its operations beyond the check, by name (their entry scripts are assembled and dumped with the rest). */
+  // biome-ignore lint/suspicious/noExplicitAny: each operation has its own input and output
+  readonly operations?: Readonly<Record<string, StrategyOperation<Compiled, any, any>>>;
 }
 
 /** A whole number as a script argument. */

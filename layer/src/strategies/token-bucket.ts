@@ -5,9 +5,10 @@
  * (reserve, then settle).
  */
 import * as v from 'valibot';
-import { InvalidPolicyError } from '../core/errors.ts';
+import { type Allowed, allowedBy, type Limited, type LimitStatus, limitedBy } from '../core/decision.ts';
+import { InvalidCheckError, InvalidPolicyError, MisconfiguredCheckError } from '../core/errors.ts';
 import { toUs } from '../policy/duration.ts';
-import { rateKey } from '../policy/keys.ts';
+import { assertKeyPart } from '../policy/keys.ts';
 import {
   type CommonSettings,
   type CompiledCommon,
@@ -18,8 +19,20 @@ import {
   isInteger,
   POLICY_BOUNDS,
   positiveRate,
+  type StrategyOperation,
   type StrategyUnit,
+  usToMs,
 } from './strategy.ts';
+
+/** A token bucket's runtime rate: beside its counter, in the same slot. */
+export function rateKey(counter: string): string {
+  return `${counter}:rate`;
+}
+
+/** Every key of a cost budget (lua/lib/holds.lua): the bucket, then its holds, all in the bucket's hash slot. */
+export function budgetKeys(counter: string): [bucket: string, holds: string, amounts: string, settled: string] {
+  return [counter, `${counter}:holds`, `${counter}:amounts`, `${counter}:settled`];
+}
 
 /**
  * Reservation defaults of a cost budget: how long a hold lasts unsettled (it
@@ -219,7 +232,20 @@ export const tokenBucket: StrategyUnit<'tokenBucket', typeof schema, CompiledTok
 
   async inspect(policy, counter, redis) {
     if (!policy.adaptive) return {};
-    return { rateTtlMs: await redis.pttl(rateKey(counter)) };
+    return {
+      ratePerSecond: await redis.operate(bucketOperations.currentRate, undefined),
+      rateTtlMs: await redis.pttl(rateKey(counter)),
+    };
+  },
+
+  // a bucket may hold a runtime rate and, as a cost budget, its holds
+  stateKeys(counter) {
+    return [rateKey(counter), ...budgetKeys(counter).slice(1)];
+  },
+
+  // a getter: the operations are defined below, after the unit they belong to
+  get operations() {
+    return bucketOperations;
   },
 };
 
@@ -247,3 +273,218 @@ export function pairOrTriple(reply: unknown): number[] | undefined {
   if (reply.length === 3) return [0, 1, retry as number, remaining as number, reset as number, retry as number];
   return undefined;
 }
+
+/** A runtime rate change: exactly one of these shapes (anything else is an InvalidCheckError). */
+export type RateChange =
+  | { readonly set: number }
+  /** `steps` of the policy's `increaseBy` at once (1 to 100; a slow start takes several). @default 1 */
+  | { readonly increase: true; readonly steps?: number }
+  /** `steps` multiplications by the policy's `decreaseFactor` at once (1 to 100). @default 1 */
+  | { readonly decrease: true; readonly steps?: number; readonly pauseMs?: number };
+
+/** What set_rate does: read, or one change (amount per kind, see lua/set_rate.lua). */
+export type RateCommand =
+  | { readonly kind: 'get' }
+  | { readonly kind: 'set'; readonly rate: number }
+  | { readonly kind: 'increase'; readonly steps: number }
+  | { readonly kind: 'decrease'; readonly steps: number; readonly pauseUs: number };
+
+const steps = v.optional(v.pipe(v.number(), v.integer(), v.minValue(1), v.maxValue(100)));
+const rateChangeSchema = v.union([
+  v.strictObject({ set: v.pipe(v.number(), v.finite(), v.gtValue(0)) }),
+  v.strictObject({ increase: v.literal(true), steps }),
+  v.strictObject({
+    decrease: v.literal(true),
+    steps,
+    pauseMs: v.optional(v.pipe(v.number(), v.finite(), v.minValue(0), v.maxValue(POLICY_BOUNDS.maxPauseUs / 1000))),
+  }),
+]);
+
+/** The set_rate command of a change; throws InvalidCheckError for any other shape. */
+export function rateCommandOf(change: RateChange): RateCommand {
+  if (!v.is(rateChangeSchema, change)) {
+    throw new InvalidCheckError(
+      `a rate change is exactly one of { set: <tokens/s above 0> }, { increase: true, steps?: 1..100 }, { decrease: true, steps?: 1..100, pauseMs?: 0..${POLICY_BOUNDS.maxPauseUs / 1000} }`,
+    );
+  }
+  if ('set' in change) return { kind: 'set', rate: change.set };
+  if ('increase' in change) return { kind: 'increase', steps: change.steps ?? 1 };
+  return { kind: 'decrease', steps: change.steps ?? 1, pauseUs: Math.round((change.pauseMs ?? 0) * 1000) };
+}
+
+/** lua/set_rate.lua: bucket, rate; change, amount, min, max, policy rate, policy interval, keep, pause, capacity. */
+export function setRateCall(
+  policy: CompiledTokenBucket,
+  counter: string,
+  command: RateCommand,
+): { keys: string[]; args: string[] } {
+  const adaptive = policy.adaptive;
+  const amount =
+    command.kind === 'set'
+      ? command.rate
+      : command.kind === 'increase'
+        ? (adaptive?.increaseBy ?? 0) * command.steps
+        : command.kind === 'decrease'
+          ? (adaptive?.decreaseFactor ?? 1) ** command.steps
+          : 0;
+  return {
+    keys: [counter, rateKey(counter)],
+    args: [
+      command.kind,
+      String(amount),
+      String(adaptive?.minRate ?? policy.ratePerSecond),
+      String(adaptive?.maxRate ?? policy.ratePerSecond),
+      String(policy.ratePerSecond),
+      int(policy.intervalUs),
+      int(adaptive?.keepUs ?? 0),
+      int(command.kind === 'decrease' ? command.pauseUs : 0),
+      int(policy.capacity),
+    ],
+  };
+}
+
+/** set_rate's reply: the rate in force, tokens per second. */
+function rateReply(_policy: CompiledTokenBucket, reply: unknown): number {
+  const rate = Number(reply);
+  if (!(rate > 0)) throw new TypeError(`unexpected set_rate reply: ${JSON.stringify(reply)}`);
+  return rate;
+}
+
+/** How a budget stands: the status of its limit after a reserve or settle (remaining may be below 0: owed). */
+function budgetStatus(policy: CompiledTokenBucket, remaining: number, resetUs: number, retryUs: number): LimitStatus {
+  return {
+    policy: policy.name,
+    strategy: policy.strategy,
+    limit: policy.capacity,
+    remaining,
+    retryAfterMs: usToMs(retryUs),
+    resetAfterMs: usToMs(resetUs),
+    windowSeconds: policy.windowSeconds,
+  };
+}
+
+export type SettleResult = 'settled' | 'late' | 'duplicate' | 'unknown';
+const SETTLE_RESULTS: Readonly<Record<number, SettleResult>> = {
+  1: 'settled',
+  2: 'late',
+  3: 'duplicate',
+  4: 'unknown',
+};
+
+const BUDGET_EXAMPLE = "'rl:{llm:t}' 'rl:{llm:t}:holds' 'rl:{llm:t}:amounts' 'rl:{llm:t}:settled'";
+
+function adaptiveOnly(policy: CompiledTokenBucket): void {
+  if (!policy.adaptive) throw new MisconfiguredCheckError(`policy "${policy.name}" has no adaptive rate`);
+}
+
+/**
+ * The bucket's operations beyond the check: its runtime rate (an adaptive
+ * bucket, lua/set_rate.lua) and, as a cost budget, reserve then settle
+ * (lua/reserve.lua, lua/settle.lua, lua/lib/holds.lua).
+ */
+export const bucketOperations = {
+  /** One change of an adaptive bucket's runtime rate; answers the rate in force after it. */
+  changeRate: {
+    name: 'changeRate',
+    strategy: 'tokenBucket',
+    entry: 'set_rate',
+    pack(policy, counter, change) {
+      adaptiveOnly(policy);
+      return setRateCall(policy, counter, rateCommandOf(change));
+    },
+    reply: rateReply,
+    example: "'rl:{demo-ad:k}' 'rl:{demo-ad:k}:rate' , get 0 0.5 20 2 500000 3600000000 0 10",
+  } satisfies StrategyOperation<CompiledTokenBucket, RateChange, number>,
+
+  /** The runtime rate in force (the policy's once it lapsed). */
+  currentRate: {
+    name: 'currentRate',
+    strategy: 'tokenBucket',
+    entry: 'set_rate',
+    pack: (policy, counter) => setRateCall(policy, counter, { kind: 'get' }),
+    reply: rateReply,
+    example: "'rl:{demo-ad:k}' 'rl:{demo-ad:k}:rate' , get 0 0.5 20 2 500000 3600000000 0 10",
+  } satisfies StrategyOperation<CompiledTokenBucket, undefined, number>,
+
+  /**
+   * lua/reserve.lua: budget keys (bucket, holds, amounts, settled); id,
+   * units, capacity, interval µs, hold µs, retention µs. Answers admitted,
+   * refused, or 'id-used' (an id settled already, or whose hold lapsed).
+   */
+  reserve: {
+    name: 'reserve',
+    strategy: 'tokenBucket',
+    entry: 'reserve',
+    pack(policy, counter, { id, units }) {
+      assertKeyPart(id, 'reservation id');
+      if (!Number.isInteger(units) || units < 1 || units > policy.capacity) {
+        throw new InvalidCheckError(
+          `an estimate must be a whole number from 1 to ${policy.capacity} for budget "${policy.name}"`,
+        );
+      }
+      return {
+        keys: budgetKeys(counter),
+        args: [
+          id,
+          int(units),
+          int(policy.capacity),
+          int(policy.intervalUs),
+          int(policy.reservation.holdUs),
+          int(policy.reservation.rememberUs),
+        ],
+      };
+    },
+    reply(policy, reply): Allowed | Limited | 'id-used' {
+      if (!Array.isArray(reply) || !reply.every(isInteger) || reply.length < 3) {
+        throw new TypeError(`unexpected reserve reply: ${JSON.stringify(reply)}`);
+      }
+      const [code, remaining, resetUs, retryUs = 0] = reply as number[];
+      if (code === 2) return 'id-used';
+      const status = budgetStatus(policy, remaining as number, resetUs as number, retryUs);
+      const shown = { ...status, remaining: Math.max(0, status.remaining) };
+      return code === 1 ? allowedBy([shown]) : limitedBy(shown, [shown], shown.retryAfterMs);
+    },
+    example: `${BUDGET_EXAMPLE} , r1 300 1000 3600 300000000 86400000000`,
+  } satisfies StrategyOperation<
+    CompiledTokenBucket,
+    { readonly id: string; readonly units: number },
+    Allowed | Limited | 'id-used'
+  >,
+
+  /**
+   * lua/settle.lua: budget keys; id, actual units, capacity, interval µs,
+   * retention µs. Answers what happened and where the budget stands
+   * (remaining below 0: owed).
+   */
+  settle: {
+    name: 'settle',
+    strategy: 'tokenBucket',
+    entry: 'settle',
+    pack(policy, counter, { id, actualUnits }) {
+      assertKeyPart(id, 'reservation id');
+      const most = policy.capacity * POLICY_BOUNDS.maxSettleFactor;
+      if (!Number.isInteger(actualUnits) || actualUnits < 0 || actualUnits > most) {
+        throw new InvalidCheckError(
+          `an actual cost must be a whole number from 0 to ${most} for budget "${policy.name}"`,
+        );
+      }
+      return {
+        keys: budgetKeys(counter),
+        args: [id, int(actualUnits), int(policy.capacity), int(policy.intervalUs), int(policy.reservation.rememberUs)],
+      };
+    },
+    reply(policy, reply) {
+      const [code, remaining, resetUs] = Array.isArray(reply) ? (reply as unknown[]) : [];
+      const result = SETTLE_RESULTS[code as number];
+      if (!result || !isInteger(remaining) || !isInteger(resetUs)) {
+        throw new TypeError(`unexpected settle reply: ${JSON.stringify(reply)}`);
+      }
+      return { result, status: budgetStatus(policy, remaining, resetUs, 0) };
+    },
+    example: `${BUDGET_EXAMPLE} , r1 120 1000 3600 86400000000`,
+  } satisfies StrategyOperation<
+    CompiledTokenBucket,
+    { readonly id: string; readonly actualUnits: number },
+    { result: SettleResult; status: LimitStatus }
+  >,
+};

@@ -1,0 +1,30 @@
+/**
+ * `@platform/rate-limit/redis`: the Redis client the limiter runs on: the
+ * connection (ioredis, tuned for a Lambda's budget), credentials from a
+ * secret, the hard deadline of one operation, and what the layer needs of
+ * Redis for an ACL user (its key prefix and commands).
+ */
+export { guardedRedis, RedisAccess } from './access.ts';
+export {
+  authenticateFromSecret,
+  fileSecretReader,
+  isAuthenticationError,
+  parseRedisCredentials,
+  type RedisCredentials,
+  readSecretFromSecretsManager,
+  type SecretReader,
+  secretReader,
+  useRedisCredentials,
+} from './auth.ts';
+export { AWS_CLIENT_OPTIONS } from './aws-clients.ts';
+export {
+  createRedisClient,
+  ioredisConnection,
+  isReady,
+  type RedisSettings,
+  sharedRedis,
+  whenReady,
+} from './connection.ts';
+export { classify, DeadlineGuard, type Guarded, type GuardedConnection } from './deadline.ts';
+export { COUNTER_PREFIX, LIMITER_COMMANDS } from './keyspace.ts';
+export { type RedisClient, runScript } from './run-script.ts';
