@@ -79,3 +79,108 @@ describe('Import rules (docs/architecture.md)', () => {
     );
   });
 });
+
+/** The layer's folder of a path under layer/src (`core`, `redis`, …; `index` for the root barrel). */
+const concern = (t: string) => /^layer\/src\/([^/.]+)/.exec(t)?.[1];
+/** Where a layer file may reach, by its folder: each concern's allowed others (its own folder always). */
+const LAYER_CONCERNS: Readonly<Record<string, readonly string[]>> = {
+  // the Redis client: the errors and decision types it answers in, nothing of policies or scripts
+  redis: ['layer/src/core/errors.ts', 'layer/src/core/decision.ts'],
+  // strategies pack and read; they never touch the client, the limiter or configuration
+  strategies: [
+    'layer/src/policy/',
+    'layer/src/core/errors.ts',
+    'layer/src/core/decision.ts',
+    'layer/src/redis/keyspace.ts',
+  ],
+  policy: ['layer/src/strategies/', 'layer/src/core/errors.ts', 'layer/src/redis/keyspace.ts'],
+  // the check's contract: what the strategies pack, never the client that sends it
+  lua: ['layer/src/strategies/', 'layer/src/policy/', 'layer/src/core/decision.ts'],
+  core: ['layer/src/lua/', 'layer/src/policy/', 'layer/src/strategies/', 'layer/src/redis/'],
+  config: ['layer/src/core/', 'layer/src/policy/', 'layer/src/redis/aws-clients.ts', 'layer/src/redis/connection.ts'],
+  // the middleware decides through the limiter, never Redis itself
+  middleware: ['layer/src/core/', 'layer/src/strategies/index.ts'],
+};
+
+/** A file's code without its comments. */
+function codeOf(file: string): string {
+  return readFileSync(join(ROOT, file), 'utf8')
+    .replace(/\/\*[\s\S]*?\*\//g, '')
+    .replace(/^\s*\/\/.*$/gm, '');
+}
+
+/** Every layer module's imports, resolved (relative ones only: packages are checked above). */
+function layerImports(): Map<string, string[]> {
+  return new Map(files('layer/src').map((file) => [file, importsOf(file).filter((t) => t.startsWith('layer/'))]));
+}
+
+describe("Import rules inside the layer (docs/architecture.md, the layer's map)", () => {
+  it('each concern reaches only the concerns below it', () => {
+    const wrong = [...layerImports()].flatMap(([file, targets]) => {
+      const own = concern(file);
+      const allowed = own === undefined ? undefined : LAYER_CONCERNS[own];
+      if (!allowed) return [];
+      return targets
+        .filter((t) => concern(t) !== own && !allowed.some((a) => t === a || (a.endsWith('/') && t.startsWith(a))))
+        .map((t) => `${file} → ${t}`);
+    });
+    assert.deepEqual(wrong, []);
+    assert.ok(
+      Object.keys(LAYER_CONCERNS).every((c) => files('layer/src').some((f) => concern(f) === c)),
+      'every concern has files',
+    );
+  });
+
+  it('no module of the layer imports itself back, type imports included', () => {
+    const graph = layerImports();
+    const cycles: string[] = [];
+    const state = new Map<string, 'open' | 'done'>();
+    const visit = (file: string, path: string[]) => {
+      state.set(file, 'open');
+      for (const next of graph.get(file) ?? []) {
+        if (state.get(next) === 'open') cycles.push([...path.slice(path.indexOf(next)), next].join(' → '));
+        else if (!state.has(next)) visit(next, [...path, next]);
+      }
+      state.set(file, 'done');
+    };
+    for (const file of graph.keys()) if (!state.has(file)) visit(file, [file]);
+    assert.deepEqual(cycles, []);
+  });
+
+  it('the connection module reads no environment (settings come from config/settings.ts)', () => {
+    assert.doesNotMatch(codeOf('layer/src/redis/connection.ts'), /process\.env|readSettings|config\//);
+  });
+
+  it('the layer holds no consumer key family and no ACL builder (config/redis-roles.ts does)', () => {
+    const found = files('layer/src').flatMap((file) => {
+      const code = codeOf(file);
+      return [/'(wh|hv):/, /\bKEY_FAMILIES\b/, /\bREDIS_ROLES\b/, /AclRules\b/, /\bmanagedAccessString\b/]
+        .filter((pattern) => pattern.test(code))
+        .map((pattern) => `${file}: ${pattern}`);
+    });
+    assert.deepEqual(found, []);
+  });
+
+  it('tests, benchmarks, tools and the deployment reach the layer by its package name, never a file of it', () => {
+    assert.deepEqual(
+      offending(['test', 'bench', 'scripts', 'infra', 'cli', 'functions', 'config'], (t) => !inside(t, 'layer')),
+      [],
+    );
+  });
+
+  it('every subpath the package exports is a bundle entry of the built layer', async () => {
+    const { LAYER_ENTRIES } = await import('../../scripts/bundle.ts');
+    const { exports } = JSON.parse(readFileSync(join(ROOT, 'layer/package.json'), 'utf8')) as {
+      exports: Record<string, string>;
+    };
+    const bundled = Object.entries(LAYER_ENTRIES).map(([name, file]) => [name === 'index' ? '.' : `./${name}`, file]);
+    assert.deepEqual(
+      Object.fromEntries(bundled.sort()),
+      Object.fromEntries(
+        Object.entries(exports)
+          .map(([sub, file]) => [sub, `layer/${file.replace(/^\.\//, '')}`])
+          .sort(),
+      ),
+    );
+  });
+});

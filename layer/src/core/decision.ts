@@ -1,10 +1,14 @@
 import type { FailureMode } from '../policy/failure-mode.ts';
-import type { Strategy } from '../policy/policy.ts';
 
 /** Where one limit of a check stands after it. Times are durations from now. */
 export interface LimitStatus {
   readonly policy: string;
-  readonly strategy: Strategy;
+  /**
+   * The policy's strategy (a name of the registry, `unitOf`). A string here:
+   * decisions are made by the strategies' modules, which this module must not
+   * import (no cycle).
+   */
+  readonly strategy: string;
   /** The quota: bucket capacity or events per window. */
   readonly limit: number;
   /** Units left now: after this request's debit when it was admitted and debited; as they stand when nothing was debited (a refusal, a peek). */

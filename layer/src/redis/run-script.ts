@@ -1,7 +1,12 @@
 import type { Cluster, Redis } from 'ioredis';
-import type { LuaScript } from '../lua/scripts.ts';
 
 export type RedisClient = Redis | Cluster;
+
+/** A script as Redis caches it: its text and the SHA1 of the text (lua/scripts.ts assembles them). */
+export interface CachedScript {
+  readonly sha: string;
+  readonly source: string;
+}
 
 function isNoScript(error: unknown): boolean {
   return error instanceof Error && error.message.startsWith('NOSCRIPT');
@@ -13,7 +18,7 @@ function isNoScript(error: unknown): boolean {
  */
 export function runScript(
   redis: RedisClient,
-  script: LuaScript,
+  script: CachedScript,
   keys: readonly string[],
   args: readonly string[],
 ): Promise<unknown> {
