@@ -65,7 +65,7 @@ export interface Route {
   readonly rawBody: boolean;
   /** Limits the middleware checks before the handler, all-or-nothing. */
   readonly limits: readonly RouteLimitSpec[];
-  /** The hash tag of the middleware's check, when its policies share a group (see layer/src/keys.ts). */
+  /** The hash tag of the middleware's check, when its policies share a group (see layer/src/policy/keys.ts). */
   readonly scope?: KeySource;
   /** What the handler uses beyond the limiter. */
   readonly uses: readonly PlatformResource[];

@@ -1,7 +1,7 @@
 /**
  * What a deployed function may be told: never a local stand-in. Each
  * consumer falls back to a file or a fake when a variable is unset or names
- * one (functions/shared/settings.ts, layer/src/settings.ts): in Lambda that is
+ * one (functions/shared/settings.ts, layer/src/config/settings.ts): in Lambda that is
  * a 500 on the first request or a stub that answers. The platform stack runs
  * this over every function's environment, and a finding fails the synth.
  */

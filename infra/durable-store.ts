@@ -33,7 +33,7 @@ export interface DurableStore {
   /** The cluster's configuration endpoint: what REDIS_CLUSTER_NODES names. */
   readonly endpointAddress: string;
   readonly endpointPort: string;
-  /** `{ "password": …, "username": … }`: the functions' user (ElastiCache RBAC, layer/src/keyspace.ts REDIS_ROLES) or MemoryDB's ACL user. */
+  /** `{ "password": …, "username": … }`: the functions' user (ElastiCache RBAC, config/redis-roles.ts REDIS_ROLES) or MemoryDB's ACL user. */
   readonly authSecret: ISecret;
   /** The operator's credentials (the admin function): ElastiCache's operator user; on MemoryDB its one user's. */
   readonly operatorSecret: ISecret;

@@ -60,7 +60,7 @@ export class MemoryDbCluster extends Construct implements DurableStore {
     const user = new CfnUser(this, 'User', {
       userName: memoryDbUser(props.name),
       // The functions and the admin CLI share this user: the operator's rules
-      // (layer/src/keyspace.ts: the platform's commands on its key families,
+      // (config/redis-roles.ts: the platform's commands on its key families,
       // no FLUSHALL/CONFIG/KEYS); MemoryDB takes no `reset…` rule in an
       // access string, and its channels are off by default.
       accessString: operatorAclRules()

@@ -293,7 +293,7 @@ export class PlatformStack extends Stack {
     const props = this.#props;
     const { store } = props;
     // Granted on the functions' side only: a grant through the key or secret policy would tie the data stack to this one.
-    // each role reads its own Redis user's secret, and no other (ElastiCache RBAC: layer/src/keyspace.ts REDIS_ROLES)
+    // each role reads its own Redis user's secret, and no other (ElastiCache RBAC: config/redis-roles.ts REDIS_ROLES)
     const redisSecret = (role: RedisRole) => (role === 'operator' ? store.operatorSecret : store.authSecret);
     const readRedisAuth = (role: RedisRole) =>
       new PolicyStatement({

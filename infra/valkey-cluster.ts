@@ -5,7 +5,7 @@
  * (ElastiCache's default is volatile-lru: an evicted counter is a reset
  * limit), and least privilege by role-based access control: no AUTH token
  * (which is the default user, with every command), the default user off,
- * and one user per role of layer/src/keyspace.ts (REDIS_ROLES: the same names
+ * and one user per role of config/redis-roles.ts (REDIS_ROLES: the same names
  * and rules as the local production shape's ACL users), each with its
  * password in a Secrets Manager secret of its own.
  */

@@ -1,6 +1,6 @@
 /**
  * The local stage's environment, in one place: what the consumers read
- * (functions/shared/settings.ts, layer/src/settings.ts) when they run here
+ * (functions/shared/settings.ts, layer/src/config/settings.ts) when they run here
  * rather than in Lambda. `npm start` (scripts/dev.ts), the tests' and
  * benchmarks' local platform (scripts/local-platform.ts) and the demo
  * (scripts/demo.ts) each say only where their files are.

@@ -4,7 +4,7 @@
  * naming only `DNS:localhost`, made with openssl into a temporary directory),
  * nodes announcing the host name `localhost` as ElastiCache's TLS clusters
  * do, the `default` user off and ACL users instead (the functions' user
- * limited to the platform's commands and key families, layer/src/keyspace.ts;
+ * limited to the platform's commands and key families, config/redis-roles.ts;
  * an operator for the CLI; an administrator for the setup; a replication
  * user), append-only and `noeviction` as in production.
  *

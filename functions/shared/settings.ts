@@ -3,7 +3,7 @@ import { readRefusalLog } from '../../config/refusal-log.ts';
 
 /**
  * What the consumers read from the environment, in one place (the layer's own
- * settings are in layer/src/settings.ts). A bad value is an InvalidSettingError
+ * settings are in layer/src/config/settings.ts). A bad value is an InvalidSettingError
  * naming the variable at cold start.
  *
  * | variable                  | meaning                                                              | default                      |

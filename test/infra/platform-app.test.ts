@@ -479,7 +479,7 @@ describe('The CDK app (ElastiCache for Valkey, the default)', () => {
     const secrets = new Set<string | undefined>();
     for (const [role, { username, rules }] of Object.entries(REDIS_ROLES)) {
       const user = byName.get(username);
-      // the rule set of layer/src/keyspace.ts, as the local users have it (less resetchannels, which
+      // the rule set of config/redis-roles.ts, as the local users have it (less resetchannels, which
       // ElastiCache's access strings do not take)
       assert.equal(user?.AccessString, managedAccessString(role as RedisRole));
       assert.deepEqual(

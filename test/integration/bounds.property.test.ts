@@ -1,5 +1,5 @@
 /**
- * The policy bounds (layer/src/policy.ts POLICY_BOUNDS) hold what they promise:
+ * The policy bounds (layer/src/strategies/strategy.ts POLICY_BOUNDS) hold what they promise:
  * any policy the schema accepts, however extreme its numbers, is decided by
  * Redis at its extremes (cost 1 and its largest cost, a drained bucket, runtime
  * rates at their bounds with the longest pause), never degraded by a number

@@ -1,5 +1,5 @@
 /**
- * The keyspace (layer/src/keyspace.ts) is the one list the ACL users are built
+ * The keyspace (config/redis-roles.ts, from the layer's layer/src/redis/keyspace.ts) is the one list the ACL users are built
  * from: every command a Lua script calls must be in the functions' user's
  * rules (Redis checks commands inside scripts against the caller's ACL), and
  * every key the platform writes must fall under a family's prefix.

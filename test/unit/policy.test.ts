@@ -2,17 +2,20 @@ import assert from 'node:assert/strict';
 import { readdirSync, readFileSync } from 'node:fs';
 import { describe, it } from 'node:test';
 import { compilePolicy, InvalidPolicyError } from '@platform/rate-limit';
+import { STRATEGY_UNITS } from '@platform/rate-limit/policy';
 import fc from 'fast-check';
 
 const FIXTURES = new URL('../fixtures/invalid-policies/', import.meta.url);
+/** `<strategies>` in a fixture's message: every registered strategy, quoted, in the registry's order. */
+const QUOTED = STRATEGY_UNITS.map((unit) => `"${unit.name}"`);
+const STRATEGY_LIST = `${QUOTED.slice(0, -1).join(', ')} or ${QUOTED.at(-1)}`;
 
 describe('Function: compilePolicy', () => {
   for (const file of readdirSync(FIXTURES).filter((f) => f.endsWith('.json'))) {
     it(`rejects ${file.replace('.json', '')} with its exact message`, () => {
-      const { config, error } = JSON.parse(readFileSync(new URL(file, FIXTURES), 'utf8')) as {
-        config: unknown;
-        error: string;
-      };
+      const fixture = JSON.parse(readFileSync(new URL(file, FIXTURES), 'utf8')) as { config: unknown; error: string };
+      const { config } = fixture;
+      const error = fixture.error.replace('<strategies>', STRATEGY_LIST);
       assert.throws(
         () => compilePolicy('fixture', config),
         (e: unknown) => e instanceof InvalidPolicyError && e.message === error && e.policy === 'fixture',

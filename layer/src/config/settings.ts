@@ -22,7 +22,7 @@ import { LOCAL_PARAMETER_PATH } from './parameters.ts';
  */
 export interface LayerSettings {
   readonly redis: RedisSettings;
-  /** The secret holding the Redis credentials (redis-auth.ts), when Redis requires them. */
+  /** The secret holding the Redis credentials (redis/auth.ts), when Redis requires them. */
   readonly redisAuthSecretId: string | undefined;
   /**
    * A file that stands in for Secrets Manager (local runs): the secret's

@@ -72,7 +72,7 @@ export interface LimiterOptions {
   /**
    * Commands left unanswered past their deadline before the connection is
    * reset (a stalled server must not make them pile up). The first user of a
-   * client sets it for all (see redis-access.ts). @default 1000
+   * client sets it for all (see redis/access.ts). @default 1000
    */
   readonly maxAbandonedCommands?: number;
 }

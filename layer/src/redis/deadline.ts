@@ -3,7 +3,7 @@ import type { DegradedReason } from '../core/decision.ts';
 /**
  * What the deadline guard needs of a Redis connection: whether it takes
  * commands now, a way to wait until it does, and a hard reset. ioredis fits
- * it through `ioredisConnection` (redis-connection.ts); tests pass a fake.
+ * it through `ioredisConnection` (connection.ts); tests pass a fake.
  */
 export interface GuardedConnection {
   /** Commands can be sent now. */
@@ -71,8 +71,8 @@ function dropSettled(queue: Queue): void {
  *
  * A command past its deadline stays queued in the client until Redis answers
  * it, and Redis may still run it then: a late check can debit after its
- * caller was answered "degraded". That is accepted (see README "When Redis
- * cannot decide"): the request did happen, so counting it is right for
+ * caller was answered "degraded". That is accepted (docs/manual.md, "When
+ * Redis cannot decide"): the request did happen, so counting it is right for
  * fail-open and only stricter for fail-closed. What is bounded is how many
  * may pile up: past `maxAbandoned`, the connection is reset and they are dropped.
  */
