@@ -16,6 +16,7 @@ import {
 import { createPolicyStore, type PolicyStore } from '@platform/rate-limit/config';
 import { powertoolsObserver, type RefusalRecord } from '@platform/rate-limit/middleware';
 import { PLATFORM_POLICIES } from '../../config/catalogue.ts';
+import { PLATFORM_METRICS } from './metrics.ts';
 import { AcceptedOnce } from './once.ts';
 import { readConsumerSettings } from './settings.ts';
 import { type EventSink, FileEventSink, SqsEventSink } from './sink.ts';
@@ -121,7 +122,7 @@ export function createPlatform(overrides: Partial<Platform> = {}): Platform {
     observer:
       overrides.observer ??
       powertoolsObserver({
-        metrics: new Metrics({ namespace: 'RateLimit', serviceName: 'platform' }),
+        metrics: new Metrics({ namespace: PLATFORM_METRICS.namespace, serviceName: PLATFORM_METRICS.service }),
         logger,
         ...(settings.refusalLog ? { refusals: appendTo(settings.refusalLog) } : {}),
       }),
