@@ -168,9 +168,9 @@ function alarmTopic(scope: Construct, props: ObservabilityProps): Topic {
 }
 
 /** Contributor Insights over the structured refusal log: which keys each policy refused most. */
-function topOffendersRule(scope: Construct, props: ObservabilityProps): CfnInsightRule {
+function topOffendersRule(scope: Construct, props: ObservabilityProps, ruleName: string): CfnInsightRule {
   return new CfnInsightRule(scope, 'TopOffenders', {
-    ruleName: `${props.name}-top-offenders`,
+    ruleName,
     ruleState: 'ENABLED',
     ruleBody: Stack.of(scope).toJsonString({
       Schema: { Name: 'CloudWatchLogRule', Version: 1 },
@@ -186,7 +186,7 @@ function topOffendersRule(scope: Construct, props: ObservabilityProps): CfnInsig
 }
 
 /** The dashboard: every verdict and the check latency per policy, the top offenders, the store. */
-function dashboard(scope: Construct, props: ObservabilityProps, topOffenders: CfnInsightRule): Dashboard {
+function dashboard(scope: Construct, props: ObservabilityProps, topOffendersRuleName: string): Dashboard {
   const board = new Dashboard(scope, 'Dashboard', { dashboardName: props.name });
   board.addWidgets(
     new TextWidget({
@@ -214,7 +214,7 @@ function dashboard(scope: Construct, props: ObservabilityProps, topOffenders: Cf
   board.addWidgets(
     new TopContributorsWidget({
       title: 'Top offenders: the (policy, key) pairs refused most (docs/runbook.md, "Who is being limited")',
-      ruleName: topOffenders.ruleName as string,
+      ruleName: topOffendersRuleName,
       width: 24,
     }),
   );
@@ -414,8 +414,9 @@ export class Observability extends Construct {
   constructor(scope: Construct, id: string, props: ObservabilityProps) {
     super(scope, id);
     this.topic = alarmTopic(this, props);
-    this.topOffenders = topOffendersRule(this, props);
-    this.dashboard = dashboard(this, props, this.topOffenders);
+    const topOffendersName = `${props.name}-top-offenders`;
+    this.dashboard = dashboard(this, props, topOffendersName);
+    this.topOffenders = topOffendersRule(this, props, topOffendersName);
     const alarm = alarmMaker(this, props.name, new SnsAction(this.topic), this.alarms);
     policyAlarms(alarm, props.policies);
     storeAlarms(alarm, props.store);
