@@ -21,8 +21,10 @@ export interface DeployContext extends HygieneContext {
   readonly availabilityZones: readonly string[];
   /**
    * Reserved concurrency by function id (route, worker or operator function):
-   * each its share of the account's, and its Redis connection ceiling. A
-   * function not named has none (it draws on the unreserved pool). @default {} (none)
+   * each its share of the account's, and its Redis connection ceiling; the key
+   * `default` gives every function not named its reservation (a new route is
+   * reserved without an edit here: `reservedConcurrencyFor`). A function not
+   * named, with no default, has none (it draws on the unreserved pool). @default {} (none)
    */
   readonly reservedConcurrency: Readonly<Record<string, number>>;
   /** An existing Cognito user pool the login verifies against; absent, the data stack creates one. */
@@ -163,6 +165,17 @@ const Schema = v.object({
   // tags, budget, tracing, apiGatewayAccountRole (infra/stage-hygiene.ts)
   ...HYGIENE_ENTRIES,
 });
+
+/** The key of `reservedConcurrency` that reserves every function the stage file does not name. */
+export const DEFAULT_RESERVATION = 'default';
+
+/** A function's reserved concurrency: its own entry, else the stage's default, else none. */
+export function reservedConcurrencyFor(
+  reserved: DeployContext['reservedConcurrency'],
+  functionId: string,
+): number | undefined {
+  return reserved[functionId] ?? reserved[DEFAULT_RESERVATION];
+}
 
 /** Every context value the app reads (`-c <name>=<value>`). */
 export const CONTEXT_NAMES = Object.keys(Schema.entries) as readonly (keyof typeof Schema.entries)[];

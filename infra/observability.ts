@@ -8,7 +8,7 @@
  * metrics are AWS's own for the resources deployed.
  */
 
-import { REFUSAL_LOG } from '@platform/rate-limit/middleware';
+import { OBSERVER_METRICS, REFUSAL_LOG } from '@platform/rate-limit/middleware';
 import { Aws, Duration, Stack } from 'aws-cdk-lib';
 import {
   Alarm,
@@ -32,10 +32,14 @@ import { Topic } from 'aws-cdk-lib/aws-sns';
 import { EmailSubscription, UrlSubscription } from 'aws-cdk-lib/aws-sns-subscriptions';
 import type { IQueue } from 'aws-cdk-lib/aws-sqs';
 import { Construct } from 'constructs';
+import { PLATFORM_METRICS } from '../functions/shared/metrics.ts';
 import type { DurableStore, StoreMetric } from './durable-store.ts';
 
-/** Where the consumers' metrics land (functions/shared/platform.ts). */
-export const LIMITER_METRICS = { namespace: 'RateLimit', service: 'platform' } as const;
+/** Where the consumers' metrics land: the names the functions' observer publishes under (functions/shared/metrics.ts). */
+export const LIMITER_METRICS = PLATFORM_METRICS;
+
+/** The observer's names (the layer's middleware): one count per verdict, and the check's latency. */
+const { outcomes: OUTCOME, latency: CHECK_LATENCY } = OBSERVER_METRICS;
 
 /**
  * The alarm thresholds of docs/runbook.md, in one place. `minutes` of `outOf`
@@ -129,6 +133,276 @@ class TopContributorsWidget extends ConcreteWidget {
   }
 }
 
+const MINUTE = Duration.minutes(1);
+
+/** A limiter metric of one policy, per minute (the dimensions the observer publishes). */
+function limiterMetric(metricName: string, policy: string, statistic: string): Metric {
+  return new Metric({
+    namespace: LIMITER_METRICS.namespace,
+    metricName,
+    dimensionsMap: { service: LIMITER_METRICS.service, policy },
+    statistic,
+    period: MINUTE,
+    label: policy,
+  });
+}
+
+/** Creates one alarm, named after its runbook section, notifying the topic in alarm and back to OK. */
+type AlarmMaker = (id: string, description: string, metric: IMetric, when: Threshold) => Alarm;
+
+/** The topic every alarm notifies, encrypted by a key CloudWatch may use (not aws/sns), with its subscribers. */
+function alarmTopic(scope: Construct, props: ObservabilityProps): Topic {
+  const key = new Key(scope, 'AlarmTopicKey', {
+    description: `${props.name}: the alarm topic`,
+    enableKeyRotation: true,
+  });
+  key.grant(new ServicePrincipal('cloudwatch.amazonaws.com'), 'kms:Decrypt', 'kms:GenerateDataKey*');
+  const topic = new Topic(scope, 'AlarmTopic', {
+    topicName: `${props.name}-alarms`,
+    masterKey: key,
+    enforceSSL: true,
+  });
+  for (const email of props.notify.emails) topic.addSubscription(new EmailSubscription(email));
+  for (const url of props.notify.urls) topic.addSubscription(new UrlSubscription(url));
+  return topic;
+}
+
+/** Contributor Insights over the structured refusal log: which keys each policy refused most. */
+function topOffendersRule(scope: Construct, props: ObservabilityProps, ruleName: string): CfnInsightRule {
+  return new CfnInsightRule(scope, 'TopOffenders', {
+    ruleName,
+    ruleState: 'ENABLED',
+    ruleBody: Stack.of(scope).toJsonString({
+      Schema: { Name: 'CloudWatchLogRule', Version: 1 },
+      LogGroupNames: props.refusalLogGroups.map((group) => group.logGroupName),
+      LogFormat: 'JSON',
+      Contribution: {
+        Keys: REFUSAL_LOG.keyFields.map((field) => `$.${field}`),
+        Filters: [{ Match: '$.message', In: [REFUSAL_LOG.message] }],
+      },
+      AggregateOn: 'Count',
+    }),
+  });
+}
+
+/** The dashboard: every verdict and the check latency per policy, the top offenders, the store. */
+function dashboard(scope: Construct, props: ObservabilityProps, topOffendersRuleName: string): Dashboard {
+  const board = new Dashboard(scope, 'Dashboard', { dashboardName: props.name });
+  board.addWidgets(
+    new TextWidget({
+      markdown: `# ${props.name}\nEach alarm is explained, with what to do, in docs/runbook.md ("The alarms").`,
+      width: 24,
+      height: 2,
+    }),
+  );
+  for (const outcome of Object.values(OUTCOME)) {
+    board.addWidgets(
+      new GraphWidget({
+        title: `${outcome} per policy (count / min)`,
+        width: 24,
+        left: props.policies.map((p) => limiterMetric(outcome, p.name, 'Sum')),
+      }),
+    );
+  }
+  const latency = (percentile: 'p50' | 'p99') =>
+    new GraphWidget({
+      title: `Check latency ${percentile} per policy (ms)`,
+      width: 12,
+      left: props.policies.map((p) => limiterMetric(CHECK_LATENCY, p.name, percentile)),
+    });
+  board.addWidgets(latency('p50'), latency('p99'));
+  board.addWidgets(
+    new TopContributorsWidget({
+      title: 'Top offenders: the (policy, key) pairs refused most (docs/runbook.md, "Who is being limited")',
+      ruleName: topOffendersRuleName,
+      width: 24,
+    }),
+  );
+  const storeGraph = (title: string, metric: StoreMetric) =>
+    new GraphWidget({ title, width: 8, left: props.store.metrics(metric, MINUTE) });
+  board.addWidgets(
+    storeGraph('Redis engine CPU (%)', 'EngineCPUUtilization'),
+    storeGraph('Redis memory (% of maxmemory)', 'DatabaseMemoryUsagePercentage'),
+    storeGraph('Redis connections', 'CurrConnections'),
+  );
+  board.addWidgets(
+    storeGraph('Redis evictions (must stay 0)', 'Evictions'),
+    storeGraph('Replication lag (s)', 'ReplicationLag'),
+  );
+  return board;
+}
+
+/** The alarm maker of a scope: each alarm it makes notifies `action` and joins `alarms`. */
+function alarmMaker(scope: Construct, name: string, action: SnsAction, alarms: Alarm[]): AlarmMaker {
+  return (id, description, metric, when) => {
+    const created = new Alarm(scope, id, {
+      alarmName: `${name} ${id}`,
+      alarmDescription: `${description} See docs/runbook.md.`,
+      metric,
+      threshold: 'above' in when ? when.above : 'below' in when ? when.below : when.atLeast,
+      evaluationPeriods: when.outOf,
+      datapointsToAlarm: when.minutes,
+      comparisonOperator:
+        'above' in when
+          ? ComparisonOperator.GREATER_THAN_THRESHOLD
+          : 'below' in when
+            ? ComparisonOperator.LESS_THAN_THRESHOLD
+            : ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
+      treatMissingData: 'below' in when ? TreatMissingData.BREACHING : TreatMissingData.NOT_BREACHING,
+    });
+    created.addAlarmAction(action);
+    created.addOkAction(action);
+    alarms.push(created);
+    return created;
+  };
+}
+
+/** Per policy: its degraded verdicts (when a verdict names it, as its failure mode says) and its slow checks. */
+function policyAlarms(alarm: AlarmMaker, policies: readonly ObservedPolicy[]): void {
+  for (const policy of policies) {
+    if (policy.degradedAs === 'closed') {
+      const metric = OUTCOME['degraded-closed'];
+      alarm(
+        `${metric}-${policy.name}`,
+        `"${metric} in 3 of 5 minutes": ${policy.name} refused callers because the limiter could not decide.`,
+        limiterMetric(metric, policy.name, 'Sum'),
+        ALARMS.degradedClosed,
+      );
+    } else if (policy.degradedAs === 'open') {
+      const metric = OUTCOME['degraded-open'];
+      alarm(
+        `${metric}-${policy.name}`,
+        `"${metric} in 3 of 5 minutes": ${policy.name} let callers through unchecked because the limiter could not decide.`,
+        limiterMetric(metric, policy.name, 'Sum'),
+        ALARMS.degradedOpen,
+      );
+    }
+    alarm(
+      `CheckLatencyP99-${policy.name}`,
+      `"Check latency p99 > 20 ms": ${policy.name} checks are slow.`,
+      limiterMetric(CHECK_LATENCY, policy.name, 'p99'),
+      ALARMS.checkLatencyP99Ms,
+    );
+  }
+}
+
+/** The store: the worst node's memory, evictions, CPU and connections, each listed node seen reporting, its write throttle. */
+function storeAlarms(alarm: AlarmMaker, store: DurableStore): void {
+  const worstOf = (metric: StoreMetric, statistic: 'MAX' | 'SUM') => {
+    const metrics = store.metrics(metric, MINUTE);
+    const usingMetrics = Object.fromEntries(metrics.map((m, i) => [`m${i}`, m]));
+    return new MathExpression({
+      expression: `${statistic}([${Object.keys(usingMetrics).join(',')}])`,
+      usingMetrics,
+      period: MINUTE,
+      label: metric,
+    });
+  };
+  alarm(
+    'RedisMemory',
+    '"Redis memory > 80 %": at 100 % every admit fails (noeviction by design).',
+    worstOf('DatabaseMemoryUsagePercentage', 'MAX'),
+    ALARMS.redisMemoryPercent,
+  );
+  alarm(
+    'RedisEvictions',
+    '"Evictions > 0": counters are being dropped, limits silently reset. Must stay 0.',
+    worstOf('Evictions', 'SUM'),
+    ALARMS.evictions,
+  );
+  alarm(
+    'RedisEngineCpu',
+    '"Redis engine CPU > 80 %": checks slow down, then time out past their budget.',
+    worstOf('EngineCPUUtilization', 'MAX'),
+    ALARMS.redisCpuPercent,
+  );
+  alarm(
+    'RedisConnections',
+    '"Redis connections > 5000": more containers than the route table plans for (reserved concurrency), or a leak.',
+    worstOf('CurrConnections', 'MAX'),
+    ALARMS.redisConnections,
+  );
+  // The worst-of alarms above read the nodes of the store's list and treat a missing node as fine: each
+  // node of the list must also be seen reporting, or its own alarm goes off (a node gone, or node ids
+  // that are not the list's: the worst-of alarms would otherwise stay green on metrics nobody reports).
+  for (const [node, reports] of store.nodeMetrics?.('CurrConnections', MINUTE, 'SampleCount') ?? []) {
+    alarm(
+      `RedisNodeSilent-${node}`,
+      `"Redis node silent": ${node} reported no metrics for 5 minutes: the node is gone, or its id is not the one the alarms watch (redeploy the data stack's shape).`,
+      reports,
+      ALARMS.redisNodeSilent,
+    );
+  }
+  if (store.kind === 'elasticache') {
+    alarm(
+      'RedisTrafficManagement',
+      '"TrafficManagementActive": a durable primary is throttling writes (past ~100 MiB/s); admits slow down.',
+      worstOf('TrafficManagementActive', 'MAX'),
+      ALARMS.trafficManagement,
+    );
+  }
+}
+
+/** Per function: failed invocations and throttles. */
+function functionAlarms(alarm: AlarmMaker, functions: ReadonlyMap<string, IFunction>): void {
+  for (const [functionId, fn] of functions) {
+    alarm(
+      `FunctionErrors-${functionId}`,
+      `"Function errors": ${functionId} failed invocations (an answer of 5xx, a crash, a timeout).`,
+      fn.metricErrors({ period: MINUTE, statistic: 'Sum' }),
+      ALARMS.functionErrors,
+    );
+    alarm(
+      `FunctionThrottles-${functionId}`,
+      `"Function throttles": ${functionId} hit its reserved concurrency or the account's.`,
+      fn.metricThrottles({ period: MINUTE, statistic: 'Sum' }),
+      ALARMS.functionThrottles,
+    );
+  }
+}
+
+/** The edge: the REST API's server errors and latency, the WAF's blocks. */
+function edgeAlarms(alarm: AlarmMaker, region: string, props: ObservabilityProps): void {
+  const apiMetric = (metricName: string, statistic: string) =>
+    new Metric({
+      namespace: 'AWS/ApiGateway',
+      metricName,
+      dimensionsMap: { ApiName: props.api.name, Stage: props.api.stage },
+      statistic,
+      period: MINUTE,
+    });
+  alarm('Api5xx', '"API 5XX": callers got server errors.', apiMetric('5XXError', 'Sum'), ALARMS.api5xx);
+  alarm('ApiLatencyP99', '"API latency p99 > 2 s".', apiMetric('Latency', 'p99'), ALARMS.apiLatencyP99Ms);
+  alarm(
+    'WafBlocked',
+    '"WAF blocks > 1000 a minute": a flood at the outer line (or a rule blocking real callers).',
+    new Metric({
+      namespace: 'AWS/WAFV2',
+      metricName: 'BlockedRequests',
+      dimensionsMap: { WebACL: props.webAclMetricName, Region: region, Rule: 'ALL' },
+      statistic: 'Sum',
+      period: MINUTE,
+    }),
+    ALARMS.wafBlocked,
+  );
+}
+
+/** The events queue: dead letters, and the oldest event waiting. */
+function queueAlarms(alarm: AlarmMaker, props: ObservabilityProps): void {
+  alarm(
+    'DeadLetters',
+    '"Dead letters > 0": accepted events the pipe could not put on the stage bus 5 times (infra/event-bus.ts).',
+    props.deadLetters.metricApproximateNumberOfMessagesVisible({ period: MINUTE, statistic: 'Maximum' }),
+    ALARMS.deadLetters,
+  );
+  alarm(
+    'QueueAge',
+    '"Oldest accepted event > 5 min": the pipe to the stage bus is not draining the events queue.',
+    props.events.metricApproximateAgeOfOldestMessage({ period: MINUTE, statistic: 'Maximum' }),
+    ALARMS.queueAgeSeconds,
+  );
+}
+
 export class Observability extends Construct {
   readonly dashboard: Dashboard;
   /** The Contributor Insights rule of the refusal log (top offenders per policy). */
@@ -139,244 +413,15 @@ export class Observability extends Construct {
 
   constructor(scope: Construct, id: string, props: ObservabilityProps) {
     super(scope, id);
-    const minute = Duration.minutes(1);
-    const limiterMetric = (metricName: string, policy: string, statistic: string) =>
-      new Metric({
-        namespace: LIMITER_METRICS.namespace,
-        metricName,
-        dimensionsMap: { service: LIMITER_METRICS.service, policy },
-        statistic,
-        period: minute,
-        label: policy,
-      });
-
-    // CloudWatch publishes to an encrypted topic only through a key whose policy lets it (not aws/sns).
-    const key = new Key(this, 'AlarmTopicKey', {
-      description: `${props.name}: the alarm topic`,
-      enableKeyRotation: true,
-    });
-    key.grant(new ServicePrincipal('cloudwatch.amazonaws.com'), 'kms:Decrypt', 'kms:GenerateDataKey*');
-    this.topic = new Topic(this, 'AlarmTopic', {
-      topicName: `${props.name}-alarms`,
-      masterKey: key,
-      enforceSSL: true,
-    });
-    for (const email of props.notify.emails) this.topic.addSubscription(new EmailSubscription(email));
-    for (const url of props.notify.urls) this.topic.addSubscription(new UrlSubscription(url));
-    const action = new SnsAction(this.topic);
-
-    this.dashboard = new Dashboard(this, 'Dashboard', { dashboardName: props.name });
-    this.dashboard.addWidgets(
-      new TextWidget({
-        markdown: `# ${props.name}\nEach alarm is explained, with what to do, in docs/runbook.md ("The alarms").`,
-        width: 24,
-        height: 2,
-      }),
-    );
-    const outcomes = ['Allowed', 'Limited', 'ShadowLimited', 'DegradedOpen', 'DegradedClosed'] as const;
-    for (const outcome of outcomes) {
-      this.dashboard.addWidgets(
-        new GraphWidget({
-          title: `${outcome} per policy (count / min)`,
-          width: 24,
-          left: props.policies.map((p) => limiterMetric(outcome, p.name, 'Sum')),
-        }),
-      );
-    }
-    this.dashboard.addWidgets(
-      new GraphWidget({
-        title: 'Check latency p50 per policy (ms)',
-        width: 12,
-        left: props.policies.map((p) => limiterMetric('CheckLatency', p.name, 'p50')),
-      }),
-      new GraphWidget({
-        title: 'Check latency p99 per policy (ms)',
-        width: 12,
-        left: props.policies.map((p) => limiterMetric('CheckLatency', p.name, 'p99')),
-      }),
-    );
-    this.topOffenders = new CfnInsightRule(this, 'TopOffenders', {
-      ruleName: `${props.name}-top-offenders`,
-      ruleState: 'ENABLED',
-      // Contributor Insights over the structured refusal log: which keys each policy refused most
-      ruleBody: Stack.of(this).toJsonString({
-        Schema: { Name: 'CloudWatchLogRule', Version: 1 },
-        LogGroupNames: props.refusalLogGroups.map((group) => group.logGroupName),
-        LogFormat: 'JSON',
-        Contribution: {
-          Keys: REFUSAL_LOG.keyFields.map((field) => `$.${field}`),
-          Filters: [{ Match: '$.message', In: [REFUSAL_LOG.message] }],
-        },
-        AggregateOn: 'Count',
-      }),
-    });
-    this.dashboard.addWidgets(
-      new TopContributorsWidget({
-        title: 'Top offenders: the (policy, key) pairs refused most (docs/runbook.md, "Who is being limited")',
-        ruleName: this.topOffenders.ruleName as string,
-        width: 24,
-      }),
-    );
-    const storeGraph = (title: string, metric: StoreMetric) =>
-      new GraphWidget({ title, width: 8, left: props.store.metrics(metric, minute) });
-    this.dashboard.addWidgets(
-      storeGraph('Redis engine CPU (%)', 'EngineCPUUtilization'),
-      storeGraph('Redis memory (% of maxmemory)', 'DatabaseMemoryUsagePercentage'),
-      storeGraph('Redis connections', 'CurrConnections'),
-    );
-    this.dashboard.addWidgets(
-      storeGraph('Redis evictions (must stay 0)', 'Evictions'),
-      storeGraph('Replication lag (s)', 'ReplicationLag'),
-    );
-
-    const alarm = (id: string, description: string, metric: IMetric, when: Threshold) => {
-      const created = new Alarm(this, id, {
-        alarmName: `${props.name} ${id}`,
-        alarmDescription: `${description} See docs/runbook.md.`,
-        metric,
-        threshold: 'above' in when ? when.above : 'below' in when ? when.below : when.atLeast,
-        evaluationPeriods: when.outOf,
-        datapointsToAlarm: when.minutes,
-        comparisonOperator:
-          'above' in when
-            ? ComparisonOperator.GREATER_THAN_THRESHOLD
-            : 'below' in when
-              ? ComparisonOperator.LESS_THAN_THRESHOLD
-              : ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
-        treatMissingData: 'below' in when ? TreatMissingData.BREACHING : TreatMissingData.NOT_BREACHING,
-      });
-      created.addAlarmAction(action);
-      created.addOkAction(action);
-      this.alarms.push(created);
-      return created;
-    };
-
-    for (const policy of props.policies) {
-      if (policy.degradedAs === 'closed') {
-        alarm(
-          `DegradedClosed-${policy.name}`,
-          `"DegradedClosed in 3 of 5 minutes": ${policy.name} refused callers because the limiter could not decide.`,
-          limiterMetric('DegradedClosed', policy.name, 'Sum'),
-          ALARMS.degradedClosed,
-        );
-      } else if (policy.degradedAs === 'open') {
-        alarm(
-          `DegradedOpen-${policy.name}`,
-          `"DegradedOpen in 3 of 5 minutes": ${policy.name} let callers through unchecked because the limiter could not decide.`,
-          limiterMetric('DegradedOpen', policy.name, 'Sum'),
-          ALARMS.degradedOpen,
-        );
-      }
-      alarm(
-        `CheckLatencyP99-${policy.name}`,
-        `"Check latency p99 > 20 ms": ${policy.name} checks are slow.`,
-        limiterMetric('CheckLatency', policy.name, 'p99'),
-        ALARMS.checkLatencyP99Ms,
-      );
-    }
-
-    const worstOf = (metric: StoreMetric, statistic: 'MAX' | 'SUM') => {
-      const metrics = props.store.metrics(metric, minute);
-      const usingMetrics = Object.fromEntries(metrics.map((m, i) => [`m${i}`, m]));
-      return new MathExpression({
-        expression: `${statistic}([${Object.keys(usingMetrics).join(',')}])`,
-        usingMetrics,
-        period: minute,
-        label: metric,
-      });
-    };
-    alarm(
-      'RedisMemory',
-      '"Redis memory > 80 %": at 100 % every admit fails (noeviction by design).',
-      worstOf('DatabaseMemoryUsagePercentage', 'MAX'),
-      ALARMS.redisMemoryPercent,
-    );
-    alarm(
-      'RedisEvictions',
-      '"Evictions > 0": counters are being dropped, limits silently reset. Must stay 0.',
-      worstOf('Evictions', 'SUM'),
-      ALARMS.evictions,
-    );
-    alarm(
-      'RedisEngineCpu',
-      '"Redis engine CPU > 80 %": checks slow down, then time out past their budget.',
-      worstOf('EngineCPUUtilization', 'MAX'),
-      ALARMS.redisCpuPercent,
-    );
-    alarm(
-      'RedisConnections',
-      '"Redis connections > 5000": more containers than the route table plans for (reserved concurrency), or a leak.',
-      worstOf('CurrConnections', 'MAX'),
-      ALARMS.redisConnections,
-    );
-    // The worst-of alarms above read the nodes of the store's list and treat a missing node as fine: each
-    // node of the list must also be seen reporting, or its own alarm goes off (a node gone, or node ids
-    // that are not the list's: the worst-of alarms would otherwise stay green on metrics nobody reports).
-    for (const [node, reports] of props.store.nodeMetrics?.('CurrConnections', minute, 'SampleCount') ?? []) {
-      alarm(
-        `RedisNodeSilent-${node}`,
-        `"Redis node silent": ${node} reported no metrics for 5 minutes: the node is gone, or its id is not the one the alarms watch (redeploy the data stack's shape).`,
-        reports,
-        ALARMS.redisNodeSilent,
-      );
-    }
-    if (props.store.kind === 'elasticache') {
-      alarm(
-        'RedisTrafficManagement',
-        '"TrafficManagementActive": a durable primary is throttling writes (past ~100 MiB/s); admits slow down.',
-        worstOf('TrafficManagementActive', 'MAX'),
-        ALARMS.trafficManagement,
-      );
-    }
-
-    for (const [functionId, fn] of props.functions) {
-      alarm(
-        `FunctionErrors-${functionId}`,
-        `"Function errors": ${functionId} failed invocations (an answer of 5xx, a crash, a timeout).`,
-        fn.metricErrors({ period: minute, statistic: 'Sum' }),
-        ALARMS.functionErrors,
-      );
-      alarm(
-        `FunctionThrottles-${functionId}`,
-        `"Function throttles": ${functionId} hit its reserved concurrency or the account's.`,
-        fn.metricThrottles({ period: minute, statistic: 'Sum' }),
-        ALARMS.functionThrottles,
-      );
-    }
-
-    const apiMetric = (metricName: string, statistic: string) =>
-      new Metric({
-        namespace: 'AWS/ApiGateway',
-        metricName,
-        dimensionsMap: { ApiName: props.api.name, Stage: props.api.stage },
-        statistic,
-        period: minute,
-      });
-    alarm('Api5xx', '"API 5XX": callers got server errors.', apiMetric('5XXError', 'Sum'), ALARMS.api5xx);
-    alarm('ApiLatencyP99', '"API latency p99 > 2 s".', apiMetric('Latency', 'p99'), ALARMS.apiLatencyP99Ms);
-    alarm(
-      'WafBlocked',
-      '"WAF blocks > 1000 a minute": a flood at the outer line (or a rule blocking real callers).',
-      new Metric({
-        namespace: 'AWS/WAFV2',
-        metricName: 'BlockedRequests',
-        dimensionsMap: { WebACL: props.webAclMetricName, Region: Stack.of(this).region, Rule: 'ALL' },
-        statistic: 'Sum',
-        period: minute,
-      }),
-      ALARMS.wafBlocked,
-    );
-    alarm(
-      'DeadLetters',
-      '"Dead letters > 0": accepted events the pipe could not put on the stage bus 5 times (infra/event-bus.ts).',
-      props.deadLetters.metricApproximateNumberOfMessagesVisible({ period: minute, statistic: 'Maximum' }),
-      ALARMS.deadLetters,
-    );
-    alarm(
-      'QueueAge',
-      '"Oldest accepted event > 5 min": the pipe to the stage bus is not draining the events queue.',
-      props.events.metricApproximateAgeOfOldestMessage({ period: minute, statistic: 'Maximum' }),
-      ALARMS.queueAgeSeconds,
-    );
+    this.topic = alarmTopic(this, props);
+    const topOffendersName = `${props.name}-top-offenders`;
+    this.dashboard = dashboard(this, props, topOffendersName);
+    this.topOffenders = topOffendersRule(this, props, topOffendersName);
+    const alarm = alarmMaker(this, props.name, new SnsAction(this.topic), this.alarms);
+    policyAlarms(alarm, props.policies);
+    storeAlarms(alarm, props.store);
+    functionAlarms(alarm, props.functions);
+    edgeAlarms(alarm, Stack.of(this).region, props);
+    queueAlarms(alarm, props);
   }
 }

@@ -35,7 +35,7 @@ import { type OperatorFunction, operated, scheduled, services } from '../functio
 import { StageBudget } from './budget.ts';
 import { acknowledgeTracing, consumerFunctionBase } from './consumer-function.ts';
 import { ConsumerHealth } from './consumer-health.ts';
-import { type DeployContext, InvalidContextError } from './context.ts';
+import { DEFAULT_RESERVATION, type DeployContext, InvalidContextError, reservedConcurrencyFor } from './context.ts';
 import { checkDeployedEnvironment } from './deployed-environment.ts';
 import type { DurableStore } from './durable-store.ts';
 import { EventBus } from './event-bus.ts';
@@ -230,17 +230,17 @@ export class PlatformStack extends Stack {
     const { context, routes } = this.#props;
     const known = new Set([...routes.map((r) => r.id), ...operated.map((o) => o.id), ...scheduled.map((w) => w.id)]);
     for (const id of Object.keys(context.reservedConcurrency)) {
-      if (!known.has(id)) {
+      if (!known.has(id) && id !== DEFAULT_RESERVATION) {
         throw new InvalidContextError(
-          `context reservedConcurrency: "${id}" is no function of the platform (${[...known].join(', ')})`,
+          `context reservedConcurrency: "${id}" is no function of the platform (${[...known].join(', ')}; or ${DEFAULT_RESERVATION}, for every function not named)`,
         );
       }
     }
   }
 
-  /** A function's reserved concurrency from the stage file: none unless it names one. */
+  /** A function's reserved concurrency from the stage file: its own, else the file's default, else none. */
   #reserved(id: string): { reservedConcurrentExecutions?: number } {
-    const reserved = this.#props.context.reservedConcurrency[id];
+    const reserved = reservedConcurrencyFor(this.#props.context.reservedConcurrency, id);
     return reserved === undefined ? {} : { reservedConcurrentExecutions: reserved };
   }
 
@@ -485,7 +485,7 @@ export class PlatformStack extends Stack {
             harvester: {
               worker: harvester,
               ...context.harvester,
-              reservedConcurrency: context.reservedConcurrency[harvester.id],
+              reservedConcurrency: reservedConcurrencyFor(context.reservedConcurrency, harvester.id),
             },
           }
         : {}),

@@ -2,7 +2,9 @@
  * `npm run docs:catalogue`: the tables the docs hold about the catalogue,
  * rendered from config/policies.json (the numbers), the strategy registry
  * (how each strategy reads) and the route table and workers (who checks
- * what), each between its markers. A test compares every table in the docs
+ * what), each between its markers. The tables that grow with a policy or a
+ * route are all in docs/catalogue.md (one table each, linked from the other
+ * docs), so adding a route regenerates one file. A test compares every table in the docs
  * with this rendering cell by cell, so the docs cannot drift from the
  * catalogue again. (The script then runs Biome on the files it wrote, so
  * the tree stays formatted; cells compare trimmed.)
@@ -14,17 +16,23 @@ import { STRATEGY_UNITS, unitOf } from '@platform/rate-limit/policy';
 import { API_ROLES, type RoleLimits } from '../config/api-roles.ts';
 import type { PolicyName } from '../config/catalogue.ts';
 import catalogue from '../config/policies.json' with { type: 'json' };
-import type { KeySource } from '../functions/route.ts';
+import type { KeySource, Route } from '../functions/route.ts';
 import { checksOf, routes } from '../functions/routes.ts';
 import { scheduled, services } from '../functions/workers.ts';
 
-const POLICIES = compilePolicies(catalogue);
-const policy = (name: string) => POLICIES.get(name) as CompiledPolicy;
+/** What the tables are rendered from: the compiled catalogue and the route table (a test renders a route added). */
+export interface CatalogueInput {
+  readonly policies: ReadonlyMap<string, CompiledPolicy>;
+  readonly routes: readonly Route[];
+}
+
+/** The repository's own catalogue and route table. */
+export const CATALOGUE: CatalogueInput = { policies: compilePolicies(catalogue), routes };
 
 /** The consumers (route and worker ids) that check a policy, as the deployment derives them. */
-function checkedBy(name: PolicyName): string[] {
+function checkedBy(input: CatalogueInput, name: PolicyName): string[] {
   const ids = new Set<string>();
-  for (const route of routes) if (checksOf(route).flat().includes(name)) ids.add(route.id);
+  for (const route of input.routes) if (checksOf(route).flat().includes(name)) ids.add(route.id);
   for (const worker of [...scheduled, ...services]) if (worker.policies.includes(name)) ids.add(worker.id);
   return [...ids];
 }
@@ -44,40 +52,38 @@ export interface GeneratedTable {
   /** The marker name: `<!-- <name>:begin (npm run docs:catalogue) -->` … `<!-- <name>:end -->`. */
   readonly name: string;
   readonly header: readonly string[];
-  rows(): string[][];
+  rows(input?: CatalogueInput): string[][];
 }
 
-/** A policy's cells of the two policy tables: its name, who checks it, how it counts, and its failure mode. */
-const POLICY_COLUMNS = ['policy', 'checked by', 'strategy', 'quota', 'failure mode'] as const;
-function policyCells(name: string, p: CompiledPolicy): string[] {
-  return [
-    `\`${name}\``,
-    checkedBy(name as PolicyName).join(', ') || '–',
-    strategyOf(p),
-    unitOf(p.strategy).describe(p.config),
-    p.failureMode,
-  ];
-}
+const CATALOGUE_DOC = new URL('../docs/catalogue.md', import.meta.url);
 
-/** docs/configuration.md: every policy, its numbers, who checks it, and its group. */
+/** docs/catalogue.md: every policy, who checks it, how it counts, its failure mode and its group. */
 const policyTable: GeneratedTable = {
-  doc: new URL('../docs/configuration.md', import.meta.url),
-  name: 'catalogue',
-  header: [...POLICY_COLUMNS, 'group'],
-  rows: () =>
-    [...POLICIES].map(([name, p]) => [...policyCells(name, p), p.group === undefined ? '–' : `\`${p.group}\``]),
+  doc: CATALOGUE_DOC,
+  name: 'policies',
+  header: ['policy', 'checked by', 'strategy', 'quota', 'failure mode', 'group'],
+  rows: (input = CATALOGUE) =>
+    [...input.policies].map(([name, p]) => [
+      `\`${name}\``,
+      checkedBy(input, name as PolicyName).join(', ') || '–',
+      strategyOf(p),
+      unitOf(p.strategy).describe(p.config),
+      p.failureMode,
+      p.group === undefined ? '–' : `\`${p.group}\``,
+    ]),
 };
 
-/** docs/consumers.md: each consumer, where it is reached, what it checks and on what key. */
+/** docs/catalogue.md: each consumer, where it is reached, what it checks and on what key. */
 const consumerTable: GeneratedTable = {
-  doc: new URL('../docs/consumers.md', import.meta.url),
+  doc: CATALOGUE_DOC,
   name: 'consumers',
   header: ['consumer', 'reached at', 'limits (policy: key, quota)', 'failure mode'],
-  rows: () => {
+  rows: (input = CATALOGUE) => {
+    const policy = (name: string) => input.policies.get(name) as CompiledPolicy;
     const limitCell = (name: string, key: string) =>
       `\`${name}\`: ${key}, ${unitOf(policy(name).strategy).describe(policy(name).config)}`;
     const modes = (names: readonly string[]) => [...new Set(names.map((n) => policy(n).failureMode))].join(', ');
-    const routeRows = routes.map((route) => {
+    const routeRows = input.routes.map((route) => {
       const middleware = route.limits.map((limit) =>
         typeof limit.policy === 'string'
           ? limitCell(limit.policy, KEY_SOURCE[limit.key.from](limit.key))
@@ -131,15 +137,7 @@ const strategyTable: GeneratedTable = {
     ]),
 };
 
-/** docs/design.md: the limits, one policy a row: who checks it, how it counts, and what it does when Redis cannot decide. */
-const limitsTable: GeneratedTable = {
-  doc: new URL('../docs/design.md', import.meta.url),
-  name: 'limits',
-  header: POLICY_COLUMNS,
-  rows: () => [...POLICIES].map(([name, p]) => policyCells(name, p)),
-};
-
-export const GENERATED_TABLES: readonly GeneratedTable[] = [policyTable, consumerTable, strategyTable, limitsTable];
+export const GENERATED_TABLES: readonly GeneratedTable[] = [policyTable, consumerTable, strategyTable];
 
 const markers = (table: GeneratedTable) =>
   [`<!-- ${table.name}:begin (npm run docs:catalogue) -->`, `<!-- ${table.name}:end -->`] as const;

@@ -8,6 +8,7 @@ import { createPolicyStore, type PolicyStore, readSettings } from '@platform/rat
 import { powertoolsObserver, type RefusalRecord } from '@platform/rate-limit/middleware';
 import { authenticateFromSecret, ioredisConnection, secretReader } from '@platform/rate-limit/redis';
 import { PLATFORM_POLICIES } from '../../config/catalogue.ts';
+import { PLATFORM_METRICS } from './metrics.ts';
 import { AcceptedOnce } from './once.ts';
 import { readConsumerSettings } from './settings.ts';
 import { type EventSink, FileEventSink, SqsEventSink } from './sink.ts';
@@ -113,7 +114,7 @@ export function createPlatform(overrides: Partial<Platform> = {}): Platform {
     observer:
       overrides.observer ??
       powertoolsObserver({
-        metrics: new Metrics({ namespace: 'RateLimit', serviceName: 'platform' }),
+        metrics: new Metrics({ namespace: PLATFORM_METRICS.namespace, serviceName: PLATFORM_METRICS.service }),
         logger,
         ...(settings.refusalLog ? { refusals: appendTo(settings.refusalLog) } : {}),
       }),

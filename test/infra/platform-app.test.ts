@@ -27,7 +27,7 @@ import { platform as sharedPlatform } from '../../functions/shared/platform.ts';
 import { signSlackBody } from '../../functions/slack/signature.ts';
 import { operated } from '../../functions/workers.ts';
 import { createPlatformApp, type PlatformApp, readStageFile, STAGES_DIR } from '../../infra/app.ts';
-import { InvalidContextError } from '../../infra/context.ts';
+import { InvalidContextError, reservedConcurrencyFor } from '../../infra/context.ts';
 import { bedrockModelIds, DEFAULT_ROUTE_TIMEOUT_SECONDS } from '../../infra/platform-stack.ts';
 import { API_SECURITY_POLICY, MANAGED_RULE_GROUPS } from '../../infra/public-api.ts';
 import { buildAll } from '../../scripts/build.ts';
@@ -1245,12 +1245,12 @@ describe('The alarms (all consumers deployed)', () => {
     });
   });
 
-  it('gives each function the reserved concurrency the stage file names (infra/stages/prod.json)', () => {
+  it('gives each function the reserved concurrency the stage file names (infra/stages/prod.json), else its default', () => {
     const reserved = (readStageFile(STAGES_DIR, 'prod').reservedConcurrency ?? {}) as Record<string, number>;
     for (const route of routes) {
       template.hasResourceProperties('AWS::Lambda::Function', {
         FunctionName: `ratelimit-prod-${route.id}`,
-        ReservedConcurrentExecutions: reserved[route.id],
+        ReservedConcurrentExecutions: reservedConcurrencyFor(reserved, route.id),
       });
     }
     template.hasResourceProperties('AWS::Lambda::Function', {
@@ -1381,13 +1381,13 @@ describe('A first deploy into a fresh account (issue 27)', () => {
         region: 'eu-west-1',
         redis: 'memorydb',
         userPoolId: 'eu-west-1_AbCdEf123',
-        reservedConcurrency: { login: 5 },
+        reservedConcurrency: { default: 3, login: 5 },
       }),
     );
     qa = synthStage('qa', work);
   });
 
-  it('reserves concurrency as the stage file says: prod its list, dev nothing (a quota of 10 deploys it)', () => {
+  it('reserves concurrency as the stage file says: prod its list, dev nothing (a quota of 10 deploys it), a default for the rest', () => {
     const reservedOf = (resources: FullResources) =>
       Object.values(resources)
         .filter((r) => r.Type === 'AWS::Lambda::Function' && r.Properties?.ReservedConcurrentExecutions !== undefined)
@@ -1395,15 +1395,21 @@ describe('A first deploy into a fresh account (issue 27)', () => {
     const file = readStageFile(STAGES_DIR, 'prod').reservedConcurrency as Record<string, number>;
     assert.deepEqual(
       Object.fromEntries(reservedOf(prod.platform)),
-      Object.fromEntries([...routes, ...operated].map((f) => [`ratelimit-prod-${f.id}`, file[f.id]])),
+      Object.fromEntries(
+        [...routes, ...operated].map((f) => [`ratelimit-prod-${f.id}`, reservedConcurrencyFor(file, f.id)]),
+      ),
     );
     assert.deepEqual(reservedOf(dev.platform), [], 'dev reserves none');
-    assert.deepEqual(reservedOf(qa.platform), [['ratelimit-qa-login', 5]]);
+    assert.deepEqual(
+      Object.fromEntries(reservedOf(qa.platform)),
+      Object.fromEntries([...routes, ...operated].map((f) => [`ratelimit-qa-${f.id}`, f.id === 'login' ? 5 : 3])),
+      'the default reserves every function the file does not name (a new route needs no entry)',
+    );
     // what the pre-flight sums is the template's
     const templates = prod.assembly.stacks.map((s) => s.template);
     assert.equal(
       reservedConcurrencyOf(templates).total,
-      [...routes, ...operated].reduce((sum, f) => sum + (file[f.id] ?? 0), 0),
+      [...routes, ...operated].reduce((sum, f) => sum + (reservedConcurrencyFor(file, f.id) ?? 0), 0),
     );
     assert.throws(
       () =>
@@ -1569,9 +1575,21 @@ describe('A first deploy into a fresh account (issue 27)', () => {
     const wafRules = all
       .filter((r) => r.Type === 'AWS::WAFv2::WebACL')
       .reduce((n, r) => n + ((r.Properties?.Rules ?? []) as unknown[]).length, 0);
+    // alarms per function, per policy and for the stage: counts a new route or policy leaves true
+    const alarmNames = all
+      .filter((r) => r.Type === 'AWS::CloudWatch::Alarm')
+      .map((r) => String(r.Properties?.AlarmName).replace(/^ratelimit-prod /, ''));
+    const named = (prefix: string) => alarmNames.filter((n) => n.startsWith(prefix)).map((n) => n.slice(prefix.length));
+    const functions = named('FunctionErrors-');
+    assert.deepEqual(named('FunctionThrottles-'), functions, 'each function: its errors and its throttles');
+    const policies = named('CheckLatencyP99-');
+    const degraded = [...named('DegradedOpen-'), ...named('DegradedClosed-')];
+    assert.equal(new Set(degraded).size, degraded.length, 'at most one degraded alarm a policy');
+    assert.ok(degraded.every((p) => policies.includes(p)) && degraded.length < policies.length);
+    const stage = alarmNames.length - 2 * functions.length - policies.length - degraded.length;
     const docs = readFileSync(new URL('../../docs/deploy.md', import.meta.url), 'utf8');
     for (const line of [
-      `CloudWatch dashboard, ${count('AWS::CloudWatch::Alarm')} alarms, ${count('AWS::CloudWatch::InsightRule')} Contributor Insights rule`,
+      `CloudWatch dashboard, ${count('AWS::CloudWatch::InsightRule')} Contributor Insights rule, alarms: 2 a function, 1–2 a policy, ${stage} for the stage`,
       `WAF web ACL + ${wafRules} rules`,
       `${count('AWS::KMS::Key')} KMS keys`,
       `${count('AWS::SecretsManager::Secret')} Secrets Manager secret`,

@@ -13,7 +13,7 @@ import {
   readOuterLine,
   WAF_EVALUATION_WINDOWS,
 } from '../../config/outer-line.ts';
-import { CONTEXT_NAMES, InvalidContextError, readDeployContext } from '../../infra/context.ts';
+import { CONTEXT_NAMES, InvalidContextError, readDeployContext, reservedConcurrencyFor } from '../../infra/context.ts';
 
 describe('Function: parseOuterLine', () => {
   it('reads the shipped config/outer-line.json', () => {
@@ -207,6 +207,13 @@ describe('A stage bound to its account', () => {
       login: 5,
     });
     assert.deepEqual(readDeployContext(placed({ reservedConcurrency: '{"api":7}' })).reservedConcurrency, { api: 7 });
+    // a default reserves every function the file does not name; without one, a function not named has none
+    const withDefault = readDeployContext(
+      placed({ reservedConcurrency: { default: 20, login: 5 } }),
+    ).reservedConcurrency;
+    assert.equal(reservedConcurrencyFor(withDefault, 'login'), 5);
+    assert.equal(reservedConcurrencyFor(withDefault, 'a-new-route'), 20);
+    assert.equal(reservedConcurrencyFor({ login: 5 }, 'a-new-route'), undefined);
     for (const bad of [{ login: 0 }, { login: 1.5 }, '{"login":', { Login: 1 }]) {
       assert.throws(
         () => readDeployContext(placed({ reservedConcurrency: bad })),

@@ -1,8 +1,9 @@
 /**
  * The tables the docs hold about the catalogue are the catalogue: the
- * policies of docs/configuration.md (every policy, every number, who checks
- * it), the consumers of docs/consumers.md (what each checks, on what key) and
- * the strategies of docs/architecture.md (scripts/catalogue-table.ts renders
+ * policies of docs/catalogue.md (every policy, every number, who checks it,
+ * its failure mode and group; the limits table design.md and
+ * configuration.md link to), its consumers (what each checks, on what key)
+ * and the strategies of docs/architecture.md (scripts/catalogue-table.ts renders
  * them; `npm run docs:catalogue` writes them). A policy, route or strategy
  * added, removed or changed without the docs fails here.
  */
@@ -25,7 +26,7 @@ describe('The generated tables of the docs', () => {
   }
 
   it('the policy table lists every policy of config/policies.json', () => {
-    const policies = GENERATED_TABLES.find((t) => t.name === 'catalogue');
+    const policies = GENERATED_TABLES.find((t) => t.name === 'policies');
     assert.equal(policies && tableInDoc(policies).length - 2, Object.keys(catalogue).length);
   });
 });

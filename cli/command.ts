@@ -1,0 +1,66 @@
+/**
+ * What a command of `npx ratelimit` is (its spec: name, usage, its own
+ * options, whether it talks to Redis, and its run), the options every
+ * command takes, the exit codes and the one error a command throws to end
+ * with one. Each command is one module of cli/commands/ exporting its spec;
+ * cli/commands.ts lists them and builds the usage from them.
+ */
+import type { ParseArgsOptionsConfig } from 'node:util';
+import { parseDuration } from '@platform/rate-limit/policy';
+import type { Context } from './context.ts';
+
+export const EXIT = { ok: 0, unavailable: 1, usage: 2, refused: 3 } as const;
+
+/** A command's failure: its exit code and the line written to stderr. */
+export class CliError extends Error {
+  readonly code: number;
+  constructor(code: number, message: string) {
+    super(message);
+    this.code = code;
+  }
+}
+
+/** The options every command takes, each with its line of the usage. */
+export const SHARED_OPTIONS = {
+  email: { type: 'string', help: '--email <address>   the key is this email, hashed with the pepper as login does' },
+  'api-key': {
+    type: 'string',
+    help: '--api-key <key>     the key is this API key (rk_…), hashed with the pepper as the API does',
+  },
+  scope: { type: 'string', help: '--scope <id>        the hash tag of a grouped policy (a workspace, a bot)' },
+  ssm: {
+    type: 'boolean',
+    help: '--ssm               parameters from SSM (RATE_LIMIT_PARAMETER_PATH), not the local file',
+  },
+  json: { type: 'boolean', help: '--json              machine-readable output' },
+  help: { type: 'boolean', short: 'h', help: '-h, --help          this help' },
+} as const;
+
+/** The values parseArgs gives for a set of options (none is `multiple`). */
+export type ValuesOf<O extends ParseArgsOptionsConfig> = {
+  readonly [K in keyof O]?: O[K]['type'] extends 'boolean' ? boolean : string;
+};
+
+export type SharedValues = ValuesOf<typeof SHARED_OPTIONS>;
+
+export interface CommandSpec<O extends ParseArgsOptionsConfig = ParseArgsOptionsConfig> {
+  readonly name: string;
+  /** Its synopsis in the usage, e.g. `inspect <policy> <key>`. */
+  readonly usage: string;
+  /** What it does: the usage's lines beside (and under) the synopsis. */
+  readonly summary: readonly string[];
+  /** The options of its own (given in its synopsis). */
+  readonly options: O;
+  /** It talks to Redis, so the run waits for the connection first. */
+  readonly redis?: boolean;
+  run(context: Context, rest: readonly string[], values: SharedValues & ValuesOf<O>): Promise<number>;
+}
+
+/** A spec with its options' types checked against its run (the registry holds them erased). */
+export const defineCommand = <const O extends ParseArgsOptionsConfig>(spec: CommandSpec<O>): CommandSpec =>
+  spec as unknown as CommandSpec;
+
+/** A duration flag's value (`30s`, `8h`, `1.5m`) in ms; undefined when it is not one. */
+export function durationFlag(text: string): number | undefined {
+  return parseDuration(text.replace(/^(\d+(?:\.\d+)?)(ms|s|m|h)$/, '$1 $2'));
+}

@@ -1,0 +1,20 @@
+/** `inspect <policy> <key>`: where one key of a policy stands, without debiting it. */
+import { CliError, defineCommand, EXIT } from '../command.ts';
+import { out } from '../context.ts';
+import { keyState, stateTable } from '../key-state.ts';
+import { keyOf } from '../keys.ts';
+
+export const inspect = defineCommand({
+  name: 'inspect',
+  usage: 'inspect <policy> <key>',
+  summary: ["a key's live state, debiting nothing"],
+  options: {},
+  redis: true,
+  async run(context, rest, values) {
+    const [policy, given] = rest;
+    if (!policy) throw new CliError(EXIT.usage, 'inspect <policy> <key>');
+    const state = await keyState(context, policy, keyOf(context, given, values), values.scope);
+    out(context, stateTable(state), state);
+    return EXIT.ok;
+  },
+});

@@ -1,0 +1,91 @@
+/**
+ * `override <policy> [<key>] '<json>' [--until <ISO time> | --for 8h]`:
+ * writes a policy override (or a per-key one) where the store reads it,
+ * after checking it compiles, audited; with --until/--for it ends by itself.
+ */
+import { compilePolicy } from '@platform/rate-limit';
+import { mergeOverride, overrideParameter, overridePatch, parseIsoTime } from '@platform/rate-limit/config';
+import { assertKeyPart } from '@platform/rate-limit/policy';
+import { CliError, defineCommand, durationFlag, EXIT } from '../command.ts';
+import { audit, out } from '../context.ts';
+
+/**
+ * The instant an override's `until` names, checked however it was given (the
+ * `--until` flag, or an `until` in the JSON): malformed is `malformedCode`
+ * (the flag: a usage error, 2; the JSON: refused, 3), past is refused (3):
+ * such an override could never apply.
+ */
+function untilOf(text: unknown, given: string, malformedCode: number, now: number): number {
+  const at = typeof text === 'string' ? parseIsoTime(text) : undefined;
+  if (at === undefined)
+    throw new CliError(
+      malformedCode,
+      `${given} takes a real ISO 8601 time such as 2026-12-02T06:00Z, not ${JSON.stringify(text)}`,
+    );
+  if (at <= now)
+    throw new CliError(EXIT.refused, `${given} ${String(text)} has passed: the override would never apply`);
+  return at;
+}
+
+/** When an override written now ends: `--until <ISO time>` or `--for <duration>`; undefined for one that stays. */
+function overrideEnd(values: { readonly until?: string; readonly for?: string }, now: number): string | undefined {
+  if (values.until !== undefined && values.for !== undefined) throw new CliError(EXIT.usage, 'one of --until, --for');
+  if (values.for !== undefined) {
+    const ms = durationFlag(values.for);
+    if (ms === undefined || ms <= 0) throw new CliError(EXIT.usage, '--for takes a duration such as 8h or 30m');
+    return new Date(now + ms).toISOString();
+  }
+  if (values.until === undefined) return undefined;
+  return new Date(untilOf(values.until, '--until', EXIT.usage, now)).toISOString();
+}
+
+export const override = defineCommand({
+  name: 'override',
+  usage: "override <policy> [<key>] '<json>' [--until 2026-12-02T06:00Z | --for 8h]",
+  summary: ['write a policy (or per-key) override, validated first;', 'with --until/--for it ends by itself then'],
+  options: { until: { type: 'string' }, for: { type: 'string' } },
+  async run(context, rest, values) {
+    const [policy, ...tail] = rest;
+    const [key, text] = tail.length >= 2 ? [tail[0], tail[1]] : [undefined, tail[0]];
+    if (!policy || text === undefined) throw new CliError(EXIT.usage, "override <policy> [<key>] '<json>'");
+    const now = Date.now();
+    const until = overrideEnd(values, now);
+    let patch: unknown;
+    try {
+      patch = JSON.parse(text);
+    } catch (error) {
+      throw new CliError(EXIT.refused, `not JSON: ${(error as Error).message}`);
+    }
+    const isObject = typeof patch === 'object' && patch !== null && !Array.isArray(patch);
+    if (until !== undefined) {
+      if (!isObject) throw new CliError(EXIT.refused, 'an override that ends is a JSON object');
+      if (Object.hasOwn(patch as object, 'until'))
+        throw new CliError(EXIT.usage, 'the end is given twice: --until/--for and an "until" in the JSON');
+      patch = { ...(patch as object), until };
+    } else if (isObject && Object.hasOwn(patch as object, 'until')) {
+      // the JSON's own end, held to the flag's rules, written as the instant it names
+      const at = untilOf((patch as { until: unknown }).until, 'until', EXIT.refused, now);
+      patch = { ...(patch as object), until: new Date(at).toISOString() };
+    }
+    const base = context.store.explain(policy)?.config;
+    if (base === undefined) throw new CliError(EXIT.refused, `no policy "${policy}" to override`);
+    let applied: unknown;
+    try {
+      applied = overridePatch(patch).patch; // an `until` of the JSON's own is checked too
+    } catch (error) {
+      throw new CliError(EXIT.refused, (error as Error).message);
+    }
+    compilePolicy(policy, mergeOverride(base, applied)); // throws InvalidPolicyError with the reason
+    if (key !== undefined) assertKeyPart(key); // an InvalidCheckError: refused, exit 3
+    const name = overrideParameter(context.prefix, policy, key);
+    const before = (await context.source.fetchAll(context.prefix))[name];
+    await context.source.put(name, JSON.stringify(patch));
+    audit(context, 'override', { parameter: name, policy, key, before: before ?? null, after: patch });
+    out(context, `wrote ${name}: ${JSON.stringify(patch)} (was ${before ?? 'unset'})`, {
+      parameter: name,
+      before: before ?? null,
+      after: patch,
+    });
+    return EXIT.ok;
+  },
+});

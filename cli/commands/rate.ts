@@ -1,0 +1,50 @@
+/** `rate <policy> <key> --set N | --increase | --decrease [--pause 30s]`: an adaptive bucket's runtime rate for one key, audited. */
+import type { RateChange } from '@platform/rate-limit';
+import { CliError, defineCommand, durationFlag, EXIT } from '../command.ts';
+import { audit, limiterOf, out } from '../context.ts';
+import { keyOf } from '../keys.ts';
+
+const USAGE = 'rate <policy> <key> --set N | --increase | --decrease [--pause 30s]';
+
+export const rate = defineCommand({
+  name: 'rate',
+  usage: USAGE,
+  summary: ["change an adaptive bucket's rate for every worker"],
+  options: {
+    set: { type: 'string' },
+    increase: { type: 'boolean' },
+    decrease: { type: 'boolean' },
+    pause: { type: 'string' },
+  },
+  redis: true,
+  async run(context, rest, values) {
+    const [policy, given] = rest;
+    if (!policy) throw new CliError(EXIT.usage, USAGE);
+    const key = keyOf(context, given, values);
+    const chosen = [values.set !== undefined, values.increase === true, values.decrease === true].filter(
+      Boolean,
+    ).length;
+    if (chosen !== 1) throw new CliError(EXIT.usage, 'exactly one of --set N, --increase, --decrease');
+    const pauseMs = values.pause === undefined ? undefined : durationFlag(values.pause);
+    if (values.pause !== undefined && pauseMs === undefined)
+      throw new CliError(EXIT.usage, '--pause takes a duration such as 30s or 2m');
+    const change: RateChange =
+      values.set !== undefined
+        ? { set: Number(values.set) }
+        : values.increase
+          ? { increase: true }
+          : { decrease: true, ...(pauseMs === undefined ? {} : { pauseMs }) };
+    const options = values.scope === undefined ? {} : { scope: values.scope };
+    const limiter = limiterOf(context);
+    const current = await limiter.currentRate(policy, key, options);
+    const before = current.decided ? current.ratePerSecond : undefined;
+    const outcome = await limiter.changeRate(policy, key, change, options);
+    if (!outcome.decided) throw new CliError(EXIT.unavailable, `Redis could not answer (${outcome.reason})`);
+    audit(context, 'rate', { policy, key, change, before, after: outcome.ratePerSecond });
+    out(context, `${policy} ${key}: ${before}/s -> ${outcome.ratePerSecond}/s`, {
+      before,
+      after: outcome.ratePerSecond,
+    });
+    return EXIT.ok;
+  },
+});

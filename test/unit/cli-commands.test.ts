@@ -1,0 +1,75 @@
+/**
+ * The CLI is one module per command (cli/commands/<name>.ts, each exporting
+ * its spec), and its usage is built from the specs: every module is listed,
+ * and the usage names every command with its synopsis and the options every
+ * command takes.
+ */
+import assert from 'node:assert/strict';
+import { readdirSync } from 'node:fs';
+import { describe, it } from 'node:test';
+import { SHARED_OPTIONS } from '../../cli/command.ts';
+import { COMMANDS, runCli, usage } from '../../cli/commands.ts';
+
+const COMMAND_DIR = new URL('../../cli/commands/', import.meta.url);
+
+function capture() {
+  const written = { stdout: '', stderr: '' };
+  const io = {
+    stdout(text: string) {
+      written.stdout += text;
+    },
+    stderr(text: string) {
+      written.stderr += text;
+    },
+  };
+  return { written, io };
+}
+
+describe('The CLI, one module per command (cli/commands/)', () => {
+  it('lists every module of cli/commands/ and no command twice', async () => {
+    const modules = readdirSync(COMMAND_DIR).filter((file) => file.endsWith('.ts'));
+    const specs = await Promise.all(
+      modules.map(async (file) => Object.values(await import(new URL(file, COMMAND_DIR).href))),
+    );
+    for (const [i, exported] of specs.entries()) {
+      assert.ok(
+        exported.some((spec) => COMMANDS.includes(spec as (typeof COMMANDS)[number])),
+        `cli/commands/${modules[i]} exports a spec cli/commands.ts lists`,
+      );
+    }
+    const names = COMMANDS.map((command) => command.name);
+    assert.deepEqual([...new Set(names)], names);
+    assert.equal(COMMANDS.length, modules.length);
+  });
+
+  it('names every command in the usage (top included), each with its synopsis and summary', () => {
+    const text = usage();
+    for (const command of COMMANDS) {
+      assert.ok(text.includes(`  ${command.usage}`), `the usage gives ${command.name}'s synopsis`);
+      for (const line of command.summary) assert.ok(text.includes(line), `the usage says what ${command.name} does`);
+    }
+    assert.match(text, /^ {2}top <policy> \[--since 1h\] +the keys a policy refused most/m);
+    for (const option of Object.values(SHARED_OPTIONS)) assert.ok(text.includes(option.help));
+  });
+
+  it('prints that usage for --help (exit 0) and for no command (exit 2); an unknown command is a usage error', async () => {
+    const help = capture();
+    assert.equal(await runCli(['--help'], help.io), 0);
+    assert.equal(help.written.stdout, `${usage()}\n`);
+    const none = capture();
+    assert.equal(await runCli([], none.io), 2);
+    assert.equal(none.written.stdout, `${usage()}\n`);
+    const unknown = capture();
+    assert.equal(await runCli(['nope'], unknown.io), 2);
+    assert.match(unknown.written.stderr, /^ratelimit: unknown command "nope"\n\nusage: ratelimit/);
+  });
+
+  it("takes a command's own option and refuses one no command knows (exit 2)", async () => {
+    const bogus = capture();
+    assert.equal(await runCli(['top', '--bogus'], bogus.io), 2);
+    assert.match(bogus.written.stderr, /Unknown option '--bogus'/);
+    const badSince = capture();
+    assert.equal(await runCli(['top', 'login-ip', '--since', 'soon'], badSince.io), 2);
+    assert.match(badSince.written.stderr, /--since takes a duration such as 1h or 15m/);
+  });
+});
