@@ -1,4 +1,5 @@
 import { createHash } from 'node:crypto';
+import { assembleEntry } from './lua-assembly.ts';
 import { readLua } from './lua-sources.ts';
 import { STRATEGY_UNITS } from './strategies/index.ts';
 
@@ -99,7 +100,7 @@ function luaScript(name: string, source: string): LuaScript {
 export function assembleScripts(clockSource: string): ScriptSet {
   const assemble = (entry: string, units?: readonly Unit[]) => {
     const body = readLua(entry);
-    return [clockSource, ...fragmentsOf(body, entry, units), body].join('\n');
+    return assembleEntry(clockSource, fragmentsOf(body, entry, units), body); // only what the entry calls
   };
   const entries: Record<string, LuaScript> = Object.fromEntries(
     entryFiles().map((entry) => [entry, luaScript(entry, assemble(entry))]),
