@@ -24,9 +24,18 @@ local now = now_us()
 -- nothing is written before either returns.
 if cost == 1 and debit then
   local header = redis.call('GETRANGE', window_key, 0, 31)
+  local n, h, e, w, first, newest = 0, 0, 0, 0, 0, 0
+  if #header == 32 then n, h, e, w, first, newest = struct.unpack('>I4I4I4I4i8i8', header) end
+  local at_now = now < newest and newest or now -- Redis time stepped back: never behind the ring
+  if #header == 0 or (#header == 32 and n > 0 and at_now - newest >= window_us) then
+    -- no key, or nothing left in the window: a fresh, exactly sized string of one event
+    local written_w = window_us / 1000 + 2147483648 -- lib/sliding_window's SW_EPOCH_EXPIRY
+    local fresh = struct.pack('>I4I4I4I4i8i8', 1, 0, 0, written_w, at_now, at_now) .. struct.pack('>i8', at_now)
+    local ttl_ms = key_ttl_ms(math.ceil(((math.floor(at_now / window_us) + 2) * window_us - at_now) / 1000))
+    redis.call('SET', window_key, fresh, 'PX', ttl_ms)
+    return limit - 1
+  end
   if #header == 32 then
-    local n, h, e, w, first, newest = struct.unpack('>I4I4I4I4i8i8', header)
-    local at_now = now < newest and newest or now -- Redis time stepped back: never behind the ring
     if n > 0 and e < n and at_now - newest < window_us and (n >= limit or h == 0) then
       local found = at_now - first < window_us
       if not found then
