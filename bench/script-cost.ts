@@ -60,6 +60,23 @@ function flatTwo(scope: string): { source: string; keys: string[]; args: string[
   return { source: FLAT, keys: [a.counter, b.counter], args };
 }
 
+const REFERENCE_BUCKET = readFileSync(new URL('./reference/token_bucket.lua', import.meta.url), 'utf8');
+const REFERENCE_LOG = readFileSync(new URL('./reference/zset_log.lua', import.meta.url), 'utf8');
+let member = 0;
+/** The minimal references (bench/reference/): one bucket, and a sorted-set log, as the policies a and c. */
+const referenceBucket = (scope: string) => {
+  const { capacity, intervalUs } = catalogue.get('a') as unknown as { capacity: number; intervalUs: number };
+  return { source: REFERENCE_BUCKET, keys: [`ref:{g:${scope}}`], args: [String(capacity), String(intervalUs)] };
+};
+const referenceLog = (scope: string) => {
+  const { limit: max, windowUs } = catalogue.get('c') as unknown as { limit: number; windowUs: number };
+  return {
+    source: REFERENCE_LOG,
+    keys: [`zlog:{g:${scope}}`],
+    args: [String(max), String(windowUs), String(member++)],
+  };
+};
+
 /** A check shape: the script call for one scope. */
 interface Shape {
   readonly name: string;
@@ -84,6 +101,8 @@ const generic = packedBy(genericCheckCall);
 
 export const SHAPES = {
   one: { name: 'token bucket, its own script', call: own('a') },
+  referenceBucket: { name: 'reference token bucket (minimal, bench/reference/)', call: referenceBucket },
+  referenceLog: { name: 'reference sorted-set log (minimal, bench/reference/)', call: referenceLog },
   two: { name: '2 token buckets, their own script', call: own('a', 'b') },
   three: { name: '3 token buckets, their own script', call: own('a', 'b', 'd') },
   floor: { name: '2 token buckets, flat reference script (the floor)', call: flatTwo },
@@ -183,7 +202,8 @@ if (import.meta.url === pathToFileURL(process.argv[1] ?? '').href) {
   const server = await startRedis(canPin ? { cpu: 1 } : {});
   const redis = new Redis(server.url, { enableAutoPipelining: false });
   try {
-    const ids = Object.keys(SHAPES) as ShapeId[];
+    // BENCH_SHAPES: a comma list of shape ids (default: all)
+    const ids = (process.env.BENCH_SHAPES?.split(',') ?? Object.keys(SHAPES)) as ShapeId[];
     const costs = await measureShapes(redis, ids);
     const lines = [
       `# What each check shape costs Redis (${new Date().toISOString()})`,

@@ -26,6 +26,66 @@ local count = tonumber(ARGV[1])
 local debit = count > 0
 if not debit then count = -count end
 
+-- The common case first, flat: no bucket adaptive (every keep is 0). It
+-- returns before lib/token_bucket's functions are defined below (Redis builds
+-- every function a script defines again on each call, ~0.15 µs each), with
+-- no helper call and no table but the reply; the same arithmetic as tb_eval
+-- and tb_store (GCRA: the bucket's debt at now, plus cost tokens).
+local plain = true
+for i = 1, count do
+  if ARGV[4 * i + 1] ~= '0' then
+    plain = false
+    break
+  end
+end
+if plain then
+  local now = now_us()
+  if count == 1 then
+    local value = redis.call('GET', KEYS[1])
+    local cost, interval = tonumber(ARGV[2]), tonumber(ARGV[4])
+    local burst = tonumber(ARGV[3]) * interval
+    local tat = value and tonumber(value) or now
+    local debt = tat > now and tat - now or 0
+    local new_debt = debt + cost * interval
+    if new_debt > burst then return { math.floor((burst - debt) / interval), debt, new_debt - burst } end
+    if not debit then return { math.floor((burst - new_debt) / interval) + cost, debt } end
+    redis.call('SET', KEYS[1], string.format('%d', now + new_debt), 'PX', key_ttl_ms(math.ceil(new_debt / 1000)))
+    return new_debt
+  end
+  local values = redis.call('MGET', unpack(KEYS, 1, count))
+  local reply = { 1, 0, 0 }
+  for i = 1, count do
+    local at, value = 4 * i - 2, values[i]
+    local cost, interval = tonumber(ARGV[at]), tonumber(ARGV[at + 2])
+    local burst = tonumber(ARGV[at + 1]) * interval
+    local tat = value and tonumber(value) or now
+    local debt = tat > now and tat - now or 0
+    local new_debt = debt + cost * interval
+    local r = 3 * i
+    if new_debt <= burst then
+      reply[r + 1], reply[r + 2], reply[r + 3] = math.floor((burst - new_debt) / interval), new_debt, 0
+    else
+      local retry_us = new_debt - burst
+      reply[r + 1], reply[r + 2], reply[r + 3] = math.floor((burst - debt) / interval), debt, retry_us
+      if reply[1] == 1 or retry_us > reply[3] then reply[1], reply[2], reply[3] = 0, i, retry_us end
+    end
+  end
+  for i = 1, count do
+    local r = 3 * i
+    if reply[1] == 1 and debit then
+      local debt_us = reply[r + 2]
+      redis.call('SET', KEYS[i], string.format('%d', now + debt_us), 'PX', key_ttl_ms(math.ceil(debt_us / 1000)))
+    elseif reply[r + 3] == 0 then
+      -- nothing was written: an admitted bucket reports what is left as it stands
+      local cost, interval = tonumber(ARGV[4 * i - 2]), tonumber(ARGV[4 * i])
+      reply[r + 1], reply[r + 2] = reply[r + 1] + cost, reply[r + 2] - cost * interval
+    end
+  end
+  return reply
+end
+
+-- <fragments>: lib/token_bucket follows here, for the adaptive buckets
+
 -- Bucket i's record, read in order 1..N: cost, capacity, interval µs, keep µs,
 -- and its runtime-rate key (nil: not adaptive; they follow the buckets in order).
 local rate_keys = count

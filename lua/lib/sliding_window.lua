@@ -5,7 +5,9 @@
 --   bits   0..31  n    stored events (the ring's size in slots)
 --   bits  32..63  h    index of the oldest stored event
 --   bits  64..95  e    stored events, from h on, known to have left the window
---   bits  96..127 w    the window (ms) e was last computed with (informational)
+--   bits  96..127 w    the window (ms) e was last computed with, plus 2^31 once
+--                      the key's expiry follows the epochs below (a key written
+--                      before has it clear: its next admission sets the expiry)
 --   bits 128..191 f    time (µs) of the event at position e: the oldest one
 --                      not known to have left, so a denial in steady traffic
 --                      needs no read past the header
@@ -25,8 +27,10 @@
 -- again. So a shortened window takes effect at once, and a lengthened one
 -- counts every event that was still inside the old window at the last admit;
 -- for up to one new window after lengthening, events that had already left
--- the old window are not counted. A key also expires one window after its
--- newest event.
+-- the old window are not counted. A key expires between one and two windows
+-- after its newest event: at the end of the window-long epoch after the one
+-- its newest event falls in (epochs: whole windows since 1970), so the expiry
+-- is rewritten once per window, not on every admission.
 --
 --   key        the window
 --   limit      events allowed in any window
@@ -37,6 +41,14 @@
 
 local SW_HEADER = '>I4I4I4I4i8i8' -- n, h, e, w, f, t
 local SW_HEADER_BYTES = 32
+local SW_EPOCH_EXPIRY = 2147483648 -- w's flag bit; a window is at most a week, 6.048e8 ms < 2^31
+
+-- The expiry (ms) of a window written at `now`: the end of the next epoch,
+-- more than one window away. An admission in the epoch of the newest event,
+-- with the same window, leaves the expiry as it is (see sw_apply).
+local function sw_ttl_ms(now, window_us)
+  return key_ttl_ms(math.ceil(((math.floor(now / window_us) + 2) * window_us - now) / 1000))
+end
 
 -- Reads the slots at the given ring indexes: one GETRANGE for a single slot,
 -- one BITFIELD_RO for several.
@@ -80,11 +92,21 @@ end
 -- without a read; otherwise a k-ary search reads 8 slots per call.
 local function sw_first_in_window(key, n, h, e, times, now, window_us)
   -- invariant: the answer is in [lo, hi] and position hi is in the window
-  local lo, hi = e, n - 1
+  local lo, hi, probed = e, n - 1, false
   while lo < hi do
     local t = times[lo]
     if t ~= nil then
       if now - t >= window_us then lo = lo + 1 else hi = lo end
+    elseif not probed then
+      -- steady traffic: the event at lo, or one of the next few, is in the
+      -- window; one GETRANGE reads up to 4 slots (to the ring's end)
+      probed = true
+      local at = (h + lo) % n
+      local run = math.min(4, hi - lo, n - at)
+      local bytes = redis.call('GETRANGE', key, SW_HEADER_BYTES + 8 * at, SW_HEADER_BYTES + 8 * (at + run) - 1)
+      for j = 0, run - 1 do
+        times[lo + j] = (struct.unpack('>i8', bytes, 8 * j + 1))
+      end
     else
       local step = math.max(1, math.floor((hi - lo) / 8))
       local probe, pos = {}, {}
@@ -107,7 +129,7 @@ local function sw_first_in_window(key, n, h, e, times, now, window_us)
 end
 
 local function sw_eval(key, limit, window_us, cost, now)
-  local n, h, e, w, first, newest = 0, 0, 0, 0, 0, 0
+  local n, h, e, w, first, newest = 0, 0, 0, 0, 0, 0 -- w: the window (ms) of the last admission
   local header = redis.call('GETRANGE', key, 0, SW_HEADER_BYTES - 1)
   if #header == SW_HEADER_BYTES then n, h, e, w, first, newest = struct.unpack(SW_HEADER, header) end
   local window_ms = window_us / 1000
@@ -142,7 +164,8 @@ local function sw_eval(key, limit, window_us, cost, now)
     n = n,
     h = h,
     e = e,
-    window_ms = window_ms,
+    w = w,
+    written_w = window_ms + SW_EPOCH_EXPIRY,
     window_us = window_us,
     cost = cost,
     now = now,
@@ -176,10 +199,10 @@ end
 -- admit fails before anything is written.
 local function sw_apply(r)
   local key, now, cost, n, h, e, limit = r.key, r.now, r.cost, r.n, r.h, r.e, r.limit
-  local ttl_ms = key_ttl_ms(r.window_ms)
+  local ttl_ms = sw_ttl_ms(now, r.window_us)
   if e == n then
     -- nothing left in the window: start a fresh, exactly sized string
-    local fresh = struct.pack(SW_HEADER, cost, 0, 0, r.window_ms, now, now) .. string.rep(struct.pack('>i8', now), cost)
+    local fresh = struct.pack(SW_HEADER, cost, 0, 0, r.written_w, now, now) .. string.rep(struct.pack('>i8', now), cost)
     redis.call('SET', key, fresh, 'PX', ttl_ms)
     return
   end
@@ -189,7 +212,7 @@ local function sw_apply(r)
     -- per-slot work in Lua), then append as usual.
     local kept = sw_slot_bytes(key, (h + e) % n, n - e, n)
     local size = n - e + cost
-    local header = struct.pack(SW_HEADER, size, 0, 0, r.window_ms, r.first, now)
+    local header = struct.pack(SW_HEADER, size, 0, 0, r.written_w, r.first, now)
     redis.call('SET', key, header .. kept .. string.rep(struct.pack('>i8', now), cost), 'PX', ttl_ms)
     return
   end
@@ -209,12 +232,14 @@ local function sw_apply(r)
     left = left - run
   end
   -- the oldest event in the window is unchanged: only expired slots were overwritten
-  redis.call('SETRANGE', key, 0, struct.pack(SW_HEADER, n, h, e, r.window_ms, r.first, now))
+  redis.call('SETRANGE', key, 0, struct.pack(SW_HEADER, n, h, e, r.written_w, r.first, now))
   if n >= limit and r.n < limit then
     -- Just filled: appends grew the string greedily (up to 2x); copy it once
     -- into an exactly sized one, so a full window costs ~8 bytes per event.
     redis.call('SET', key, redis.call('GET', key), 'PX', ttl_ms)
-  else
+  elseif r.w ~= r.written_w or math.floor(now / r.window_us) ~= math.floor(r.newest / r.window_us) then
+    -- the first admission of an epoch (or of a changed window) moves the
+    -- expiry; the others leave it, already past now + window
     redis.call('PEXPIRE', key, ttl_ms)
   end
 end

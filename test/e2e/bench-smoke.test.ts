@@ -14,7 +14,9 @@ import { promisify } from 'node:util';
 const RUN = new URL('../../bench/run.ts', import.meta.url).pathname;
 
 describe('The benchmark (npm run bench)', () => {
-  it('runs every limiter and writes its JSON, Markdown and chart', { timeout: 180_000 }, async () => {
+  it('runs every limiter in both shapes (1 connection × 128, 32 connections × 1), measures and reports each', {
+    timeout: 240_000,
+  }, async () => {
     const out = mkdtempSync(join(tmpdir(), 'rl-bench-'));
     try {
       await promisify(execFile)(process.execPath, [RUN], {
@@ -24,6 +26,7 @@ describe('The benchmark (npm run bench)', () => {
           BENCH_ROUNDS: '1',
           BENCH_COLD_RUNS: '1',
           BENCH_KEYS: '2000',
+          BENCH_CONNECTIONS: '32',
           BENCH_OUT: out,
         },
         maxBuffer: 16 * 1024 * 1024,
@@ -31,10 +34,27 @@ describe('The benchmark (npm run bench)', () => {
       const files = readdirSync(out).sort();
       assert.ok(files.includes('latest.md') && files.includes('chart.svg'), files.join(', '));
       const json = files.find((f) => f.endsWith('.json')) ?? assert.fail('no JSON results');
-      const results = JSON.parse(readFileSync(join(out, json), 'utf8')) as { runs: unknown[]; bars: unknown[] };
-      assert.equal(results.runs.length, 8 * 2 * 3); // limiters × scenarios × concurrencies
-      assert.ok(results.bars.length > 10);
-      assert.match(readFileSync(join(out, 'latest.md'), 'utf8'), /## The bar/);
+      const results = JSON.parse(readFileSync(join(out, json), 'utf8')) as {
+        runs: { shape: string; figures: Record<string, number> }[];
+        bars: { shape: string }[];
+      };
+      assert.equal(results.runs.length, 8 * 2 * 2); // limiters × scenarios × shapes
+      assert.deepEqual([...new Set(results.runs.map((r) => r.shape))], ['1×128', '32×1']);
+      for (const { figures } of results.runs) {
+        for (const field of ['checksPerSecond', 'redisCpuUsPerCheck', 'scriptUsPerCheck', 'clientCpuUsPerCheck']) {
+          assert.ok(Number.isFinite(figures[field]) && (figures[field] as number) > 0, `${field}: ${figures[field]}`);
+        }
+      }
+      assert.deepEqual([...new Set(results.bars.map((b) => b.shape))].sort(), ['1×128', '32×1', 'admitted', 'both']);
+      const latest = readFileSync(join(out, 'latest.md'), 'utf8');
+      assert.match(latest, /## The bar/);
+      // a bar table per shape, each with its script-time and peer rows
+      for (const shape of ['1×128: one connection', '32×1: 32 connections']) {
+        const table = latest.split(`### ${shape}`)[1]?.split('###')[0] ?? assert.fail(`no bar table for ${shape}`);
+        assert.match(table, /script time per call ≤ 1\.1 × reference/);
+        assert.match(table, /Redis CPU per check below rlf's/);
+        assert.match(table, /client CPU per check/);
+      }
     } finally {
       rmSync(out, { recursive: true, force: true });
     }

@@ -40,10 +40,42 @@ for (const target of targets) {
       );
     });
 
-    it('gives a window the window after its newest event', async () => {
+    it('gives a window one to two windows after its newest event (the end of the next epoch)', async () => {
       await limiter.check({ policy: names.sw, key: 'k' });
       const ttl = await inspect.pttl(keyOf(names.sw, 'k'));
-      assert.ok(ttl > 29_000 && ttl <= 30_000, `pttl ${ttl}`);
+      assert.ok(ttl > 29_000 && ttl <= 60_000, `pttl ${ttl}`);
+      const epochEnd = (Math.floor(Date.now() / 30_000) + 2) * 30_000;
+      assert.ok(Math.abs(Date.now() + ttl - epochEnd) < 1_000, `expires at ${Date.now() + ttl}, epoch end ${epochEnd}`);
+    });
+
+    it("leaves a window's expiry as it is within an epoch, and sets it for a key written before the epochs", async () => {
+      const hour = unique('sw-hour');
+      const hourly = policies({ [hour]: { strategy: 'slidingWindow', limit: 100, window: '1 h' } });
+      const hourLimiter = createLimiter({ redis, policies: hourly });
+      const key = counterKey(hourly.resolve(hour) ?? assert.fail(), 'k');
+      const epochOf = (ms: number) => Math.floor(ms / 3_600_000);
+      const started = Date.now();
+      await hourLimiter.check({ policy: hour, key: 'k' });
+      // an expiry the script did not set: a later admission in the same epoch keeps it
+      await inspect.pexpire(key, 7_200_000 - 5_000);
+      await hourLimiter.check({ policy: hour, key: 'k' });
+      const kept = await inspect.pttl(key);
+      // a key as the script before the epochs wrote it: w without its flag bit (header bytes 12..15), expiry one window
+      const w = (await inspect.getrangeBuffer(key, 12, 15)).readUInt32BE(0);
+      assert.equal(w, 3_600_000 + 2 ** 31, 'w carries the window and the flag');
+      const old = Buffer.alloc(4);
+      old.writeUInt32BE(3_600_000);
+      await inspect.setrange(key, 12, old);
+      await inspect.pexpire(key, 10_000);
+      await hourLimiter.check({ policy: hour, key: 'k' });
+      const set = await inspect.pttl(key);
+      if (epochOf(started) !== epochOf(Date.now())) return; // an epoch began mid-test: both admissions moved it
+      assert.ok(kept > 7_190_000 && kept <= 7_195_000, `kept ${kept}`);
+      const epochEnd = (epochOf(Date.now()) + 2) * 3_600_000;
+      assert.ok(
+        Math.abs(Date.now() + set - epochEnd) < 1_000,
+        `set to ${set} ms, epoch end in ${epochEnd - Date.now()}`,
+      );
     });
 
     it('gives a backoff its memory after the last failure', async () => {

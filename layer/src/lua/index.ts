@@ -4,6 +4,8 @@
  * call and its reply). A strategy's operations are packed by its unit
  * (`@platform/rate-limit/policy`).
  */
+
+export { assembleEntry } from './assembly.ts';
 export {
   checkCall,
   checkReplyLayout,

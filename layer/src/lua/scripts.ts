@@ -1,5 +1,6 @@
 import { createHash } from 'node:crypto';
 import { STRATEGY_UNITS } from '../strategies/index.ts';
+import { assembleEntry } from './assembly.ts';
 import { readLua } from './sources.ts';
 
 /**
@@ -101,7 +102,7 @@ function luaScript(name: string, source: string): LuaScript {
 export function assembleScripts(clockSource: string): ScriptSet {
   const assemble = (entry: string, units?: readonly Unit[]) => {
     const body = readLua(entry);
-    return [clockSource, ...fragmentsOf(body, entry, units), body].join('\n');
+    return assembleEntry(clockSource, fragmentsOf(body, entry, units), body); // only what the entry calls
   };
   const entries: Record<string, LuaScript> = Object.fromEntries(
     entryFiles().map((entry) => [entry, luaScript(entry, assemble(entry))]),
