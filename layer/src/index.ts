@@ -7,6 +7,7 @@ import type { CompiledPolicy } from './policy.ts';
 import { productionScripts } from './scripts.ts';
 
 export { AWS_CLIENT_OPTIONS } from './aws-clients.ts';
+export { type CheckClaim, type Duplicate, hashTagOf } from './claim.ts';
 export { classify, DeadlineGuard, type Guarded, type GuardedConnection } from './deadline.ts';
 export {
   type Allowed,
@@ -29,6 +30,7 @@ export {
   type Verdict,
   verdictFor,
 } from './enforce.ts';
+export { enforceOnce, type OnceVerdict } from './enforce-once.ts';
 export {
   InvalidCheckError,
   InvalidPolicyError,

@@ -1,6 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import * as v from 'valibot';
 import { BlockCache } from './block-cache.ts';
+import { type CheckClaim, DUPLICATE, type Duplicate, isDuplicateReply, withClaim } from './claim.ts';
 import type { Guarded } from './deadline.ts';
 import {
   type Allowed,
@@ -17,6 +18,7 @@ import { combinedFailureMode, DEFAULT_FAILURE_MODE, type FailureMode } from './f
 import { assertKeyPart, counterKey } from './keys.ts';
 import {
   checkCall,
+  genericCheckCall,
   parseCheckReply,
   parseRateReply,
   parseRecordFailureReply,
@@ -223,6 +225,29 @@ export class Limiter {
   }
 
   /**
+   * `checkWithShadow` with a once-only claim decided in the same script as
+   * the enforced check (or the shadow one when every policy is in shadow: it
+   * never refuses, so its claim is kept): `duplicate` when the claim was taken
+   * already, and then nothing was counted (see claim.ts). One round trip.
+   */
+  async checkOnce(
+    requests: readonly CheckRequest[],
+    claim: CheckClaim,
+    options?: CheckOptions,
+  ): Promise<ShadowedDecisions | Duplicate> {
+    const enforced: ResolvedLimit[] = [];
+    const shadow: ResolvedLimit[] = [];
+    for (const limit of this.#resolve(requests, options)) (limit.policy.shadow ? shadow : enforced).push(limit);
+    if (enforced.length === 0) {
+      const decision = await this.#decide(shadow, true, { ...claim, keepOnRefusal: true });
+      return decision === DUPLICATE ? decision : { enforced: undefined, shadow: decision };
+    }
+    const decision = await this.#decide(enforced, true, claim);
+    if (decision === DUPLICATE) return decision;
+    return { enforced: decision, shadow: shadow.length > 0 ? await this.#decide(shadow, true) : undefined };
+  }
+
+  /**
    * Each request with its policy, counter key and cost, validated. Throws
    * InvalidCheckError for what the request brought (key, cost, scope) and
    * MisconfiguredCheckError for what the code got wrong (unknown policy, no
@@ -252,18 +277,23 @@ export class Limiter {
    * `debit` is set. Throws MisconfiguredCheckError when they cannot be decided
    * together (none, too many, different groups, one counter twice).
    */
-  async #decide(limits: readonly ResolvedLimit[], debit: boolean): Promise<Decision> {
+  async #decide(limits: readonly ResolvedLimit[], debit: boolean): Promise<Decision>;
+  async #decide(limits: readonly ResolvedLimit[], debit: boolean, claim: CheckClaim): Promise<Decision | Duplicate>;
+  async #decide(limits: readonly ResolvedLimit[], debit: boolean, claim?: CheckClaim): Promise<Decision | Duplicate> {
     if (limits.length === 0 || limits.length > MAX_LIMITS_PER_CHECK) {
       throw new MisconfiguredCheckError(`a check takes 1 to ${MAX_LIMITS_PER_CHECK} limits`);
     }
     if (limits.length > 1) assertOneSlot(limits);
     const policies = limits.map((l) => l.policy);
-    const blocked = this.#blocks.refusal(limits);
+    // a claimed check asks Redis even for a key the cache knows is blocked: a duplicate is not a refusal
+    const blocked = claim ? undefined : this.#blocks.refusal(limits);
     if (blocked) return blocked;
-    const result = await this.#run('check', policies, checkCall(limits, debit), (reply) =>
-      parseCheckReply(policies, reply),
+    const call = claim ? withClaim(genericCheckCall(limits, debit), claim) : checkCall(limits, debit);
+    const result = await this.#run('check', policies, call, (reply) =>
+      claim && isDuplicateReply(reply) ? DUPLICATE : parseCheckReply(policies, reply),
     );
     if (!result.ok) return this.#degradedDecision(policies, result.reason);
+    if (result.reply === DUPLICATE) return DUPLICATE;
     if (result.reply.outcome === 'limited') this.#blocks.remember(limits, result.reply);
     if (result.reply.outcome === 'allowed' && debit && limits.some((l) => l.lease))
       return withLeases(result.reply, limits);
