@@ -19,6 +19,8 @@ const SHARED_EXAMPLES: Record<keyof typeof ENTRY_SCRIPTS, string> = {
     "'rl:{llm:t}' 'rl:{llm:t}:holds' 'rl:{llm:t}:amounts' 'rl:{llm:t}:settled' , r1 300 1000 3600 300000000 86400000000",
   settle: "'rl:{llm:t}' 'rl:{llm:t}:holds' 'rl:{llm:t}:amounts' 'rl:{llm:t}:settled' , r1 120 1000 3600 86400000000",
   release: "'rl:{llm-inflight:t}' , 5d5c9a0e-lease",
+  reserveInFlight:
+    "'rl:{llm:t}:f:t' 'rl:{llm:t}:b:t' 'rl:{llm:t}:b:t:holds' 'rl:{llm:t}:b:t:amounts' 'rl:{llm:t}:b:t:settled' , 5d5c9a0e-lease 4 95000000 r1 300 1000 3600 120000000 300000000",
 };
 
 /** Each entry file's `redis-cli --eval` example: the shared scripts', then each strategy's own script's. */

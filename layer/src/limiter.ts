@@ -15,6 +15,7 @@ import {
 } from './decision.ts';
 import { InvalidCheckError, MisconfiguredCheckError } from './errors.ts';
 import { combinedFailureMode, DEFAULT_FAILURE_MODE, type FailureMode } from './failure-mode.ts';
+import { asResolved, parseReserveInFlightReply, reserveInFlightCall } from './in-flight-budget.ts';
 import { assertKeyPart, counterKey } from './keys.ts';
 import {
   checkCall,
@@ -383,6 +384,46 @@ export class Limiter {
     if (!result.ok) return this.#degradedDecision([policy], result.reason);
     if (result.reply === 'id-used')
       throw new InvalidCheckError(`reservation "${options.id}" was settled already, or its hold lapsed`);
+    return result.reply;
+  }
+
+  /**
+   * Takes an in-flight slot (a concurrency policy's lease) and reserves
+   * `budget.units` of a cost budget (as `reserve`) in one script, both or
+   * neither: `allowed` holds both (the slot's status names its lease, to give
+   * back with `release`); `limited` took nothing and names the binding one.
+   * The two policies must share a group (one hash slot). An id already
+   * settled, or whose hold lapsed, is an InvalidCheckError (nothing taken).
+   */
+  async reserveInFlight(
+    slot: { readonly policy: string; readonly key: string },
+    budget: { readonly policy: string; readonly key: string; readonly units: number; readonly id: string },
+    options: CheckOptions = {},
+  ): Promise<Decision> {
+    const slotPolicy = this.#policy(slot.policy, slot.key, 'concurrency');
+    const budgetPolicy = this.#policy(budget.policy, budget.key, 'tokenBucket');
+    assertKeyPart(budget.id, 'reservation id');
+    if (!Number.isInteger(budget.units) || budget.units < 1 || budget.units > budgetPolicy.capacity) {
+      throw new InvalidCheckError(
+        `an estimate must be a whole number from 1 to ${budgetPolicy.capacity} for budget "${budgetPolicy.name}"`,
+      );
+    }
+    if (slotPolicy.group === undefined || slotPolicy.group !== budgetPolicy.group) {
+      throw new MisconfiguredCheckError(
+        `an in-flight slot and a reservation taken together must share a policy group (one hash slot): ${slotPolicy.name}, ${budgetPolicy.name}`,
+      );
+    }
+    const s = { policy: slotPolicy, counter: counterKey(slotPolicy, slot.key, options.scope), lease: randomUUID() };
+    const counter = counterKey(budgetPolicy, budget.key, options.scope);
+    const b = { policy: budgetPolicy, counter, id: budget.id, units: budget.units };
+    const policies = [slotPolicy, budgetPolicy];
+    const result = await this.#run('reserve', policies, reserveInFlightCall(s, b), (reply) =>
+      parseReserveInFlightReply(s, b, reply),
+    );
+    if (!result.ok) return this.#degradedDecision(policies, result.reason);
+    if (result.reply === 'id-used')
+      throw new InvalidCheckError(`reservation "${budget.id}" was settled already, or its hold lapsed`);
+    if (result.reply.outcome === 'allowed') return withLeases(result.reply, asResolved(s, b, slot.key));
     return result.reply;
   }
 

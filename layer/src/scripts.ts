@@ -22,6 +22,7 @@ export const ENTRY_SCRIPTS = {
   recordFailure: 'record_failure',
   setRate: 'set_rate',
   reserve: 'reserve',
+  reserveInFlight: 'reserve_in_flight',
   settle: 'settle',
   release: 'release',
 } as const;
