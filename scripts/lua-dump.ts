@@ -13,6 +13,8 @@ import { STRATEGY_UNITS } from '../layer/src/strategies/index.ts';
 
 const SHARED_EXAMPLES: Record<keyof typeof ENTRY_SCRIPTS, string> = {
   check: "'rl:{demo-g:t}:a:k' 'rl:{demo-g:t}:b:k' , 2 1 tb 1 4 10 100000 0 0 sw 1 2 5 60000000",
+  checkFirst:
+    "'rl:{demo-u:a}:d:x' 'rl:{demo-u:a}:a:a' , 2 1 bo 1 5 1000000 5000000 9 900000000 1 bo 1 5 1000000 300000000 3 900000000 1",
   recordFailure: "'rl:{demo-bo:k}' , 1000000 8000000 2 900000000",
   setRate: "'rl:{demo-ad:k}' 'rl:{demo-ad:k}:rate' , get 0 0.5 20 2 500000 3600000000 0 10",
   reserve:

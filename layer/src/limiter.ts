@@ -1,6 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import * as v from 'valibot';
 import { BlockCache } from './block-cache.ts';
+import { parseFirstReply } from './check-first.ts';
 import { type CheckClaim, DUPLICATE, type Duplicate, isDuplicateReply, withClaim } from './claim.ts';
 import type { Guarded } from './deadline.ts';
 import {
@@ -39,7 +40,7 @@ import {
 import { type CompiledPolicy, type CompiledTokenBucket, POLICY_BOUNDS, type Strategy } from './policy.ts';
 import { DEFAULT_MAX_ABANDONED_COMMANDS, guardedRedis, type RedisAccess } from './redis-access.ts';
 import { type RedisClient, runScript } from './run-script.ts';
-import type { ScriptSet } from './scripts.ts';
+import { ENTRY_SCRIPTS, type ScriptSet } from './scripts.ts';
 import { unitOf } from './strategies/index.ts';
 
 /** One limit to check: which policy, for which key, at what cost. */
@@ -246,6 +247,24 @@ export class Limiter {
     const decision = await this.#decide(enforced, true, claim);
     if (decision === DUPLICATE) return decision;
     return { enforced: decision, shadow: shadow.length > 0 ? await this.#decide(shadow, true) : undefined };
+  }
+
+  /**
+   * Tries the limits in order and debits only the first that admits (see
+   * check-first.ts): admitted, its status is the decision's `binding`;
+   * refused when none admits, by the one with the longest wait. One script:
+   * the limits must share a group (one hash slot). Throws like `checkAll`.
+   */
+  async checkFirst(requests: readonly CheckRequest[], options?: CheckOptions): Promise<Decision> {
+    const limits = this.#resolve(requests, options);
+    if (limits.length === 0 || limits.length > MAX_LIMITS_PER_CHECK) {
+      throw new MisconfiguredCheckError(`a check takes 1 to ${MAX_LIMITS_PER_CHECK} limits`);
+    }
+    if (limits.length > 1) assertOneSlot(limits);
+    const policies = limits.map((l) => l.policy);
+    const call = { ...genericCheckCall(limits, true), script: ENTRY_SCRIPTS.checkFirst };
+    const result = await this.#run('check', policies, call, (reply) => parseFirstReply(policies, reply));
+    return result.ok ? result.reply : this.#degradedDecision(policies, result.reason);
   }
 
   /**

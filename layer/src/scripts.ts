@@ -19,6 +19,7 @@ export interface LuaScript {
 /** The scripts every strategy shares or that serve one operation, by entry file in `lua/`. */
 export const ENTRY_SCRIPTS = {
   check: 'check',
+  checkFirst: 'check_first',
   recordFailure: 'record_failure',
   setRate: 'set_rate',
   reserve: 'reserve',
