@@ -240,11 +240,17 @@ async function policiesCommand(context: Context, rest: readonly string[], values
   return EXIT.ok;
 }
 
+/** The hash tag of a grouped check: --scope, else the account's own key for --email (group login-user is scoped by it). */
+function scopeOf(key: string, values: CliValues): string | undefined {
+  return values.scope ?? (values.email ? key : undefined);
+}
+
 /** Where one key of a policy stands, without debiting it. */
 async function inspectCommand(context: Context, rest: readonly string[], values: CliValues): Promise<number> {
   const [policy, given] = rest;
   if (!policy) throw new CliError(EXIT.usage, 'inspect <policy> <key>');
-  const state = await inspect(context, policy, keyOf(context, given, values), values.scope);
+  const key = keyOf(context, given, values);
+  const state = await inspect(context, policy, key, scopeOf(key, values));
   out(context, table(state), state);
   return EXIT.ok;
 }
@@ -254,11 +260,12 @@ async function resetCommand(context: Context, rest: readonly string[], values: C
   const [policy, given] = rest;
   if (!policy) throw new CliError(EXIT.usage, 'reset <policy> <key>');
   const key = keyOf(context, given, values);
-  const before = await inspect(context, policy, key, values.scope);
-  const counter = counterKey(limiterOf(context).policyFor(policy, key), key, values.scope);
+  const scope = scopeOf(key, values);
+  const before = await inspect(context, policy, key, scope);
+  const counter = counterKey(limiterOf(context).policyFor(policy, key), key, scope);
   // every key the policy may hold for it: counter (or budget and its holds) and runtime rate
   await (context.redis as RedisClient).del(...budgetKeys(counter), rateKey(counter));
-  const after = await inspect(context, policy, key, values.scope);
+  const after = await inspect(context, policy, key, scope);
   audit(context, 'reset', { policy, key, before, after });
   out(context, `reset ${policy} ${key}\n${table(after)}`, { before, after });
   return EXIT.ok;
