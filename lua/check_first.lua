@@ -8,16 +8,18 @@
 --              N, debit, then one record per limit), all in one hash slot.
 -- Reply (integers): lua/check.lua's layout, where the binding limit of an
 --   admission is the one that admitted (1-based): allowed (1|0), that limit
---   (0 when none admitted: refused by the one with the longest retry),
+--   (the last when none admitted),
 --   retry-after µs, then per limit remaining, reset µs, retry-after µs (a
---   limit after the admitting one is not evaluated: 0 0 0).
+--   limit after the admitting one is not evaluated: 0 0 0). None admitting,
+--   the last refuses: the end of the chain is what the caller waits for (a
+--   revoked device's week is not the account's wait).
 -- Complexity: the sum of the evaluated strategies' (see lua/check.lua).
 local limit_count = tonumber(ARGV[1])
 local debit = ARGV[2] == '1'
 
 local now = now_us()
 local reply = { 0, 0, 0 }
-local chosen, retry_max, binding = 0, 0, 0
+local chosen, last_retry = 0, 0
 local a = 3
 for i = 1, limit_count do
   local strategy = STRATEGIES[ARGV[a]]
@@ -34,8 +36,8 @@ for i = 1, limit_count do
       else
         strategy.unwritten(r)
       end
-    elseif r.retry_us > retry_max or binding == 0 then
-      binding, retry_max = i, r.retry_us
+    else
+      last_retry = r.retry_us
     end
     reply[#reply + 1] = r.remaining
     reply[#reply + 1] = r.reset_us
@@ -50,6 +52,6 @@ end
 if chosen > 0 then
   reply[1], reply[2] = 1, chosen
 else
-  reply[2], reply[3] = binding, retry_max
+  reply[2], reply[3] = limit_count, last_retry
 end
 return reply

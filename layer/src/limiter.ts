@@ -252,7 +252,7 @@ export class Limiter {
   /**
    * Tries the limits in order and debits only the first that admits (see
    * check-first.ts): admitted, its status is the decision's `binding`;
-   * refused when none admits, by the one with the longest wait. One script:
+   * refused when none admits, by the last (the end of the chain). One script:
    * the limits must share a group (one hash slot). Throws like `checkAll`.
    */
   async checkFirst(requests: readonly CheckRequest[], options?: CheckOptions): Promise<Decision> {

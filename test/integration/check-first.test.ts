@@ -51,6 +51,7 @@ for (const target of targets) {
       const refused = await limiter.checkFirst(both, scope);
       assert.equal(refused.outcome, 'limited');
       assert.ok(refused.outcome === 'limited' && refused.retryAfterMs > 0);
+      assert.equal(refused.outcome === 'limited' && refused.binding.policy, 'account', 'the last refuses');
       const again = await limiter.checkFirst(both, scope);
       assert.equal(again.outcome, 'limited', 'a refusal wrote nothing that admits');
     });
