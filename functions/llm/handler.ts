@@ -30,6 +30,8 @@ import {
   type Decision,
   InvalidCheckError,
   type LimitStatus,
+  MisconfiguredCheckError,
+  misconfiguredVerdict,
   type SettleOutcome,
   verdictFor,
 } from '@platform/rate-limit';
@@ -244,6 +246,9 @@ export const handler = routeHandler<AuthenticatedContext>(
           'over_budget_capacity',
           `this call may cost ${call.estimate} µUSD, more than the whole budget`,
         );
+      // the policies not in one group (a configuration error): decided by their failure mode, reported once
+      if (error instanceof MisconfiguredCheckError)
+        throw rateLimitRefusal(misconfiguredVerdict(limiter, slot, error, { observer }));
       throw error;
     }
     const verdict = verdictFor(reserved, IN_FLIGHT, performance.now() - checkStarted, tenant);
