@@ -5,8 +5,12 @@
  * in a process of its own) with the traffic of every consumer: API keys of
  * both roles, login attempts, signed Slack events, Telegram updates, LLM calls.
  *
- * Load: each route at two concurrencies: requests/s, p50/p99/p99.9 latency,
- * the platform process's CPU per request, Redis's CPU per request.
+ * Load: each route at two concurrencies over one Redis connection:
+ * requests/s, p50/p99/p99.9 latency, the platform process's CPU per request,
+ * Redis's CPU per request and the round trips (commands sent) per request;
+ * then each route in the Lambda shape (LAMBDA_CONNECTIONS connections, one
+ * request in flight on each, bench/container-redis.ts): Redis CPU and round
+ * trips per request where Redis pays a read and a write per command.
  * Soak: every route at once at a steady rate for BENCH_SOAK_MINUTES (10):
  * RSS and Redis memory sampled (the slope reported), 0 5xx, and the sink
  * holding exactly the events admitted.
@@ -25,10 +29,12 @@ import { counterKey } from '@platform/rate-limit/policy';
 import type { Result } from 'autocannon';
 import { Redis } from 'ioredis';
 import { PLATFORM_POLICIES, type PolicyName } from '../config/catalogue.ts';
+import { createPlatform, usePlatform } from '../functions/shared/platform.ts';
 import { renderSvg } from '../scripts/chart.ts';
 import { type GatewayOptions, startGateway } from '../scripts/gateway.ts';
 import { startLocalPlatform } from '../scripts/local-platform.ts';
 import { startRedis } from '../scripts/redis-process.ts';
+import { type ContainerRedis, containerRedis } from './container-redis.ts';
 import type { LoadRoute } from './load-driver.ts';
 import { redisCpuSeconds } from './measure.ts';
 
@@ -37,6 +43,8 @@ const soak = process.argv.includes('--soak');
 const SECONDS = smoke ? 1 : Number(process.env.BENCH_LOAD_SECONDS ?? 10);
 const SOAK_MS = (smoke ? 3 / 60 : Number(process.env.BENCH_SOAK_MINUTES ?? 10)) * 60_000;
 const CONCURRENCY = smoke ? [4] : [16, 64];
+/** The Lambda shape: this many containers, each one connection with one request in flight. */
+const LAMBDA_CONNECTIONS = smoke ? 4 : 64;
 /** Requests per second per route during the soak: steady, well below what the platform serves. */
 const SOAK_RATE = 20;
 const ROUTES: readonly LoadRoute[] = ['api-standard', 'api-partner', 'login', 'slack', 'telegram', 'llm'];
@@ -77,7 +85,19 @@ const gatewayOptions: GatewayOptions = {
     answered.set(key, (answered.get(key) ?? 0) + 1);
   },
 };
-const platform = await startLocalPlatform({ redisUrl: server.url, parameters, gateway: gatewayOptions });
+/** The platform's Redis: one connection as `npm start` runs it, or many (the Lambda shape); its commands counted. */
+let platformRedis: ContainerRedis | undefined;
+const platform = await startLocalPlatform({
+  redisUrl: server.url,
+  parameters,
+  gateway: gatewayOptions,
+  // before the handlers load: their middlewares take the platform's limiter then
+  beforeHandlers: async () => {
+    platformRedis = await containerRedis(server.url, 1);
+    usePlatform(createPlatform({ redis: platformRedis.client }));
+  },
+});
+const useConnections = (connections: number) => platformRedis?.resize(connections);
 
 /**
  * The overhead split: the API route (a standard key) served four ways, each
@@ -132,6 +152,9 @@ interface RouteFigures {
   p999Ms: number;
   nodeCpuUsPerRequest: number;
   redisCpuUsPerRequest: number;
+  /** Commands the platform sent to Redis per request (its round trips), and by command. */
+  roundTrips: number;
+  byCommand: Record<string, number>;
   statuses: Record<string, number>;
 }
 
@@ -146,31 +169,43 @@ interface SplitFigures {
 
 const failures: string[] = [];
 const figures: RouteFigures[] = [];
+const lambdaShape: RouteFigures[] = [];
 const split: SplitFigures[] = [];
 
 /** One route at one concurrency: autocannon's figures and the CPU (this process, Redis) per request. */
 async function measured(route: LoadRoute, connections: number, base?: string) {
+  platformRedis?.take();
   const cpuBefore = process.cpuUsage();
   const redisBefore = await redisCpuSeconds(redis);
+  const answersBefore = [...answered.values()].reduce((a, b) => a + b, 0);
   const result = await drive(route, connections, SECONDS, undefined, base);
   await settled();
   const cpu = process.cpuUsage(cpuBefore);
   const redisCpu = (await redisCpuSeconds(redis)) - redisBefore;
+  // every request the gateway answered (some may finish after the generator stopped counting)
   const requests = Math.max(1, result.requests.total);
+  const sent = platformRedis?.take() ?? { total: 0, byCommand: {} };
+  const answers = Math.max(1, [...answered.values()].reduce((a, b) => a + b, 0) - answersBefore);
   return {
     result,
     nodeCpuUsPerRequest: (cpu.user + cpu.system) / requests,
     redisCpuUsPerRequest: (redisCpu * 1e6) / requests,
+    roundTrips: sent.total / answers,
+    byCommand: Object.fromEntries(Object.entries(sent.byCommand).map(([c, n]) => [c, n / answers])),
   };
 }
 let soakReport: string[] = [];
 try {
+  await useConnections(1);
   if (!soak) {
     for (const connections of CONCURRENCY) {
       for (const route of ROUTES) {
         const sinkBefore = sinkLines();
         const okBefore = answeredOk(route);
-        const { result, nodeCpuUsPerRequest, redisCpuUsPerRequest } = await measured(route, connections);
+        const { result, nodeCpuUsPerRequest, redisCpuUsPerRequest, roundTrips, byCommand } = await measured(
+          route,
+          connections,
+        );
         const requests = result.requests.total;
         const statuses = { '2xx': result['2xx'], '4xx': result['4xx'], '5xx': result['5xx'], errors: result.errors };
         figures.push({
@@ -182,6 +217,8 @@ try {
           p999Ms: result.latency.p99_9,
           nodeCpuUsPerRequest,
           redisCpuUsPerRequest,
+          roundTrips,
+          byCommand,
           statuses,
         });
         if (result['5xx'] > 0 || result.errors > 0)
@@ -198,6 +235,34 @@ try {
         );
       }
     }
+    // the Lambda shape: a connection per container, one request in flight on each
+    await useConnections(LAMBDA_CONNECTIONS);
+    for (const route of ROUTES) {
+      const { result, nodeCpuUsPerRequest, redisCpuUsPerRequest, roundTrips, byCommand } = await measured(
+        route,
+        LAMBDA_CONNECTIONS,
+      );
+      const statuses = { '2xx': result['2xx'], '4xx': result['4xx'], '5xx': result['5xx'], errors: result.errors };
+      if (result['5xx'] > 0 || result.errors > 0) failures.push(`${route} lambda shape: ${JSON.stringify(statuses)}`);
+      if (roundTrips <= 0) failures.push(`${route} lambda shape: no round trip counted`);
+      lambdaShape.push({
+        route,
+        connections: LAMBDA_CONNECTIONS,
+        requestsPerSecond: result.requests.average,
+        p50Ms: result.latency.p50,
+        p99Ms: result.latency.p99,
+        p999Ms: result.latency.p99_9,
+        nodeCpuUsPerRequest,
+        redisCpuUsPerRequest,
+        roundTrips,
+        byCommand,
+        statuses,
+      });
+      console.log(
+        `lambda shape ${route.padEnd(13)} ${LAMBDA_CONNECTIONS} connections  Redis ${redisCpuUsPerRequest.toFixed(1)} µs/req  ${roundTrips.toFixed(2)} round trips/req ${JSON.stringify(byCommand)}`,
+      );
+    }
+    await useConnections(1);
     for (const connections of CONCURRENCY) {
       for (const { part, variant } of SPLIT) {
         const gateway = variant
@@ -284,6 +349,7 @@ try {
   }
 } finally {
   await platform.gateway.close();
+  platformRedis?.close();
   redis.disconnect();
   await server.stop();
 }
@@ -307,6 +373,27 @@ async function liveLeases(policy: PolicyName): Promise<number> {
   let total = 0;
   for (const key of await countersOf(policy)) total += await redis.zcount(key, `(${now}`, '+inf');
   return total;
+}
+
+/** The Lambda shape's table: Redis CPU and round trips per request with a connection per request in flight. */
+function lambdaReport(): string[] {
+  const commands = (f: RouteFigures) =>
+    Object.entries(f.byCommand)
+      .map(([c, n]) => `${c} ${n.toFixed(2)}`)
+      .join(', ');
+  return [
+    `## The Lambda shape: ${LAMBDA_CONNECTIONS} connections, one request in flight on each`,
+    '',
+    'Each warm container holds one connection with one request in flight: Redis reads and writes once per command. Round trips are the commands the platform sent per answered request (bench/container-redis.ts counts them); a route whose traffic is partly refused (login keeps its own limits) shows its mix.',
+    '',
+    '| route | req/s | p50 ms | Redis CPU µs/req | round trips/req | by command | answers |',
+    '|---|---|---|---|---|---|---|',
+    ...lambdaShape.map(
+      (f) =>
+        `| ${f.route} | ${Math.round(f.requestsPerSecond)} | ${f.p50Ms} | ${f.redisCpuUsPerRequest.toFixed(1)} | ${f.roundTrips.toFixed(2)} | ${commands(f)} | ${JSON.stringify(f.statuses)} |`,
+    ),
+    '',
+  ];
 }
 
 /** The overhead split's table: each part's CPU per request, the difference from the one before. */
@@ -341,13 +428,14 @@ if (!smoke) {
         '',
         `The local platform (gateway + Middy + handler + limiter) on one redis-server, each route ${SECONDS} s per concurrency, autocannon in its own process.`,
         '',
-        '| route | c | req/s | p50 ms | p99 ms | p99.9 ms | platform CPU µs/req | Redis CPU µs/req | answers |',
-        '|---|---|---|---|---|---|---|---|---|',
+        '| route | c | req/s | p50 ms | p99 ms | p99.9 ms | platform CPU µs/req | Redis CPU µs/req | round trips/req | answers |',
+        '|---|---|---|---|---|---|---|---|---|---|',
         ...figures.map(
           (f) =>
-            `| ${f.route} | ${f.connections} | ${Math.round(f.requestsPerSecond)} | ${f.p50Ms} | ${f.p99Ms} | ${f.p999Ms} | ${f.nodeCpuUsPerRequest.toFixed(0)} | ${f.redisCpuUsPerRequest.toFixed(1)} | ${JSON.stringify(f.statuses)} |`,
+            `| ${f.route} | ${f.connections} | ${Math.round(f.requestsPerSecond)} | ${f.p50Ms} | ${f.p99Ms} | ${f.p999Ms} | ${f.nodeCpuUsPerRequest.toFixed(0)} | ${f.redisCpuUsPerRequest.toFixed(1)} | ${f.roundTrips.toFixed(2)} | ${JSON.stringify(f.statuses)} |`,
         ),
         '',
+        ...lambdaReport(),
         `![requests per second per route](load-${stamp}.svg)`,
         '',
         ...splitReport(),

@@ -24,6 +24,11 @@ export function keyOf(
   return given;
 }
 
+/** The hash tag of a grouped check: --scope, else the account's own key for --email (group login-user is scoped by it). */
+export function scopeOf(key: string, values: { readonly scope?: string; readonly email?: string }): string | undefined {
+  return values.scope ?? (values.email ? key : undefined);
+}
+
 /** An API key's keyed hash, as the API knows it; a key of the wrong shape is a usage error, never hashed. */
 export function apiKeyHashOf(context: Context, apiKey: string): string {
   if (!isApiKey(apiKey.trim()))

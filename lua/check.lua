@@ -27,6 +27,11 @@
 -- ARGV[3..]    one record per limit: kind, cost, field count F, then F fields
 --              (each strategy's fields: its fragment's <kind>_check and its
 --              module's checkFields in layer/src/strategies/)
+-- ARGV after the records, optional: 'claim', the index in KEYS of a once-only
+--              claim key (same slot), its TTL ms, '1' to keep it when refused
+--              (layer/src/claim.ts). A claim already taken answers { 2 }:
+--              nothing counted, nothing written. Otherwise the claim is set
+--              with an admission (debited), or a refusal when kept.
 -- Reply (integers): allowed (1|0), binding limit (1-based, 0 when admitted),
 --   retry-after µs, then per limit: remaining, reset µs, retry-after µs.
 --   `remaining` is what is left: after the debit when the check was admitted
@@ -50,6 +55,12 @@ for i = 1, limit_count do
   strategies[i], records[i] = strategy, a
   if strategy.value then fetched[#fetched + 1] = KEYS[i] end
   a = a + 3 + tonumber(ARGV[a + 2])
+end
+local claim_key, claim_ttl_ms, claim_kept
+if ARGV[a] == 'claim' then
+  claim_key, claim_ttl_ms, claim_kept = KEYS[tonumber(ARGV[a + 1])], tonumber(ARGV[a + 2]), ARGV[a + 3] == '1'
+  -- GET, not EXISTS: the functions' ACL user runs only the commands it needs
+  if redis.call('GET', claim_key) then return { 2 } end
 end
 local values = #fetched > 0 and redis.call('MGET', unpack(fetched)) or fetched
 
@@ -84,6 +95,8 @@ for i = 1, limit_count do
     strategies[i].unwritten(r)
   end
 end
+-- after the counters: at maxmemory an admission fails whole at its first write
+if claim_key and debit and (allowed or claim_kept) then redis.call('SET', claim_key, '1', 'PX', claim_ttl_ms) end
 
 local reply = { allowed and 1 or 0, binding, retry_max }
 for i = 1, limit_count do

@@ -45,6 +45,8 @@ export async function startLocalPlatform(
     metrics?: boolean;
     /** Keep each route's own throttle (config/outer-line.json). @default false: a flood of one route draws from the stage's bucket */
     routeThrottles?: boolean;
+    /** Runs once the environment is set, before the handlers are loaded (a benchmark's own platform parts: usePlatform). */
+    beforeHandlers?: () => Promise<void>;
   } = {},
 ): Promise<LocalPlatform> {
   const dir = mkdtempSync(join(tmpdir(), 'rl-platform-'));
@@ -64,6 +66,7 @@ export async function startLocalPlatform(
   const outerLine = options.routeThrottles
     ? readOuterLine()
     : { ...readOuterLine(), routeThrottles: {}, defaultRouteThrottle: undefined };
+  await options.beforeHandlers?.();
   const gateway = await startGateway({ outerLine, ...options.gateway });
   return { gateway, sinkFile, refusalLog };
 }

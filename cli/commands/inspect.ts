@@ -2,7 +2,7 @@
 import { CliError, defineCommand, EXIT } from '../command.ts';
 import { out } from '../context.ts';
 import { keyState, stateTable } from '../key-state.ts';
-import { keyOf } from '../keys.ts';
+import { keyOf, scopeOf } from '../keys.ts';
 
 export const inspect = defineCommand({
   name: 'inspect',
@@ -13,7 +13,8 @@ export const inspect = defineCommand({
   async run(context, rest, values) {
     const [policy, given] = rest;
     if (!policy) throw new CliError(EXIT.usage, 'inspect <policy> <key>');
-    const state = await keyState(context, policy, keyOf(context, given, values), values.scope);
+    const key = keyOf(context, given, values);
+    const state = await keyState(context, policy, key, scopeOf(key, values));
     out(context, stateTable(state), state);
     return EXIT.ok;
   },

@@ -4,7 +4,7 @@ import { counterKey } from '@platform/rate-limit/policy';
 import { CliError, defineCommand, EXIT } from '../command.ts';
 import { audit, limiterOf, out } from '../context.ts';
 import { keyState, keysKeptFor, stateTable } from '../key-state.ts';
-import { keyOf } from '../keys.ts';
+import { keyOf, scopeOf } from '../keys.ts';
 
 export const reset = defineCommand({
   name: 'reset',
@@ -16,11 +16,12 @@ export const reset = defineCommand({
     const [policy, given] = rest;
     if (!policy) throw new CliError(EXIT.usage, 'reset <policy> <key>');
     const key = keyOf(context, given, values);
-    const before = await keyState(context, policy, key, values.scope);
+    const scope = scopeOf(key, values);
+    const before = await keyState(context, policy, key, scope);
     const compiled = limiterOf(context).policyFor(policy, key);
-    const counter = counterKey(compiled, key, values.scope);
+    const counter = counterKey(compiled, key, scope);
     await (context.redis as RedisClient).del(...keysKeptFor(compiled, counter));
-    const after = await keyState(context, policy, key, values.scope);
+    const after = await keyState(context, policy, key, scope);
     audit(context, 'reset', { policy, key, before, after });
     out(context, `reset ${policy} ${key}\n${stateTable(after)}`, { before, after });
     return EXIT.ok;

@@ -6,15 +6,17 @@
  * 1. The reservation: the dearest the call can be (models.ts,
  *    `reservationOf`: the prompt's UTF-8 bytes plus the template overhead at
  *    the dearest input price, max_tokens at the output price), in µUSD.
- * 2. Take one of the tenant's in-flight slots (`llm-in-flight`, a lease held
+ * 2. In one script, both or neither (`Limiter.reserveInFlight`, one round
+ *    trip; the two policies share the group `llm`, scoped by the tenant):
+ *    one of the tenant's in-flight slots (`llm-in-flight`, a lease held
  *    until the provider call has really ended; its TTL is above the
- *    function's timeout, so it lapses only once a killed holder is dead).
- *    None free: 429 with the Retry-After at which the oldest lease lapses at
- *    the latest. Then reserve the estimate (`llm-budget`) under a fresh id:
- *    charged at once, trued up by the settle, and STAYING charged if the
- *    settle never comes (a crash or a kill at the timeout refunds nothing).
- *    Not enough budget: 429 with the Retry-After after which it fits. A
- *    refused reservation gives the slot back: both or neither are held.
+ *    function's timeout, so it lapses only once a killed holder is dead) and
+ *    the estimate reserved (`llm-budget`) under a fresh id: charged at once,
+ *    trued up by the settle, and STAYING charged if the settle never comes (a
+ *    crash or a kill at the timeout refunds nothing). Refused: 429 naming the
+ *    binding one, with its Retry-After (no slot free: when the oldest lease
+ *    lapses at the latest; not enough budget: when it fits); nothing taken.
+ *    No code path holds one without the other, so no crash between them can.
  * 3. Call the provider with an AbortSignal at the invocation's remaining
  *    time minus ABORT_MARGIN_MS (enough to settle, give the slot back and
  *    answer before Lambda's timeout). A provider that does not stop within
@@ -26,9 +28,10 @@
 import { randomUUID } from 'node:crypto';
 import {
   type Decision,
-  enforce,
   InvalidCheckError,
   type LimitStatus,
+  MisconfiguredCheckError,
+  misconfiguredVerdict,
   type SettleOutcome,
   verdictFor,
 } from '@platform/rate-limit';
@@ -144,7 +147,7 @@ function chargeOf(call: Call, spent: Spent): number {
 }
 
 /**
- * The estimate reserved from the tenant's budget, the call, then its cost
+ * The call within its reservation (taken with its slot), then its cost
  * settled. `stopped` says whether the provider call has ended (the slot may
  * be given back).
  */
@@ -152,34 +155,17 @@ async function completeWithinBudget(
   tenant: string,
   call: Call,
   remainingMs: () => number,
+  id: string,
+  budget: LimitStatus | undefined,
 ): Promise<{ response: HttpResponse; stopped: boolean }> {
-  const { limiter, observer } = platform();
-  const id = randomUUID();
-  let reserved: Decision;
-  try {
-    reserved = await limiter.reserve(BUDGET, tenant, call.estimate, { id });
-  } catch (error) {
-    if (error instanceof InvalidCheckError)
-      throw httpError(
-        400,
-        'over_budget_capacity',
-        `this call may cost ${call.estimate} µUSD, more than the whole budget`,
-      );
-    throw error;
-  }
-  const verdict = verdictFor(reserved, BUDGET, 0, tenant);
-  observer.observe(verdict);
-  if (!verdict.proceed) throw rateLimitRefusal(verdict);
+  const { limiter } = platform();
+  const scope = { scope: tenant };
   const headersOf = (settled: SettleOutcome) =>
-    settled.decided
-      ? budgetHeaders(settled.status)
-      : reserved.outcome === 'degraded'
-        ? {}
-        : budgetHeaders(reserved.binding);
+    settled.decided ? budgetHeaders(settled.status) : budget ? budgetHeaders(budget) : {};
   const costBody = (charged: number) => ({ reservedMicroUsd: call.estimate, chargedMicroUsd: charged });
   const deadlineMs = remainingMs() - ABORT_MARGIN_MS;
   if (deadlineMs <= 0) {
-    const settled = await limiter.settle(BUDGET, tenant, id, 0);
+    const settled = await limiter.settle(BUDGET, tenant, id, 0, scope);
     return {
       response: json(
         504,
@@ -192,7 +178,7 @@ async function completeWithinBudget(
   const outcome = await callProvider(call, deadlineMs);
   if (outcome.kind === 'answered') {
     const actual = costOf(call.entry, outcome.completion.usage);
-    const settled = await limiter.settle(BUDGET, tenant, id, actual);
+    const settled = await limiter.settle(BUDGET, tenant, id, actual, scope);
     const body = {
       model: call.model,
       text: outcome.completion.text,
@@ -203,13 +189,13 @@ async function completeWithinBudget(
   }
   if (outcome.kind === 'still-running') {
     // it may still produce (at most max_tokens): charged its estimate, and its slot kept until the lease lapses
-    const settled = await limiter.settle(BUDGET, tenant, id, call.estimate);
+    const settled = await limiter.settle(BUDGET, tenant, id, call.estimate, scope);
     const message = `The model did not answer in time; ${call.estimate} µUSD (the estimate) was charged.`;
     const body = { error: 'provider_timeout', message, cost: costBody(call.estimate) };
     return { response: json(504, body, headersOf(settled)), stopped: false };
   }
   const charged = chargeOf(call, outcome.spent);
-  const settled = await limiter.settle(BUDGET, tenant, id, charged);
+  const settled = await limiter.settle(BUDGET, tenant, id, charged, scope);
   const headers = headersOf(settled);
   const what =
     charged === 0
@@ -236,19 +222,44 @@ export const handler = routeHandler<AuthenticatedContext>(
     const parsed = parse(event);
     const call: Call = { ...parsed, estimate: reservationOf(parsed.entry, parsed.prompt, parsed.maxTokens) };
     const started = Date.now();
+    const checkStarted = performance.now();
     const remainingMs =
       typeof context.getRemainingTimeInMillis === 'function'
         ? () => context.getRemainingTimeInMillis()
         : () => TIMEOUT_MS - (Date.now() - started);
-    // 1. A slot among the tenant's calls in flight: a lease, given back once the call has really ended (no
-    // timer gives it back earlier: its TTL, above the function's timeout, covers a holder killed at the timeout)
+    // The slot and the reservation in one script, both or neither. The lease is given back once the call has
+    // really ended (no timer gives it back earlier: its TTL, above the function's timeout, covers a holder
+    // killed at the timeout); the reservation stays charged unless settled.
+    const id = randomUUID();
     const slot = [{ policy: IN_FLIGHT, key: tenant }];
-    const inFlight = await enforce(limiter, slot, { observer });
-    if (!inFlight.proceed) throw rateLimitRefusal(inFlight);
-    const lease = holdLeases(limiter, slot, inFlight);
+    let reserved: Decision;
+    try {
+      reserved = await limiter.reserveInFlight(
+        { policy: IN_FLIGHT, key: tenant },
+        { policy: BUDGET, key: tenant, units: call.estimate, id },
+        { scope: tenant },
+      );
+    } catch (error) {
+      if (error instanceof InvalidCheckError)
+        throw httpError(
+          400,
+          'over_budget_capacity',
+          `this call may cost ${call.estimate} µUSD, more than the whole budget`,
+        );
+      // the policies not in one group (a configuration error): decided by their failure mode, reported once
+      if (error instanceof MisconfiguredCheckError)
+        throw rateLimitRefusal(misconfiguredVerdict(limiter, slot, error, { observer }));
+      throw error;
+    }
+    const verdict = verdictFor(reserved, IN_FLIGHT, performance.now() - checkStarted, tenant);
+    observer.observe(verdict);
+    if (!verdict.proceed) throw rateLimitRefusal(verdict);
+    // undefined when the failure mode let it through undecided (degraded open): no headers to give
+    const budget = reserved.outcome === 'degraded' ? undefined : reserved.limits.find((l) => l.policy === BUDGET);
+    const lease = holdLeases(limiter, slot, verdict, { scope: tenant });
     let stopped = true;
     try {
-      const result = await completeWithinBudget(tenant, call, remainingMs);
+      const result = await completeWithinBudget(tenant, call, remainingMs, id, budget);
       stopped = result.stopped;
       return result.response;
     } finally {

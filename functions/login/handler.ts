@@ -19,7 +19,14 @@
  *    or Cognito with PreventUserExistenceErrors and an answer floor; one HMAC
  *    per presented cookie whatever the account).
  */
-import { enforce, MisconfiguredCheckError, misconfiguredVerdict, type Verdict } from '@platform/rate-limit';
+import {
+  type Decision,
+  enforce,
+  MisconfiguredCheckError,
+  misconfiguredVerdict,
+  type Verdict,
+  verdictFor,
+} from '@platform/rate-limit';
 import { hashEmail, header, normaliseEmail, rateLimitRefusal } from '@platform/rate-limit/middleware';
 import * as v from 'valibot';
 import { httpError, json, parseBody, type RestEvent, rawBody, routeHandler } from '../shared/http.ts';
@@ -78,19 +85,39 @@ function deviceLifetimeS(): number {
   return policy.strategy === 'failureBackoff' ? Math.floor(policy.memoryUs / 1e6) : 0;
 }
 
-/** The check that decides this attempt: the device's own when its cookie holds and is not revoked, else the account's. */
+/**
+ * The check that decides this attempt, in one round trip: the device's own
+ * backoff when its cookie holds, else (revoked: failed too often) the
+ * account's, tried in one script (`checkFirst`; both keys under the
+ * account's hash tag); without a cookie the account's alone.
+ */
 async function admit(
   accountKey: string,
   deviceKey: string | undefined,
 ): Promise<{ verdict: Verdict; policy: string; key: string }> {
   const { limiter, observer } = platform();
-  if (deviceKey !== undefined) {
-    const verdict = await enforce(limiter, [{ policy: DEVICE, key: deviceKey }], { observer });
-    // refused by its backoff: revoked (failed too often), so an untrusted attempt from here on
-    if (verdict.outcome !== 'limited') return { verdict, policy: DEVICE, key: deviceKey };
+  const scope = { scope: accountKey };
+  if (deviceKey === undefined) {
+    const verdict = await enforce(limiter, [{ policy: ACCOUNT, key: accountKey }], { observer, ...scope });
+    return { verdict, policy: ACCOUNT, key: accountKey };
   }
-  const verdict = await enforce(limiter, [{ policy: ACCOUNT, key: accountKey }], { observer });
-  return { verdict, policy: ACCOUNT, key: accountKey };
+  const requests = [
+    { policy: DEVICE, key: deviceKey },
+    { policy: ACCOUNT, key: accountKey },
+  ];
+  const started = performance.now();
+  let decision: Decision;
+  try {
+    decision = await limiter.checkFirst(requests, scope);
+  } catch (error) {
+    if (!(error instanceof MisconfiguredCheckError)) throw error;
+    return { verdict: misconfiguredVerdict(limiter, requests, error, { observer }), policy: DEVICE, key: deviceKey };
+  }
+  const policy = decision.outcome === 'degraded' ? DEVICE : decision.binding.policy;
+  const key = policy === DEVICE ? deviceKey : accountKey;
+  const verdict = verdictFor(decision, DEVICE, performance.now() - started, key);
+  observer.observe(verdict);
+  return { verdict, policy, key };
 }
 
 export const handler = routeHandler(route, async (event) => {
@@ -126,7 +153,7 @@ export const handler = routeHandler(route, async (event) => {
       });
     case 'challenge':
       // the password was right: not a guess to hold against the account; but no session and no device cookie
-      await limiter.clearFailures(policy, key);
+      await limiter.clearFailures(policy, key, { scope: accountKey });
       return json(403, {
         error: 'challenge_required',
         challenge: verification.challenge,
@@ -134,7 +161,10 @@ export const handler = routeHandler(route, async (event) => {
           'The password is right, but the account must complete another step (such as setting a new password) that this endpoint does not offer.',
       });
     case 'accepted': {
-      await limiter.clearFailures(policy, key);
+      // a trusted attempt's pending failure stays on its device, which the new cookie replaces (a fresh device
+      // id: the old one is not presented again by this browser), so only an untrusted one is cleared: a
+      // success costs two round trips with a device cookie, three without
+      if (policy === ACCOUNT) await limiter.clearFailures(policy, key, { scope: accountKey });
       const value = issueDeviceCookie(cookieKey, email, nowS);
       const tokens = verification.tokens ?? {};
       return json(

@@ -211,17 +211,20 @@ export class MattermostListener {
         once,
         sink,
         budgetMs: 1000,
-        policy: MATTERMOST_POLICY,
-        observer,
-        check: async () => {
+        check: async (claim) => {
           const started = performance.now();
-          const decision = await limiter.check({ policy: MATTERMOST_POLICY, key: post.channel_id });
+          // the post's claim in the same script as its channel's window (one slot: the channel is the scope)
+          const decided = await limiter.checkOnce([{ policy: MATTERMOST_POLICY, key: post.channel_id }], claim, {
+            scope: post.channel_id,
+          });
+          if (decided === 'duplicate') return decided;
+          const decision = (decided.enforced ?? decided.shadow) as Decision;
           observer?.observe(verdictFor(decision, MATTERMOST_POLICY, performance.now() - started, post.channel_id));
           return decision;
         },
         admits: (decision) => decision.outcome === 'allowed',
-        // a limited post stays claimed: it was decided; an undecided one gives its claim back for the retry
-        keepsClaim: (decision) => decision.outcome === 'limited',
+        // a limited post stays claimed: it was decided; an undecided one (Redis down) never took its claim
+        keepsClaim: true,
       },
     );
     switch (admission.kind) {
@@ -249,8 +252,6 @@ export class MattermostListener {
           return 'decided';
         }
         break; // undecided: held below
-      case 'unclaimed':
-        break; // Redis could not even take the claim: held below
     }
     if (last || Date.now() >= until) {
       channel.expired++;

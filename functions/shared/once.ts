@@ -1,14 +1,18 @@
-import type { DegradedReason, RedisClient } from '@platform/rate-limit';
+import type { CheckClaim, DegradedReason, RedisClient } from '@platform/rate-limit';
 import { guardedRedis, type RedisAccess } from '@platform/rate-limit/redis';
 import { KEY_FAMILIES } from '../../config/redis-roles.ts';
 
 /**
  * Remembers which sender events were accepted, so a retried delivery (Slack's
  * X-Slack-Retry-Num, Telegram's redelivery) is answered without being counted
- * or forwarded again. A claim is taken before the event is counted and
- * released when it is refused or cannot be handed on, so a refused event can
- * come back. Keys: `wh:{<source>:<scope>}:seen:<id>`, with a TTL longer than the
- * sender retries (Slack: 5 min; Telegram keeps updates 24 h).
+ * or forwarded again. A sender event's claim (`claimOf`) is decided in the
+ * same script as its limits (the layer's `enforceOnce`): taken with the
+ * admission, not kept by a refusal (unless asked), given back (`release`) when
+ * the event cannot be handed on, so a refused event can come back. Keys:
+ * `wh:{<source>:<scope>}:seen:<id>`, under the hash tag of the event's grouped
+ * limits (`rl:{<group>:<scope>}…`, the group named as its source: one slot),
+ * with a TTL longer than the sender retries (Slack: 5 min; Telegram keeps
+ * updates 24 h). `claim` takes one on its own (the harvester's pacer).
  */
 export class AcceptedOnce {
   readonly #redis: RedisAccess;
@@ -36,6 +40,11 @@ export class AcceptedOnce {
     );
     if (!result.ok) return result.reason;
     return result.reply === 'OK' ? 'claimed' : 'seen';
+  }
+
+  /** The claim of a sender's event, to decide with its limits in one script (the layer's `enforceOnce`). */
+  claimOf(source: string, scope: string, id: string, keepOnRefusal = false): CheckClaim {
+    return { key: key(source, scope, id), ttlMs: Math.max(1, Math.ceil(this.#ttlMs)), keepOnRefusal };
   }
 
   /** Gives a claim back (the event was refused or not handed on), so a redelivery counts again. */

@@ -1,5 +1,5 @@
 import type { MiddlewareObj } from '@middy/core';
-import { enforce, type Limiter } from '@platform/rate-limit';
+import { enforceOnce, type Limiter } from '@platform/rate-limit';
 import { type HttpEvent, rateLimitHeaders, rateLimitRefusal } from '@platform/rate-limit/middleware';
 import { DEFAULT_TIME_BUDGET, toMs } from '@platform/rate-limit/policy';
 import type { PolicyName } from '../../config/catalogue.ts';
@@ -44,8 +44,8 @@ export interface WebhookEvent extends AcceptedEvent {
 }
 
 /**
- * The claim answers within the time budget of the event's own policies (an
- * unknown policy is enforce's to report: the layer's default here).
+ * A claim is given back within the time budget of the event's own policies
+ * (an unknown policy is enforceOnce's to report: the layer's default here).
  */
 function claimBudgetMs(limiter: Limiter, event: WebhookEvent): number {
   const budgets = event.limits.map((l) => {
@@ -60,12 +60,14 @@ function claimBudgetMs(limiter: Limiter, event: WebhookEvent): number {
 
 /**
  * What every webhook does once its sender is verified, the same way
- * (./admission.ts's once-only flow, answered in HTTP):
+ * (./admission.ts's once-only flow, answered in HTTP), in one round trip for
+ * the claim and the limits (with the route's per-IP window: two per event):
  * 1. an event already accepted (a retry, a redelivery) answers 200, not counted or forwarded again;
- * 2. its limits are checked all-or-nothing in its scope; refused: 429 (or 503
- *    when the limiter is down: fail-closed), and the claim is given back so a
- *    redelivery counts as a new attempt;
- * 3. accepted: handed to the sink within the sender's ack time, then 200.
+ * 2. its limits are checked all-or-nothing in its scope, its claim in the same
+ *    script; refused: 429 (or 503 when the limiter is down: fail-closed), and
+ *    nothing is claimed, so a redelivery counts as a new attempt;
+ * 3. accepted (claimed with it): handed to the sink within the sender's ack
+ *    time, then 200; the sink down gives the claim back (503).
  */
 export async function acceptOnce(
   event: WebhookEvent,
@@ -76,16 +78,15 @@ export async function acceptOnce(
     once: acceptedOnce,
     sink,
     budgetMs: claimBudgetMs(limiter, event),
-    policy: event.limits[0]?.policy ?? '',
-    observer,
-    check: () => enforce(limiter, event.limits, { observer, scope: event.scope }),
+    check: async (claim) => {
+      const once = await enforceOnce(limiter, event.limits, claim, { observer, scope: event.scope });
+      return once.kind === 'duplicate' ? once.kind : once.verdict;
+    },
     admits: (verdict) => verdict.proceed,
   });
   switch (admission.kind) {
     case 'duplicate':
       return json(200, { ok: true, duplicate: true });
-    case 'unclaimed':
-      throw rateLimitRefusal(admission.verdict);
     case 'refused': {
       const refusal = rateLimitRefusal(admission.decided);
       if (admission.decided.outcome === 'limited') Object.assign(refusal.headers, refusalHeaders);

@@ -8,6 +8,7 @@
  * deadline), `/policy` (durations, keys, strategies), `/lua` (the scripts and
  * their contract), `/core` (the limiter's internals) and `/ssm`.
  */
+export type { CheckClaim, Duplicate } from './core/claim.ts';
 export { createLimiter, staticPolicies } from './core/create.ts';
 export type {
   Allowed,
@@ -27,6 +28,7 @@ export {
   type Verdict,
   verdictFor,
 } from './core/enforce.ts';
+export { enforceOnce, type OnceVerdict } from './core/enforce-once.ts';
 export {
   InvalidCheckError,
   InvalidPolicyError,

@@ -63,7 +63,8 @@ describe('ratelimit (the admin CLI)', () => {
     const redis = createRedisClient({ url: process.env.REDIS_URL as string });
     const limiter = createLimiter({ redis, policies: store });
     const account = hashEmail(email, store.secret('email-pepper') as string);
-    for (let i = 0; i < 8; i++) await limiter.recordFailure('login-account', account);
+    // login-account is scoped by the account itself (group login-user): the CLI's --email scopes it so too
+    for (let i = 0; i < 8; i++) await limiter.recordFailure('login-account', account, { scope: account });
     redis.disconnect();
     // Act + Assess
     const inspected = await ratelimit(['inspect', 'login-account', '--email', email, '--json']);

@@ -64,6 +64,8 @@ function listenerOn(
         strategy: 'slidingWindow',
         limit,
         window: '1 m',
+        // the post's claim is decided with its window: one slot, the channel as the scope
+        group: 'mattermost',
         failureMode: 'closed',
         timeBudget: '300 ms',
       },

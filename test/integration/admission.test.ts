@@ -1,24 +1,56 @@
 /**
  * The once-only admission (functions/shared/admission.ts) against a real
- * Redis: which way out keeps the claim (an admission, a kept refusal) and
- * which gives it back (a refusal, a sink failure), and an untaken claim
- * refused fail-closed and observed.
+ * Redis, its claim decided in the same script as the event's limits (the
+ * layer's enforceOnce): which way out keeps the claim (an admission, a kept
+ * refusal) and which does not (a refusal, a sink failure), one round trip per
+ * event, a Redis that cannot decide refused fail-closed and observed, and a
+ * retry after a Redis restart (graceful, and a crash of a server whose writes
+ * are durable when acknowledged) still a duplicate.
  */
 import assert from 'node:assert/strict';
-import { describe, it } from 'node:test';
-import { createRedisClient, type Verdict } from '@platform/rate-limit';
+import { after, before, describe, it } from 'node:test';
+import { createLimiter, enforceOnce, type RedisClient, type Verdict } from '@platform/rate-limit';
 import { type Admission, admitOnce } from '../../functions/shared/admission.ts';
 import { AcceptedOnce } from '../../functions/shared/once.ts';
 import type { AcceptedEvent } from '../../functions/shared/sink.ts';
+import { type RedisProcess, rawCommand, startRedis } from '../../scripts/redis-process.ts';
+import { connected, policies, targets, unique } from '../support/targets.ts';
 
-const event = (id: string): AcceptedEvent => ({ source: 'slack', id, scope: `adm-${process.pid}`, payload: { id } });
+const catalogue = (limit: number) =>
+  policies({
+    'slack-workspace': { strategy: 'slidingWindow', limit, window: '1 h', group: 'slack', failureMode: 'closed' },
+    'slack-channel': { strategy: 'slidingWindow', limit: 1000, window: '1 h', group: 'slack', failureMode: 'closed' },
+  });
 
-function harness(once: AcceptedOnce, decide: () => 'yes' | 'no', sinkFails = () => false) {
+/** Counts the commands a client sends (the round trips an event costs). */
+function counted(redis: RedisClient): { commands: () => string[] } {
+  const sent: string[] = [];
+  const original = redis.sendCommand.bind(redis);
+  redis.sendCommand = ((command: { name: string }) => {
+    sent.push(command.name);
+    return original(command as never);
+  }) as typeof redis.sendCommand;
+  return { commands: () => sent };
+}
+
+interface HarnessOptions {
+  readonly sinkFails?: () => boolean;
+  readonly keepsClaim?: boolean;
+  readonly scope?: string;
+}
+
+function harness(redis: RedisClient, limit: number, options: HarnessOptions = {}) {
+  const { sinkFails = () => false, keepsClaim = false, scope = unique('T') } = options;
+  const limiter = createLimiter({ redis, policies: catalogue(limit), onDegraded: () => {} });
   const sunk: AcceptedEvent[] = [];
   const observed: Verdict[] = [];
-  let checks = 0;
-  const admission: Admission<'yes' | 'no'> = {
-    once,
+  const event = (id: string): AcceptedEvent => ({ source: 'slack', id, scope, payload: { id } });
+  const limits = [
+    { policy: 'slack-workspace', key: scope },
+    { policy: 'slack-channel', key: 'C1' },
+  ];
+  const admission: Admission<Verdict> = {
+    once: new AcceptedOnce(redis),
     sink: {
       put: async (e) => {
         if (sinkFails()) throw new Error('queue down');
@@ -26,76 +58,166 @@ function harness(once: AcceptedOnce, decide: () => 'yes' | 'no', sinkFails = () 
       },
     },
     budgetMs: 1000,
-    policy: 'slack-workspace',
-    observer: { observe: (v) => observed.push(v) },
-    check: async () => {
-      checks++;
-      return decide();
+    check: async (claim) => {
+      const once = await enforceOnce(limiter, limits, claim, {
+        scope,
+        observer: { observe: (v) => observed.push(v) },
+      });
+      return once.kind === 'duplicate' ? once.kind : once.verdict;
     },
-    admits: (d) => d === 'yes',
+    admits: (verdict) => verdict.proceed,
+    keepsClaim,
   };
-  return { admission, sunk, observed, checks: () => checks };
+  /** What the workspace window has counted (a peek debits nothing). */
+  const counted = async () => {
+    const decision = await limiter.peek(limits, { scope });
+    return decision.outcome === 'degraded' ? Number.NaN : limit - (decision.limits[0]?.remaining ?? 0);
+  };
+  return { admission, event, sunk, observed, counted, scope };
 }
 
-describe('admitOnce', () => {
-  it('admits once: the event is sunk without its limits, and a redelivery is a duplicate, not checked again', async (t) => {
-    const redis = createRedisClient({ url: process.env.REDIS_URL as string });
-    t.after(() => redis.disconnect());
-    const h = harness(new AcceptedOnce(redis), () => 'yes');
-    const e = event(`a-${Date.now()}`);
-    assert.equal((await admitOnce(e, h.admission)).kind, 'admitted');
-    assert.deepEqual((await admitOnce(e, h.admission)).kind, 'duplicate');
-    assert.deepEqual(h.sunk, [e]);
-    assert.equal(h.checks(), 1);
+for (const target of targets) {
+  describe(`admitOnce, the claim in the check's script (${target.name})`, () => {
+    it('admits once in one round trip: the event is sunk, and a redelivery is a duplicate, not counted again', async (t) => {
+      const redis = target.client();
+      t.after(() => redis.disconnect());
+      await connected(redis);
+      const h = harness(redis, 10);
+      const e = h.event('Ev1');
+      assert.equal(await h.counted(), 0); // the same script as the claimed check: loaded, no NOSCRIPT below
+      const trips = counted(redis);
+      assert.equal((await admitOnce(e, h.admission)).kind, 'admitted');
+      assert.deepEqual(trips.commands(), ['evalsha'], 'the claim and both windows: one script');
+      assert.equal((await admitOnce(e, h.admission)).kind, 'duplicate');
+      assert.deepEqual(trips.commands(), ['evalsha', 'evalsha'], 'a duplicate: one script too');
+      assert.deepEqual(h.sunk, [e]);
+      assert.equal(await h.counted(), 1, 'counted once');
+      assert.equal(h.observed.length, 1, 'a duplicate is no verdict');
+    });
+
+    it('keeps no claim when refused (a redelivery counts again) unless the caller keeps it', async (t) => {
+      const redis = target.client();
+      t.after(() => redis.disconnect());
+      await connected(redis);
+      const released = harness(redis, 1);
+      assert.equal((await admitOnce(released.event('first'), released.admission)).kind, 'admitted');
+      const e = released.event('over');
+      assert.equal((await admitOnce(e, released.admission)).kind, 'refused');
+      assert.equal((await admitOnce(e, released.admission)).kind, 'refused', 'checked again: nothing was claimed');
+      assert.equal(released.observed.filter((v) => v.outcome === 'limited').length, 2);
+
+      const kept = harness(redis, 1, { keepsClaim: true });
+      assert.equal((await admitOnce(kept.event('first'), kept.admission)).kind, 'admitted');
+      const k = kept.event('over');
+      assert.equal((await admitOnce(k, kept.admission)).kind, 'refused');
+      assert.equal((await admitOnce(k, kept.admission)).kind, 'duplicate', 'the refusal kept its claim');
+      assert.equal(kept.observed.length, 2, 'the duplicate was not checked');
+    });
+
+    it('gives the claim back when the sink fails, so the retry is admitted', async (t) => {
+      const redis = target.client();
+      t.after(() => redis.disconnect());
+      await connected(redis);
+      let down = true;
+      const h = harness(redis, 10, { sinkFails: () => down });
+      const e = h.event('sunk-later');
+      const first = await admitOnce(e, h.admission);
+      assert.equal(first.kind, 'unsunk');
+      assert.match(String(first.kind === 'unsunk' && first.error), /queue down/);
+      down = false;
+      assert.equal((await admitOnce(e, h.admission)).kind, 'admitted');
+      assert.equal((await admitOnce(e, h.admission)).kind, 'duplicate');
+      assert.equal(h.sunk.length, 1);
+    });
+
+    it('decides 40 concurrent deliveries of one event once: one admitted, 39 duplicates, counted once', async (t) => {
+      const redis = target.client();
+      t.after(() => redis.disconnect());
+      await connected(redis);
+      const h = harness(redis, 100);
+      const e = h.event('raced');
+      const outcomes = await Promise.all(Array.from({ length: 40 }, () => admitOnce(e, h.admission)));
+      assert.equal(outcomes.filter((o) => o.kind === 'admitted').length, 1);
+      assert.equal(outcomes.filter((o) => o.kind === 'duplicate').length, 39);
+      assert.equal(await h.counted(), 1);
+    });
   });
+}
 
-  it('gives the claim back when refused (a redelivery counts again) unless the caller keeps it', async (t) => {
-    const redis = createRedisClient({ url: process.env.REDIS_URL as string });
-    t.after(() => redis.disconnect());
-    const once = new AcceptedOnce(redis);
-    const released = harness(once, () => 'no');
-    const e = event(`r-${Date.now()}`);
-    assert.equal((await admitOnce(e, released.admission)).kind, 'refused');
-    assert.equal((await admitOnce(e, released.admission)).kind, 'refused');
-    assert.equal(released.checks(), 2, 'checked again: the claim was given back');
-
-    const kept = harness(once, () => 'no');
-    const k = event(`k-${Date.now()}`);
-    const keeping = { ...kept.admission, keepsClaim: (d: 'yes' | 'no') => d === 'no' };
-    assert.equal((await admitOnce(k, keeping)).kind, 'refused');
-    assert.equal((await admitOnce(k, keeping)).kind, 'duplicate');
-    assert.equal(kept.checks(), 1);
-  });
-
-  it('gives the claim back when the sink fails, so the retry is admitted', async (t) => {
-    const redis = createRedisClient({ url: process.env.REDIS_URL as string });
-    t.after(() => redis.disconnect());
-    let down = true;
-    const h = harness(
-      new AcceptedOnce(redis),
-      () => 'yes',
-      () => down,
-    );
-    const e = event(`s-${Date.now()}`);
-    const first = await admitOnce(e, h.admission);
-    assert.equal(first.kind, 'unsunk');
-    assert.match(String(first.kind === 'unsunk' && first.error), /queue down/);
-    down = false;
-    assert.equal((await admitOnce(e, h.admission)).kind, 'admitted');
-    assert.equal(h.sunk.length, 1);
-  });
-
-  it('refuses fail-closed when Redis cannot take the claim, observed as the policy degraded, never checked', async (t) => {
+describe('admitOnce when Redis cannot decide', () => {
+  it('refuses fail-closed, observed as the policy degraded, nothing sunk', async (t) => {
+    const { createRedisClient } = await import('../../layer/src/index.ts');
     const redis = createRedisClient({ url: 'redis://127.0.0.1:1' }); // nothing listens there
     t.after(() => redis.disconnect());
-    const h = harness(new AcceptedOnce(redis), () => 'yes');
-    const outcome = await admitOnce(event('u'), { ...h.admission, budgetMs: 200 });
-    assert.equal(outcome.kind, 'unclaimed');
-    assert.equal(h.checks(), 0);
+    const h = harness(redis, 10);
+    const outcome = await admitOnce(h.event('u'), h.admission);
+    assert.equal(outcome.kind, 'refused');
+    assert.equal(outcome.kind === 'refused' && outcome.decided.outcome, 'degraded-closed');
     assert.equal(h.sunk.length, 0);
     assert.equal(h.observed.length, 1);
-    assert.equal(h.observed[0]?.outcome, 'degraded-closed');
     assert.equal(h.observed[0]?.policy, 'slack-workspace');
     assert.equal(h.observed[0]?.proceed, false);
+  });
+});
+
+describe('a webhook retry after a Redis restart, the claim folded into the check', () => {
+  let server: RedisProcess;
+  before(async () => {
+    server = await startRedis({ durable: true }); // append-only file on, as the production shape
+  });
+  after(() => server.stop());
+
+  const client = async () => {
+    const { createRedisClient } = await import('../../layer/src/index.ts');
+    const redis = createRedisClient({ url: server.url });
+    await connected(redis);
+    return redis;
+  };
+
+  it('is still a duplicate after a graceful restart (the claim and the count persisted together)', async () => {
+    const before = await client();
+    const h = harness(before, 10);
+    const e = h.event('Ev-restart');
+    assert.equal((await admitOnce(e, h.admission)).kind, 'admitted');
+    before.disconnect();
+
+    server = await server.restart();
+    const afterRestart = await client();
+    try {
+      const again = harness(afterRestart, 10, { scope: h.scope });
+      const outcome = await admitOnce(again.event('Ev-restart'), again.admission); // the same event, delivered again
+      assert.equal(outcome.kind, 'duplicate');
+      assert.equal(again.sunk.length, 0, 'not forwarded again');
+      assert.equal(await again.counted(), 1, 'counted once, before the restart');
+    } finally {
+      afterRestart.disconnect();
+    }
+  });
+
+  it('is still a duplicate after a crash (SIGKILL) when every acknowledged write is durable (appendfsync always, as Valkey durability sync)', async () => {
+    // the production store acknowledges a write only once it is in the Multi-AZ log; locally: fsync per write
+    assert.match(await rawCommand(server.port, 'CONFIG SET appendfsync always'), /OK/);
+    const redis = await client();
+    const scope = unique('T');
+    const limiter = createLimiter({ redis, policies: catalogue(10), onDegraded: () => {} });
+    const once = new AcceptedOnce(redis);
+    const limits = [{ policy: 'slack-workspace', key: scope }];
+    const first = await enforceOnce(limiter, limits, once.claimOf('slack', scope, 'Ev-crash'), { scope });
+    assert.equal(first.kind === 'decided' && first.verdict.outcome, 'allowed');
+    redis.disconnect();
+
+    await server.kill();
+    server = await server.restart();
+    const revived = await client();
+    try {
+      const limiterAfter = createLimiter({ redis: revived, policies: catalogue(10), onDegraded: () => {} });
+      const onceAfter = new AcceptedOnce(revived);
+      const retry = await enforceOnce(limiterAfter, limits, onceAfter.claimOf('slack', scope, 'Ev-crash'), { scope });
+      assert.equal(retry.kind, 'duplicate');
+      const peek = await limiterAfter.peek(limits, { scope });
+      assert.equal(peek.outcome === 'allowed' && peek.limits[0]?.remaining, 9, 'counted once, before the crash');
+    } finally {
+      revived.disconnect();
+    }
   });
 });

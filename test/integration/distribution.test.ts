@@ -51,7 +51,7 @@ describe('Key distribution on a cluster', () => {
     );
     const ownKeys = new Set([
       ...ips.map((ip) => `rl:{login-net:${ip}}:login-ip:${ip}`),
-      ...accounts.map((account) => `rl:{login-account:${account}}`),
+      ...accounts.map((account) => `rl:{login-user:${account}}:login-account:${account}`),
     ]);
     await connected(redis);
     // Act: each workspace's 10 channels checked with it, all-or-nothing, scoped by the workspace
@@ -69,14 +69,15 @@ describe('Key distribution on a cluster', () => {
     });
     // login's IP windows are one group, scoped by the /48 (an IPv4 address is its own)
     await inLanes(ips, 32, (ip) => limiter.check({ policy: 'login-ip', key: `${ip}` }, { scope: ip }));
-    await inLanes(accounts, 32, (account) => limiter.recordFailure('login-account', account));
+    // an account's backoffs (its own and its devices') are one group, scoped by the account
+    await inLanes(accounts, 32, (account) => limiter.recordFailure('login-account', account, { scope: account }));
     // Assess: count this run's keys on each master
     await connected(inspect);
     const masters = 'nodes' in inspect ? inspect.nodes('master') : [];
     const counts = await Promise.all(
       masters.map(async (node) => {
         let count = 0;
-        for (const pattern of [`*${run}*`, 'rl:{login-net:198.18.*', 'rl:{login-account:*']) {
+        for (const pattern of [`*${run}*`, 'rl:{login-net:198.18.*', 'rl:{login-user:*']) {
           let cursor = '0';
           do {
             const [nextCursor, keys] = await node.scan(cursor, 'MATCH', pattern, 'COUNT', 1000);

@@ -41,7 +41,7 @@ export interface EnforceOptions extends CheckOptions {
 const statusOf = (decision: Decision | undefined): readonly LimitStatus[] =>
   decision && decision.outcome !== 'degraded' ? decision.limits : [];
 
-function verdictOf(
+export function verdictOf(
   decision: Decision | undefined,
   shadowDecision: Decision | undefined,
   firstPolicy: string,

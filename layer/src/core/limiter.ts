@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
-import { checkCall, parseCheckReply, type ResolvedLimit, type ScriptCall } from '../lua/contract.ts';
-import type { ScriptSet } from '../lua/scripts.ts';
+import { checkCall, genericCheckCall, parseCheckReply, type ResolvedLimit, type ScriptCall } from '../lua/contract.ts';
+import { ENTRY_SCRIPTS, type ScriptSet } from '../lua/scripts.ts';
 import { combinedFailureMode, DEFAULT_FAILURE_MODE, type FailureMode } from '../policy/failure-mode.ts';
 import { assertKeyPart, counterKey } from '../policy/keys.ts';
 import type { CompiledPolicy, Strategy } from '../policy/policy.ts';
@@ -13,6 +13,8 @@ import { unitOf } from '../strategies/index.ts';
 import type { StrategyOperation } from '../strategies/strategy.ts';
 import { bucketOperations, type RateChange, type SettleResult } from '../strategies/token-bucket.ts';
 import { BlockCache } from './block-cache.ts';
+import { parseFirstReply } from './check-first.ts';
+import { type CheckClaim, DUPLICATE, type Duplicate, isDuplicateReply, withClaim } from './claim.ts';
 import {
   type Allowed,
   type Answer,
@@ -24,6 +26,7 @@ import {
   type LimitStatus,
 } from './decision.ts';
 import { InvalidCheckError, MisconfiguredCheckError } from './errors.ts';
+import { asResolved, parseReserveInFlightReply, reserveInFlightCall } from './in-flight-budget.ts';
 
 export type { RateChange } from '../strategies/token-bucket.ts';
 
@@ -173,6 +176,47 @@ export class Limiter {
   }
 
   /**
+   * `checkWithShadow` with a once-only claim decided in the same script as
+   * the enforced check (or the shadow one when every policy is in shadow: it
+   * never refuses, so its claim is kept): `duplicate` when the claim was taken
+   * already, and then nothing was counted (see claim.ts). One round trip.
+   */
+  async checkOnce(
+    requests: readonly CheckRequest[],
+    claim: CheckClaim,
+    options?: CheckOptions,
+  ): Promise<ShadowedDecisions | Duplicate> {
+    const enforced: ResolvedLimit[] = [];
+    const shadow: ResolvedLimit[] = [];
+    for (const limit of this.#resolve(requests, options)) (limit.policy.shadow ? shadow : enforced).push(limit);
+    if (enforced.length === 0) {
+      const decision = await this.#decide(shadow, true, { ...claim, keepOnRefusal: true });
+      return decision === DUPLICATE ? decision : { enforced: undefined, shadow: decision };
+    }
+    const decision = await this.#decide(enforced, true, claim);
+    if (decision === DUPLICATE) return decision;
+    return { enforced: decision, shadow: shadow.length > 0 ? await this.#decide(shadow, true) : undefined };
+  }
+
+  /**
+   * Tries the limits in order and debits only the first that admits (see
+   * check-first.ts): admitted, its status is the decision's `binding`;
+   * refused when none admits, by the last (the end of the chain). One script:
+   * the limits must share a group (one hash slot). Throws like `checkAll`.
+   */
+  async checkFirst(requests: readonly CheckRequest[], options?: CheckOptions): Promise<Decision> {
+    const limits = this.#resolve(requests, options);
+    if (limits.length === 0 || limits.length > MAX_LIMITS_PER_CHECK) {
+      throw new MisconfiguredCheckError(`a check takes 1 to ${MAX_LIMITS_PER_CHECK} limits`);
+    }
+    if (limits.length > 1) assertOneSlot(limits);
+    const policies = limits.map((l) => l.policy);
+    const call = { ...genericCheckCall(limits, true), script: ENTRY_SCRIPTS.checkFirst };
+    const result = await this.#run('check', policies, call, (reply) => parseFirstReply(policies, reply));
+    return result.ok ? result.reply : this.#degradedDecision(policies, result.reason);
+  }
+
+  /**
    * Each request with its policy, counter key and cost, validated. Throws
    * InvalidCheckError for what the request brought (key, cost, scope) and
    * MisconfiguredCheckError for what the code got wrong (unknown policy, no
@@ -202,18 +246,23 @@ export class Limiter {
    * `debit` is set. Throws MisconfiguredCheckError when they cannot be decided
    * together (none, too many, different groups, one counter twice).
    */
-  async #decide(limits: readonly ResolvedLimit[], debit: boolean): Promise<Decision> {
+  async #decide(limits: readonly ResolvedLimit[], debit: boolean): Promise<Decision>;
+  async #decide(limits: readonly ResolvedLimit[], debit: boolean, claim: CheckClaim): Promise<Decision | Duplicate>;
+  async #decide(limits: readonly ResolvedLimit[], debit: boolean, claim?: CheckClaim): Promise<Decision | Duplicate> {
     if (limits.length === 0 || limits.length > MAX_LIMITS_PER_CHECK) {
       throw new MisconfiguredCheckError(`a check takes 1 to ${MAX_LIMITS_PER_CHECK} limits`);
     }
     if (limits.length > 1) assertOneSlot(limits);
     const policies = limits.map((l) => l.policy);
-    const blocked = this.#blocks.refusal(limits);
+    // a claimed check asks Redis even for a key the cache knows is blocked: a duplicate is not a refusal
+    const blocked = claim ? undefined : this.#blocks.refusal(limits);
     if (blocked) return blocked;
-    const result = await this.#run('check', policies, checkCall(limits, debit), (reply) =>
-      parseCheckReply(policies, reply),
+    const call = claim ? withClaim(genericCheckCall(limits, debit), claim) : checkCall(limits, debit);
+    const result = await this.#run('check', policies, call, (reply) =>
+      claim && isDuplicateReply(reply) ? DUPLICATE : parseCheckReply(policies, reply),
     );
     if (!result.ok) return this.#degradedDecision(policies, result.reason);
+    if (result.reply === DUPLICATE) return DUPLICATE;
     if (result.reply.outcome === 'limited') this.#blocks.remember(limits, result.reply);
     if (result.reply.outcome === 'allowed' && debit && limits.some((l) => l.lease))
       return withLeases(result.reply, limits);
@@ -308,6 +357,46 @@ export class Limiter {
     if (!result.ok) return this.#degradedDecision([policy], result.reason);
     if (result.reply === 'id-used')
       throw new InvalidCheckError(`reservation "${options.id}" was settled already, or its hold lapsed`);
+    return result.reply;
+  }
+
+  /**
+   * Takes an in-flight slot (a concurrency policy's lease) and reserves
+   * `budget.units` of a cost budget (as `reserve`) in one script, both or
+   * neither: `allowed` holds both (the slot's status names its lease, to give
+   * back with `release`); `limited` took nothing and names the binding one.
+   * The two policies must share a group (one hash slot). An id already
+   * settled, or whose hold lapsed, is an InvalidCheckError (nothing taken).
+   */
+  async reserveInFlight(
+    slot: { readonly policy: string; readonly key: string },
+    budget: { readonly policy: string; readonly key: string; readonly units: number; readonly id: string },
+    options: CheckOptions = {},
+  ): Promise<Decision> {
+    const slotPolicy = this.#policy(slot.policy, slot.key, 'concurrency');
+    const budgetPolicy = this.#policy(budget.policy, budget.key, 'tokenBucket');
+    assertKeyPart(budget.id, 'reservation id');
+    if (!Number.isInteger(budget.units) || budget.units < 1 || budget.units > budgetPolicy.capacity) {
+      throw new InvalidCheckError(
+        `an estimate must be a whole number from 1 to ${budgetPolicy.capacity} for budget "${budgetPolicy.name}"`,
+      );
+    }
+    if (slotPolicy.group === undefined || slotPolicy.group !== budgetPolicy.group) {
+      throw new MisconfiguredCheckError(
+        `an in-flight slot and a reservation taken together must share a policy group (one hash slot): ${slotPolicy.name}, ${budgetPolicy.name}`,
+      );
+    }
+    const s = { policy: slotPolicy, counter: counterKey(slotPolicy, slot.key, options.scope), lease: randomUUID() };
+    const counter = counterKey(budgetPolicy, budget.key, options.scope);
+    const b = { policy: budgetPolicy, counter, id: budget.id, units: budget.units };
+    const policies = [slotPolicy, budgetPolicy];
+    const result = await this.#run('reserve', policies, reserveInFlightCall(s, b), (reply) =>
+      parseReserveInFlightReply(s, b, reply),
+    );
+    if (!result.ok) return this.#degradedDecision(policies, result.reason);
+    if (result.reply === 'id-used')
+      throw new InvalidCheckError(`reservation "${budget.id}" was settled already, or its hold lapsed`);
+    if (result.reply.outcome === 'allowed') return withLeases(result.reply, asResolved(s, b, slot.key));
     return result.reply;
   }
 

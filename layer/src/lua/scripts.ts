@@ -24,6 +24,8 @@ export interface LuaScript {
  */
 export const ENTRY_SCRIPTS = {
   check: 'check',
+  checkFirst: 'check_first',
+  reserveInFlight: 'reserve_in_flight',
 } as const;
 
 /** The scripts of one clock: every entry file's, and lua/check.lua narrowed to the strategies a check uses. */

@@ -1,0 +1,152 @@
+/**
+ * An LLM call's in-flight slot and its budget reservation taken in one
+ * script (lua/reserve_in_flight.lua, Limiter.reserveInFlight), both or
+ * neither: when the slot refuses nothing is reserved, when the budget refuses
+ * no slot is taken, under concurrency the leases held always equal the holds
+ * taken, and no code path of the LLM handler takes one without the other (a
+ * crash between the two is impossible by construction: there is no between).
+ */
+import assert from 'node:assert/strict';
+import { readFileSync } from 'node:fs';
+import { describe, it } from 'node:test';
+import { createLimiter, InvalidCheckError, type RedisClient } from '@platform/rate-limit';
+import { budgetKeys, counterKey } from '@platform/rate-limit/policy';
+import { connected, policies, targets, unique } from '../support/targets.ts';
+
+const catalogue = (slots: number, capacity: number) =>
+  policies({
+    'llm-in-flight': { strategy: 'concurrency', limit: slots, leaseTtl: '95 s', group: 'llm' },
+    'llm-budget': {
+      strategy: 'tokenBucket',
+      capacity,
+      refill: { tokens: 1, every: '1 h' },
+      reservation: { hold: '2 m', remember: '5 m' },
+      group: 'llm',
+    },
+  });
+
+/** Counts the commands a client sends. */
+function counted(redis: RedisClient): () => string[] {
+  const sent: string[] = [];
+  const original = redis.sendCommand.bind(redis);
+  redis.sendCommand = ((command: { name: string }) => {
+    sent.push(command.name);
+    return original(command as never);
+  }) as typeof redis.sendCommand;
+  return () => sent;
+}
+
+for (const target of targets) {
+  describe(`an in-flight slot and a reservation in one script (${target.name})`, () => {
+    function setup(redis: RedisClient, slots: number, capacity: number) {
+      const catalogued = catalogue(slots, capacity);
+      const limiter = createLimiter({ redis, policies: catalogued });
+      const tenant = unique('tenant');
+      const compiled = (name: string) => catalogued.resolve(name) as NonNullable<ReturnType<typeof catalogued.resolve>>;
+      const leasesKey = counterKey(compiled('llm-in-flight'), tenant, tenant);
+      const [, holdsKey] = budgetKeys(counterKey(compiled('llm-budget'), tenant, tenant));
+      const admin = target.admin();
+      const state = async () => {
+        const [leases, holds] = await Promise.all([admin.zcard(leasesKey), admin.zcard(holdsKey)]);
+        return { leases, holds };
+      };
+      const take = (units: number, id = unique('call')) =>
+        limiter.reserveInFlight(
+          { policy: 'llm-in-flight', key: tenant },
+          { policy: 'llm-budget', key: tenant, units, id },
+          { scope: tenant },
+        );
+      return { limiter, tenant, take, state, admin };
+    }
+
+    it('takes both in one round trip, and names the lease to give back', async (t) => {
+      const redis = target.client();
+      const s = setup(redis, 2, 1000);
+      t.after(() => {
+        redis.disconnect();
+        s.admin.disconnect();
+      });
+      await connected(redis);
+      await s.take(1); // the script loaded: no NOSCRIPT below
+      const sent = counted(redis);
+      const decision = await s.take(300);
+      assert.deepEqual(sent(), ['evalsha']);
+      assert.equal(decision.outcome, 'allowed');
+      const lease = decision.outcome === 'allowed' ? decision.limits[0]?.lease : undefined;
+      assert.ok(lease, 'the slot names its lease');
+      assert.equal(decision.limits[1]?.remaining, 1000 - 1 - 300);
+      assert.deepEqual(await s.state(), { leases: 2, holds: 2 });
+      const released = await s.limiter.release('llm-in-flight', s.tenant, lease, { scope: s.tenant });
+      assert.equal(released.decided && released.released, true);
+    });
+
+    it('reserves nothing when the slot refuses (no slot free)', async (t) => {
+      const redis = target.client();
+      const s = setup(redis, 1, 1000);
+      t.after(() => {
+        redis.disconnect();
+        s.admin.disconnect();
+      });
+      assert.equal((await s.take(100)).outcome, 'allowed');
+      const refused = await s.take(100);
+      assert.equal(refused.outcome, 'limited');
+      assert.equal(refused.outcome === 'limited' && refused.binding.policy, 'llm-in-flight');
+      assert.ok(refused.retryAfterMs > 90_000, 'when the held lease lapses at the latest');
+      assert.deepEqual(await s.state(), { leases: 1, holds: 1 }, 'the refused call holds nothing');
+      assert.equal(refused.limits[1]?.remaining, 900, 'the budget as it stands: not charged');
+    });
+
+    it('takes no slot when the budget refuses (not enough left)', async (t) => {
+      const redis = target.client();
+      const s = setup(redis, 4, 1000);
+      t.after(() => {
+        redis.disconnect();
+        s.admin.disconnect();
+      });
+      assert.equal((await s.take(900)).outcome, 'allowed');
+      const refused = await s.take(200);
+      assert.equal(refused.outcome, 'limited');
+      assert.equal(refused.outcome === 'limited' && refused.binding.policy, 'llm-budget');
+      assert.deepEqual(await s.state(), { leases: 1, holds: 1 }, 'no slot taken by the refused call');
+      assert.equal(refused.limits[0]?.remaining, 3, 'the slots as they stand');
+    });
+
+    it('takes neither for an id already settled (an InvalidCheckError), nor twice for a retried one', async (t) => {
+      const redis = target.client();
+      const s = setup(redis, 4, 1000);
+      t.after(() => {
+        redis.disconnect();
+        s.admin.disconnect();
+      });
+      const id = unique('call');
+      assert.equal((await s.take(100, id)).outcome, 'allowed');
+      await s.limiter.settle('llm-budget', s.tenant, id, 50, { scope: s.tenant });
+      await assert.rejects(s.take(100, id), InvalidCheckError);
+      assert.deepEqual(await s.state(), { leases: 1, holds: 0 });
+    });
+
+    it('under 40 concurrent calls, every slot taken has its hold and every hold its slot', async (t) => {
+      const redis = target.client();
+      const s = setup(redis, 4, 1000);
+      t.after(() => {
+        redis.disconnect();
+        s.admin.disconnect();
+      });
+      // 4 slots, budget for 3 calls of 300: the budget binds first, then the slots
+      const decisions = await Promise.all(Array.from({ length: 40 }, () => s.take(300)));
+      const admitted = decisions.filter((d) => d.outcome === 'allowed').length;
+      assert.equal(admitted, 3);
+      assert.deepEqual(await s.state(), { leases: 3, holds: 3 });
+    });
+  });
+}
+
+describe('the LLM handler takes its slot and its reservation only together', () => {
+  it('has no path that takes one without the other: no separate enforce of the slot, no separate reserve', () => {
+    const source = readFileSync(new URL('../../functions/llm/handler.ts', import.meta.url), 'utf8');
+    assert.match(source, /limiter\.reserveInFlight\(/);
+    assert.doesNotMatch(source, /limiter\.reserve\(/, 'a reserve on its own would hold budget without a slot');
+    assert.doesNotMatch(source, /\benforce\(/, 'a check of the slot on its own would hold a slot without budget');
+    assert.doesNotMatch(source, /limiter\.check(All)?\(/);
+  });
+});
