@@ -57,7 +57,6 @@ import {
   parseIsoTime,
 } from '@platform/rate-limit/config';
 import { hashEmail, REFUSAL_LOG, type RefusalRecord } from '@platform/rate-limit/middleware';
-import { SsmParameterSource } from '@platform/rate-limit/ssm';
 import { API_KEY_PEPPER, hashApiKey, isApiKey, newApiKey } from '../config/api-key.ts';
 import { PLATFORM_POLICIES } from '../config/catalogue.ts';
 import { LOCAL_REFUSAL_LOG, readRefusalLog } from '../config/refusal-log.ts';
@@ -458,7 +457,8 @@ const REDIS_COMMANDS = new Set(['inspect', 'reset', 'rate']);
 async function openContext(command: string, values: CliValues, io: CliOutput): Promise<Context> {
   const settings = readSettings();
   const source = values.ssm
-    ? new SsmParameterSource()
+    ? // loaded when asked for: the SSM SDK is most of the admin function's cold start (~100-180 ms)
+      new (await import('@platform/rate-limit/ssm')).SsmParameterSource()
     : new FileParameterSource(
         settings.parametersFile ?? new URL('../config/local-parameters.json', import.meta.url).pathname,
       );
