@@ -13,7 +13,8 @@ import { mkdtempSync, readdirSync, rmSync, statSync, writeFileSync } from 'node:
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { promisify } from 'node:util';
-import { build } from 'esbuild';
+import { build, type Plugin } from 'esbuild';
+import { assertForRedisErrors, builtinsByRequire } from '../scripts/bundle.ts';
 
 const ROOT = new URL('..', import.meta.url).pathname;
 const NODE_MODULES = join(ROOT, 'node_modules');
@@ -76,7 +77,12 @@ export async function measureVariants(variants: readonly Variant[], runs: number
 }
 
 /** `source` bundled alone into `outfile` as the layer bundles its dependencies (ESM, node24, CommonJS given `require`). */
-async function bundleAlone(dir: string, name: string, source: string, minify = true): Promise<string> {
+async function bundleAlone(
+  dir: string,
+  name: string,
+  source: string,
+  { minify = true, plugins = [] as Plugin[] } = {},
+): Promise<string> {
   const entry = join(dir, `${name}-entry.mjs`);
   writeFileSync(entry, source);
   const outfile = join(dir, `${name}.mjs`);
@@ -90,6 +96,7 @@ async function bundleAlone(dir: string, name: string, source: string, minify = t
     minify,
     legalComments: 'none',
     nodePaths: [NODE_MODULES],
+    plugins,
     banner: { js: "import { createRequire as __cr } from 'node:module'; const require = __cr(import.meta.url);" },
     logLevel: 'error',
   });
@@ -106,14 +113,13 @@ function packageBytes(dir: string): number {
   return bytes;
 }
 
-/** The built-ins ioredis loads at import (its bundle's require() of node: modules). */
+/** The built-ins ioredis loads at import as the layer bundles it (its require() of node: modules; no node:assert). */
 export const IOREDIS_BUILTINS = [
   'node:events',
   'node:net',
   'node:tls',
   'node:util',
   'node:tty',
-  'node:assert',
   'node:stream',
   'node:crypto',
   'node:dns',
@@ -146,9 +152,14 @@ export async function withCompileCache(variant: Variant, dir: string): Promise<V
 
 /** The Redis clients and the compile cache, side by side. */
 export async function clientAlternatives(dir: string, runs: number): Promise<AlternativeFigures[]> {
-  const ioredis = await bundleAlone(dir, 'ioredis', "export { Redis, Cluster } from 'ioredis';\n");
-  const ioredisPlain = await bundleAlone(dir, 'ioredis-plain', "export { Redis, Cluster } from 'ioredis';\n", false);
-  const iovalkey = await bundleAlone(dir, 'iovalkey', "export { Redis, Cluster } from 'iovalkey';\n");
+  const layerPlugins = { plugins: [builtinsByRequire, assertForRedisErrors] };
+  const ioredis = await bundleAlone(dir, 'ioredis', "export { Redis, Cluster } from 'ioredis';\n", layerPlugins);
+  const ioredisBefore = await bundleAlone(dir, 'ioredis-before', "export { Redis, Cluster } from 'ioredis';\n");
+  const ioredisPlain = await bundleAlone(dir, 'ioredis-plain', "export { Redis, Cluster } from 'ioredis';\n", {
+    ...layerPlugins,
+    minify: false,
+  });
+  const iovalkey = await bundleAlone(dir, 'iovalkey', "export { Redis, Cluster } from 'iovalkey';\n", layerPlugins);
   const nodeRedis = await bundleAlone(
     dir,
     'node-redis',
@@ -158,12 +169,17 @@ export async function clientAlternatives(dir: string, runs: number): Promise<Alt
   const unbundledEntry = new URL(import.meta.resolve('ioredis')).pathname;
   const size = (file: string) => statSync(file).size;
   const oneModule: Variant = {
-    name: 'ioredis 6.0.0, one minified module (the layer today)',
+    name: 'ioredis 6.0.0, one minified module, as the layer bundles it (redis-errors without node:assert)',
     imports: [ioredis],
     bytes: size(ioredis),
   };
   const variants: Variant[] = [
     oneModule,
+    {
+      name: 'ioredis 6.0.0, one minified module, plain esbuild (the layer before)',
+      imports: [ioredisBefore],
+      bytes: size(ioredisBefore),
+    },
     { name: 'ioredis 6.0.0, one module not minified', imports: [ioredisPlain], bytes: size(ioredisPlain) },
     {
       name: 'ioredis 6.0.0, unbundled (its CommonJS files from node_modules)',
@@ -192,7 +208,7 @@ export async function clientAlternatives(dir: string, runs: number): Promise<Alt
     { name: 'iovalkey 0.4.0, one minified module', imports: [iovalkey], bytes: size(iovalkey) },
     { name: '@redis/client 6.3.1, one minified module', imports: [nodeRedis], bytes: size(nodeRedis) },
     {
-      name: 'the Node built-ins ioredis loads, alone (the floor of any client)',
+      name: 'the Node built-ins the layer's ioredis loads, alone (the floor of any client)',
       imports: [...IOREDIS_BUILTINS],
       bytes: 0,
     },

@@ -92,7 +92,7 @@ const common = {
   minify: true,
   sourcemap: false,
   legalComments: 'none',
-  plugins: [builtinsByRequire, assertForRedisErrors],
+  plugins: [builtinsByRequire, assertForRedisErrors] as Plugin[],
   // ESM output still meets CommonJS dependencies (ioredis): give them require.
   banner: { js: "import { createRequire as __cr } from 'node:module'; const require = __cr(import.meta.url);" },
 } as const;
