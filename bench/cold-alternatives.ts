@@ -208,7 +208,7 @@ export async function clientAlternatives(dir: string, runs: number): Promise<Alt
     { name: 'iovalkey 0.4.0, one minified module', imports: [iovalkey], bytes: size(iovalkey) },
     { name: '@redis/client 6.3.1, one minified module', imports: [nodeRedis], bytes: size(nodeRedis) },
     {
-      name: 'the Node built-ins the layer's ioredis loads, alone (the floor of any client)',
+      name: "the Node built-ins the layer's ioredis loads, alone (the floor of any client)",
       imports: [...IOREDIS_BUILTINS],
       bytes: 0,
     },
