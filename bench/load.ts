@@ -304,7 +304,7 @@ try {
       '',
       `requests: ${runs.reduce((n, r) => n + r.requests.total, 0)}; 5xx or errors: ${fiveXx}; events admitted ${admittedEvents}, in the sink ${inSink}`,
       `counters at the end: the partner's monthly quota ${quotaCount} = ${partnerAdmitted} partner requests admitted; LLM in-flight leases held ${leasesHeld}`,
-      `latency: ${latency.length} windows of ${windowSeconds} s over ${ROUTES.length} routes; the worst window's p99 ${worst?.p99Ms ?? 0} ms (${worst?.route} at ${worst?.t.toFixed(0)} s); the chart ${soakSvg.length} bytes`,
+      `latency: ${latency.length} windows of ${windowSeconds} s over ${ROUTES.length} routes; the worst window's p99 ${(worst?.p99Ms ?? 0).toFixed(1)} ms (${worst?.route} at ${worst?.t.toFixed(0)} s); the chart ${soakSvg.length} bytes`,
       `RSS slope ${slope('rssMb').toFixed(3)} MiB/min (from ${samples[0]?.rssMb.toFixed(1)} to ${samples.at(-1)?.rssMb.toFixed(1)} MiB); Redis used_memory slope ${slope('redisMb').toFixed(3)} MiB/min (${samples[0]?.redisMb.toFixed(1)} to ${samples.at(-1)?.redisMb.toFixed(1)} MiB); ${samples.length} samples`,
       '',
     ];
