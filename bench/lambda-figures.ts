@@ -20,17 +20,43 @@ import { pathToFileURL } from 'node:url';
 import { promisify } from 'node:util';
 import { build } from 'esbuild';
 import { buildAll } from '../scripts/build.ts';
-import { bundleLayer, LAYER_PACKAGE } from '../scripts/bundle.ts';
+import { assertForRedisErrors, builtinsByRequire, bundleLayer, LAYER_PACKAGE } from '../scripts/bundle.ts';
 import { lambdaNodeArgs, layOutLikeLambda } from '../scripts/lambda-layout.ts';
+import {
+  type AlternativeFigures,
+  alternativesTable,
+  clientAlternatives,
+  measureVariants,
+  type Variant,
+  withCompileCache,
+} from './cold-alternatives.ts';
 
 export interface BundleFigures {
   name: string;
   bytes: number;
   /** Median of fresh-process `import()` times, ms. */
   coldImportMs: number;
+  /** The fastest and the slowest of those processes (this host is shared: the spread says how noisy the run was). */
+  minMs?: number;
+  maxMs?: number;
 }
 
-async function coldImportMs(files: readonly string[], runs: number, nodePath: string): Promise<number> {
+interface Timing {
+  coldImportMs: number;
+  minMs: number;
+  maxMs: number;
+}
+
+function timing(times: number[]): Timing {
+  times.sort((a, b) => a - b);
+  return {
+    coldImportMs: times[Math.floor(times.length / 2)] as number,
+    minMs: times[0] as number,
+    maxMs: times.at(-1) as number,
+  };
+}
+
+async function coldImportMs(files: readonly string[], runs: number, nodePath: string): Promise<Timing> {
   const imports = files.map((file) => `await import(${JSON.stringify(pathToFileURL(file).href)});`).join(' ');
   const times: number[] = [];
   for (let i = 0; i < runs; i++) {
@@ -46,8 +72,7 @@ async function coldImportMs(files: readonly string[], runs: number, nodePath: st
     );
     times.push(Number(stdout.trim()));
   }
-  times.sort((a, b) => a - b);
-  return times[Math.floor(times.length / 2)] as number;
+  return timing(times);
 }
 
 /** Bytes of the modules a cold start loads from `files`: each file, its relative chunks and the layer modules it imports. */
@@ -85,6 +110,7 @@ async function ioredisAlone(dir: string): Promise<string> {
     minify: true,
     nodePaths: [new URL('../node_modules', import.meta.url).pathname],
     banner: { js: "import { createRequire as __cr } from 'node:module'; const require = __cr(import.meta.url);" },
+    plugins: [builtinsByRequire, assertForRedisErrors],
     logLevel: 'error',
   });
   return outfile;
@@ -115,11 +141,10 @@ async function layerOwnPart(runs: number): Promise<BundleFigures> {
       ]);
       times.push(Number(stdout.trim()));
     }
-    times.sort((a, b) => a - b);
     return {
       name: "layer's own part: limiter + middleware + config, ioredis loaded first",
       bytes: loadedBytes(files, dirname(layer.index)),
-      coldImportMs: times[Math.floor(times.length / 2)] as number,
+      ...timing(times),
     };
   } finally {
     rmSync(dir, { recursive: true, force: true });
@@ -137,10 +162,14 @@ export async function bundleFigures(runs = 9): Promise<BundleFigures[]> {
     figures.push({
       name,
       bytes: loadedBytes(files, layerDir),
-      coldImportMs: await coldImportMs(files, runs, lambda.nodePath),
+      ...(await coldImportMs(files, runs, lambda.nodePath)),
     });
   for (const [entry, file] of Object.entries(layer)) {
-    await measure(`layer: ${entry === 'index' ? LAYER_PACKAGE : `${LAYER_PACKAGE}/${entry}`}`, [file]);
+    const name = entry === 'index' ? LAYER_PACKAGE : `${LAYER_PACKAGE}/${entry}`;
+    await measure(
+      `layer: ${name}${entry === 'ssm' ? " (+ SDK; loaded at first use: the admin function's first command)" : ''}`,
+      [file],
+    );
   }
   await measure('layer: limiter + middleware + config (what every HTTP function loads)', [
     layer.index as string,
@@ -150,7 +179,26 @@ export async function bundleFigures(runs = 9): Promise<BundleFigures[]> {
   await measure('ioredis alone (bundled as in the layer)', [await ioredisAlone(out)]);
   figures.push(await layerOwnPart(runs));
   for (const [route, file] of Object.entries(lambda.handlers)) await measure(`function: ${route} (+ layer)`, [file]);
+  // What the first use then loads (not the cold start): the admin's first command, the LLM's first admitted call.
+  const bedrock = join(out, 'first-use-bedrock.mjs');
+  writeFileSync(bedrock, "export * from '@aws-sdk/client-bedrock-runtime';\n");
+  figures.push({
+    name: 'at first use: the Bedrock SDK (the llm function, its first admitted call)',
+    bytes: 0,
+    ...(await coldImportMs([bedrock], runs, lambda.nodePath)),
+  });
   return figures;
+}
+
+/** Every figure's row: the median and the spread of its fresh processes. */
+export function figuresTable(figures: readonly BundleFigures[], runs: number): string[] {
+  const spread = (f: BundleFigures) =>
+    f.minMs === undefined || f.maxMs === undefined ? '' : ` (${f.minMs.toFixed(1)}–${f.maxMs.toFixed(1)})`;
+  return [
+    `| module | bytes loaded | cold import, median of ${runs} (min–max) |`,
+    '|---|---|---|',
+    ...figures.map((f) => `| ${f.name} | ${f.bytes} | ${f.coldImportMs.toFixed(1)} ms${spread(f)} |`),
+  ];
 }
 
 /**
@@ -170,12 +218,53 @@ export function coldStartSplit(figures: readonly BundleFigures[]) {
   return { layerMs, redisClientMs, layerOwnMs, slowest };
 }
 
+/** The alternatives of bench/cold-alternatives.ts, and the layer's part with Node's compile cache beside it without. */
+export async function alternativeFigures(runs: number): Promise<AlternativeFigures[]> {
+  const cache = new URL('../node_modules/.cache/', import.meta.url).pathname;
+  mkdirSync(cache, { recursive: true });
+  const dir = mkdtempSync(join(cache, 'rl-cold-alt-'));
+  try {
+    const layer = await bundleLayer(join(dir, 'layer'));
+    const part: Variant = {
+      name: 'layer: limiter + middleware + config (as built)',
+      imports: [layer.index, layer.middleware, layer.config],
+      bytes: loadedBytes([layer.index, layer.middleware, layer.config], dirname(layer.index)),
+    };
+    const layerRows = await measureVariants([part, await withCompileCache(part, dir)], runs);
+    return [...(await clientAlternatives(dir, runs)), ...layerRows];
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
+
 if (import.meta.url === pathToFileURL(process.argv[1] ?? '').href) {
-  const figures = await bundleFigures();
-  console.log('| module | bytes loaded | cold import (median of 9) |\n|---|---|---|');
-  for (const f of figures) console.log(`| ${f.name} | ${f.bytes} | ${f.coldImportMs.toFixed(1)} ms |`);
+  const runs = Number(process.env.BENCH_COLD_RUNS ?? 9);
+  const figures = await bundleFigures(runs);
   const { layerMs, redisClientMs, layerOwnMs, slowest } = coldStartSplit(figures);
-  console.log(
-    `\nlayer part ${layerMs.toFixed(1)} ms; ioredis alone ${redisClientMs.toFixed(1)} ms (${((100 * redisClientMs) / layerMs).toFixed(0)} %); the layer's own part ${layerOwnMs.toFixed(1)} ms; slowest ${slowest.name} ${slowest.coldImportMs.toFixed(1)} ms`,
-  );
+  const summary = `layer part ${layerMs.toFixed(1)} ms; ioredis alone ${redisClientMs.toFixed(1)} ms (${((100 * redisClientMs) / layerMs).toFixed(0)} %); the layer's own part ${layerOwnMs.toFixed(1)} ms; slowest ${slowest.name} ${slowest.coldImportMs.toFixed(1)} ms`;
+  const alternatives = await alternativeFigures(runs);
+  const stamp = new Date().toISOString().replace(/:/g, '-').slice(0, 19);
+  const lines = [
+    `# Cold start ${stamp}`,
+    '',
+    `\`npm run bench:cold\`: each module imported in ${runs} fresh Node ${process.version} processes (Node's own start excluded), the functions laid out as Lambda sees them (the layer under /opt, the SDK the runtime's).`,
+    '',
+    ...figuresTable(figures, runs),
+    '',
+    summary,
+    '',
+    '## Alternatives, side by side',
+    '',
+    `Interleaved run by run (${runs} each), so a burst of load on this shared host hits every variant alike.`,
+    '',
+    ...alternativesTable(alternatives),
+    '',
+  ];
+  console.log(lines.join('\n'));
+  if (process.env.BENCH_OUT !== '') {
+    const dir = process.env.BENCH_OUT ?? new URL('./results/', import.meta.url).pathname;
+    mkdirSync(dir, { recursive: true });
+    writeFileSync(join(dir, `cold-${stamp}.md`), `${lines.join('\n')}\n`);
+    console.log(`wrote ${join(dir, `cold-${stamp}.md`)}`);
+  }
 }

@@ -7,7 +7,7 @@
  * result as one JSON line.
  */
 import { randomUUID } from 'node:crypto';
-import autocannon, { type Request } from 'autocannon';
+import autocannon, { type Instance, type Request, type Result } from 'autocannon';
 import { signSlackBody } from '../functions/slack/signature.ts';
 
 export type LoadRoute = 'api-standard' | 'api-partner' | 'login' | 'slack' | 'telegram' | 'llm';
@@ -25,7 +25,22 @@ const input = JSON.parse(process.argv[2] ?? '{}') as {
    * answered by the server but not counted here).
    */
   exact?: boolean;
+  /** Latency by window of this many seconds, appended to the result as `latencyWindows` (the soak's chart over time). */
+  windowSeconds?: number;
 };
+
+/** One window of answers: when it began (ms since the driver started) and its latency percentiles. */
+export interface LatencyWindow {
+  readonly startMs: number;
+  readonly count: number;
+  readonly p50Ms: number;
+  readonly p99Ms: number;
+}
+
+/** The nearest-rank percentile of sorted values. */
+function percentile(sorted: readonly number[], p: number): number {
+  return sorted[Math.min(sorted.length - 1, Math.ceil((p / 100) * sorted.length) - 1)] ?? 0;
+}
 
 /** Ids never reused across runs (each run is a fresh process): a repeated id would be a redelivery, answered without counting. */
 let sequence = Date.now() * 1000;
@@ -79,11 +94,31 @@ const REQUESTS: Record<LoadRoute, Request> = {
   },
 };
 
-const result = await autocannon({
+const startedAt = Date.now();
+const instance = autocannon({
   url: input.base,
   connections: input.connections,
   ...(input.exact && input.rate ? { amount: input.rate * input.seconds } : { duration: input.seconds }),
   requests: [REQUESTS[input.route]],
   ...(input.rate ? { overallRate: input.rate } : {}),
+  // without a callback autocannon answers its tracker, an EventEmitter that is also the result's promise
+}) as unknown as Instance & PromiseLike<Result>;
+const windows: number[][] = [];
+const windowMs = (input.windowSeconds ?? 0) * 1000;
+if (windowMs > 0) {
+  instance.on('response', (_client: unknown, _status: number, _bytes: number, responseTime: number) => {
+    const index = Math.floor((Date.now() - startedAt) / windowMs);
+    const window = windows[index] ?? [];
+    window.push(responseTime);
+    windows[index] = window;
+  });
+}
+const result = await instance;
+const latencyWindows: LatencyWindow[] = windows.flatMap((times, index) => {
+  if (times === undefined) return [];
+  const sorted = [...times].sort((a, b) => a - b);
+  return [
+    { startMs: index * windowMs, count: sorted.length, p50Ms: percentile(sorted, 50), p99Ms: percentile(sorted, 99) },
+  ];
 });
-process.stdout.write(`${JSON.stringify(result)}\n`);
+process.stdout.write(`${JSON.stringify(windowMs > 0 ? { ...result, startedAt, latencyWindows } : result)}\n`);

@@ -35,8 +35,9 @@ import { type GatewayOptions, startGateway } from '../scripts/gateway.ts';
 import { startLocalPlatform } from '../scripts/local-platform.ts';
 import { startRedis } from '../scripts/redis-process.ts';
 import { type ContainerRedis, containerRedis } from './container-redis.ts';
-import type { LoadRoute } from './load-driver.ts';
+import type { LatencyWindow, LoadRoute } from './load-driver.ts';
 import { redisCpuSeconds } from './measure.ts';
+import { type LatencyPoint, type MemorySample, soakChart } from './soak-chart.ts';
 
 const smoke = process.argv.includes('--smoke');
 const soak = process.argv.includes('--soak');
@@ -118,10 +119,18 @@ async function drive(
   seconds: number,
   rate?: number,
   base = platform.gateway.url,
-): Promise<Result> {
-  const input = JSON.stringify({ base, route, connections, seconds, ...(rate ? { rate, exact: true } : {}) });
+  windowSeconds?: number,
+): Promise<Result & { startedAt?: number; latencyWindows?: LatencyWindow[] }> {
+  const input = JSON.stringify({
+    base,
+    route,
+    connections,
+    seconds,
+    ...(rate ? { rate, exact: true } : {}),
+    ...(windowSeconds ? { windowSeconds } : {}),
+  });
   const { stdout } = await promisify(execFile)(process.execPath, [DRIVER, input], { maxBuffer: 64 * 1024 * 1024 });
-  return JSON.parse(stdout.trim().split('\n').at(-1) as string) as Result;
+  return JSON.parse(stdout.trim().split('\n').at(-1) as string);
 }
 
 /** Resolves once the platform is idle: the answers it counted and the sink's lines stop changing (requests still in flight when the generator stopped finish first). */
@@ -195,6 +204,8 @@ async function measured(route: LoadRoute, connections: number, base?: string) {
   };
 }
 let soakReport: string[] = [];
+/** The soak's chart (SVG), drawn from its memory samples and its latency windows. */
+let soakSvg = '';
 try {
   await useConnections(1);
   if (!soak) {
@@ -298,7 +309,8 @@ try {
     }
   } else {
     // every route at once, at a steady total rate; memory sampled every 10 s (every second in smoke)
-    const samples: { t: number; rssMb: number; redisMb: number }[] = [];
+    const samples: MemorySample[] = [];
+    const windowSeconds = smoke ? 1 : 10;
     const started = Date.now();
     const sample = async () => {
       const info = await redis.info('memory');
@@ -311,7 +323,11 @@ try {
     const timer = setInterval(() => void sample(), smoke ? 1000 : 10_000);
     const sinkBefore = sinkLines();
     const eventsBefore = answeredOk('slack') + answeredOk('telegram');
-    const runs = await Promise.all(ROUTES.map((route) => drive(route, 2, Math.round(SOAK_MS / 1000), SOAK_RATE)));
+    const runs = await Promise.all(
+      ROUTES.map((route) =>
+        drive(route, 2, Math.round(SOAK_MS / 1000), SOAK_RATE, platform.gateway.url, windowSeconds),
+      ),
+    );
     clearInterval(timer);
     await settled();
     await sample();
@@ -329,6 +345,18 @@ try {
       failures.push(`soak: ${partnerAdmitted} partner requests admitted, the monthly quota counted ${quotaCount}`);
     const leasesHeld = await liveLeases('llm-in-flight');
     if (leasesHeld !== 0) failures.push(`soak: ${leasesHeld} LLM in-flight leases still held after the last call`);
+    // each route's latency windows on the samples' clock (its driver started a little after the soak)
+    const latency: LatencyPoint[] = runs.flatMap((r, i) =>
+      (r.latencyWindows ?? []).map((w) => ({
+        t: ((r.startedAt ?? started) - started + w.startMs) / 1000,
+        route: ROUTES[i] as string,
+        p50Ms: w.p50Ms,
+        p99Ms: w.p99Ms,
+      })),
+    );
+    if (latency.length === 0) failures.push('soak: no latency windows measured');
+    soakSvg = await soakChart(samples, latency);
+    const worst = latency.reduce((a, b) => (b.p99Ms > a.p99Ms ? b : a), latency[0] as LatencyPoint);
     const slope = (field: 'rssMb' | 'redisMb') => {
       const n = samples.length;
       const mt = samples.reduce((s, x) => s + x.t, 0) / n;
@@ -342,6 +370,7 @@ try {
       '',
       `requests: ${runs.reduce((n, r) => n + r.requests.total, 0)}; 5xx or errors: ${fiveXx}; events admitted ${admittedEvents}, in the sink ${inSink}`,
       `counters at the end: the partner's monthly quota ${quotaCount} = ${partnerAdmitted} partner requests admitted; LLM in-flight leases held ${leasesHeld}`,
+      `latency: ${latency.length} windows of ${windowSeconds} s over ${ROUTES.length} routes; the worst window's p99 ${(worst?.p99Ms ?? 0).toFixed(1)} ms (${worst?.route} at ${worst?.t.toFixed(0)} s); the chart ${soakSvg.length} bytes`,
       `RSS slope ${slope('rssMb').toFixed(3)} MiB/min (from ${samples[0]?.rssMb.toFixed(1)} to ${samples.at(-1)?.rssMb.toFixed(1)} MiB); Redis used_memory slope ${slope('redisMb').toFixed(3)} MiB/min (${samples[0]?.redisMb.toFixed(1)} to ${samples.at(-1)?.redisMb.toFixed(1)} MiB); ${samples.length} samples`,
       '',
     ];
@@ -422,7 +451,7 @@ if (!smoke) {
   const stamp = new Date().toISOString().replace(/:/g, '-').slice(0, 19);
   mkdirSync(OUT, { recursive: true });
   const lines = soak
-    ? [`# Soak ${stamp}`, '', ...soakReport]
+    ? [`# Soak ${stamp}`, '', ...soakReport, `![memory and latency over the soak](soak-${stamp}.svg)`, '']
     : [
         `# Load ${stamp}`,
         '',
@@ -441,7 +470,8 @@ if (!smoke) {
         ...splitReport(),
       ];
   writeFileSync(join(OUT, `${soak ? 'soak' : 'load'}-${stamp}.md`), `${lines.join('\n')}\n`);
-  if (!soak) {
+  if (soak) writeFileSync(join(OUT, `soak-${stamp}.svg`), soakSvg);
+  else {
     const svg = await renderSvg({
       width: 520,
       height: 240,

@@ -15,7 +15,6 @@ import {
   readSettings,
 } from '@platform/rate-limit/config';
 import { authenticateFromSecret, ioredisConnection, secretReader } from '@platform/rate-limit/redis';
-import { SsmParameterSource } from '@platform/rate-limit/ssm';
 import { PLATFORM_POLICIES } from '../config/catalogue.ts';
 
 /** Where a run writes: the terminal for `npx ratelimit`, the answer for the admin function. */
@@ -76,7 +75,8 @@ export async function openContext(
 ): Promise<Context> {
   const settings = readSettings();
   const source = options.ssm
-    ? new SsmParameterSource()
+    ? // loaded when asked for: the SSM SDK is most of the admin function's cold start (~100-180 ms)
+      new (await import('@platform/rate-limit/ssm')).SsmParameterSource()
     : new FileParameterSource(
         settings.parametersFile ?? new URL('../config/local-parameters.json', import.meta.url).pathname,
       );

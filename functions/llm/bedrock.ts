@@ -6,11 +6,10 @@
  * refusal before any work spent nothing; a server-side or model error, a
  * timeout or an abort after the request was sent may have produced tokens.
  */
-import {
+import type {
   BedrockRuntimeClient,
-  type BedrockRuntimeClientConfig,
-  ConverseCommand,
-  type ConverseCommandOutput,
+  BedrockRuntimeClientConfig,
+  ConverseCommandOutput,
 } from '@aws-sdk/client-bedrock-runtime';
 import { AWS_CLIENT_OPTIONS } from '@platform/rate-limit/redis';
 import type { Usage } from './models.ts';
@@ -26,11 +25,23 @@ const REFUSED_BEFORE_WORK: ReadonlySet<string> = new Set([
   'ModelNotReadyException',
 ]);
 
+/**
+ * The SDK, loaded by the first call that reaches Bedrock rather than at the
+ * cold start (~90-130 ms here): a call refused by its limits never needs it,
+ * and next to a model's answer the load is small.
+ */
+let sdk: Promise<typeof import('@aws-sdk/client-bedrock-runtime')> | undefined;
+const bedrockSdk = () => {
+  sdk ??= import('@aws-sdk/client-bedrock-runtime');
+  return sdk;
+};
+
 /** The client the deployed route uses: the platform's options, but one attempt and a request timeout for a long call. */
-export function bedrockClient(
+export async function bedrockClient(
   requestTimeoutMs: number,
   overrides: BedrockRuntimeClientConfig = {},
-): BedrockRuntimeClient {
+): Promise<BedrockRuntimeClient> {
+  const { BedrockRuntimeClient } = await bedrockSdk();
   return new BedrockRuntimeClient({
     ...overrides,
     ...AWS_CLIENT_OPTIONS,
@@ -51,16 +62,27 @@ function usageOf(output: ConverseCommandOutput): Usage {
 }
 
 export class BedrockProvider implements LlmProvider {
-  readonly #client: BedrockRuntimeClient;
+  readonly #makeClient: () => Promise<BedrockRuntimeClient>;
+  #client: Promise<BedrockRuntimeClient> | undefined;
 
-  constructor(client: BedrockRuntimeClient) {
-    this.#client = client;
+  /** A client, or how to make one at the first call (the SDK then loads at that call, not at the cold start). */
+  constructor(client: BedrockRuntimeClient | (() => Promise<BedrockRuntimeClient>)) {
+    this.#makeClient = typeof client === 'function' ? client : () => Promise.resolve(client);
   }
 
   async complete(request: CompletionRequest): Promise<Completion> {
+    let client: BedrockRuntimeClient;
+    let ConverseCommand: typeof import('@aws-sdk/client-bedrock-runtime')['ConverseCommand'];
+    try {
+      this.#client ??= this.#makeClient();
+      [client, { ConverseCommand }] = await Promise.all([this.#client, bedrockSdk()]);
+    } catch (error) {
+      this.#client = undefined; // the next call tries again
+      throw new ProviderError('the Bedrock SDK could not be loaded', { kind: 'nothing' }, { cause: error });
+    }
     let output: ConverseCommandOutput;
     try {
-      output = await this.#client.send(
+      output = await client.send(
         new ConverseCommand({
           modelId: request.bedrockModelId,
           messages: [{ role: 'user', content: [{ text: request.prompt }] }],

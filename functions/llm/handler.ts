@@ -56,7 +56,7 @@ export const STOP_GRACE_MS = 500;
 const TIMEOUT_MS = route.timeoutSeconds * 1000;
 
 let provider: LlmProvider =
-  readLlmProvider() === 'bedrock' ? new BedrockProvider(bedrockClient(TIMEOUT_MS)) : new FakeProvider();
+  readLlmProvider() === 'bedrock' ? new BedrockProvider(() => bedrockClient(TIMEOUT_MS)) : new FakeProvider();
 
 /** Replaces the provider (tests). */
 export function useProvider(replacement: LlmProvider): void {

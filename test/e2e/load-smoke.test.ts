@@ -25,9 +25,11 @@ describe('npm run bench:load and bench:soak, smoke mode', () => {
     }
   });
 
-  it('soak every route at once, with no 5xx, the sink exact, and memory sampled', async () => {
+  it('soak every route at once, with no 5xx, the sink exact, memory sampled and latency charted over time', async () => {
     const { stdout } = await run(['--smoke', '--soak']);
     assert.match(stdout, /5xx or errors: 0; events admitted (\d+), in the sink \1/);
     assert.match(stdout, /RSS slope -?[\d.]+ MiB\/min .* samples/);
+    // every route's latency in windows of a second, and the chart drawn from them and the memory samples
+    assert.match(stdout, /latency: ([6-9]|[1-9]\d+) windows of 1 s over 6 routes; .* the chart [1-9]\d{3,} bytes/);
   });
 });

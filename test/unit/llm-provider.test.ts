@@ -112,7 +112,7 @@ describe('Class: BedrockProvider', () => {
     server.listen(0, '127.0.0.1');
     await once(server, 'listening');
     const { port } = server.address() as { port: number };
-    const client = bedrockClient(60_000, {
+    const client = await bedrockClient(60_000, {
       region: 'us-east-1',
       endpoint: `http://127.0.0.1:${port}`,
       credentials: { accessKeyId: 'AKIDEXAMPLE', secretAccessKey: 'secret' },
@@ -132,6 +132,43 @@ describe('Class: BedrockProvider', () => {
     assert.deepEqual(error.spent, { kind: 'unknown' });
     assert.equal((error.cause as Error).name, 'AbortError');
     assert.equal(sockets.length, 1, 'one attempt: an aborted call is not retried');
+  });
+});
+
+describe('Class: BedrockProvider, made from a client factory', () => {
+  it('makes its client at the first call, not when built, and once', async (t) => {
+    // Prepare: a factory that counts the clients it makes
+    const bedrock = mockClient(BedrockRuntimeClient);
+    bedrock.on(ConverseCommand).resolves({
+      output: { message: { role: 'assistant', content: [{ text: 'hi' }] } },
+      usage: { inputTokens: 3, outputTokens: 1, totalTokens: 4 },
+      stopReason: 'end_turn',
+      metrics: { latencyMs: 1 },
+    });
+    t.after(() => bedrock.restore());
+    let made = 0;
+    const provider = new BedrockProvider(async () => {
+      made++;
+      return new BedrockRuntimeClient({ region: 'us-east-1' });
+    });
+    // Act and assess: nothing made until a call, then one client for every call
+    assert.equal(made, 0);
+    await provider.complete(request());
+    await provider.complete(request());
+    assert.equal(made, 1);
+    assert.equal(bedrock.commandCalls(ConverseCommand).length, 2);
+  });
+
+  it('answers a factory that fails as spent nothing, and tries again at the next call', async () => {
+    let attempts = 0;
+    const provider = new BedrockProvider(async () => {
+      attempts++;
+      throw new Error('Cannot find package');
+    });
+    const error = await failure(provider.complete(request()));
+    assert.deepEqual(error.spent, { kind: 'nothing' });
+    await failure(provider.complete(request()));
+    assert.equal(attempts, 2);
   });
 });
 

@@ -1,4 +1,6 @@
-import { readFile, rename, writeFile } from 'node:fs/promises';
+/** Loaded on first use: node:fs/promises costs a cold start ~3 ms, and a deployed function reads SSM, not a file. */
+const fsPromises = () => import('node:fs/promises');
+
 import type { ParameterSource, ParameterWriter } from './parameter-source.ts';
 
 /**
@@ -14,7 +16,7 @@ export class FileParameterSource implements ParameterSource, ParameterWriter {
   }
 
   async fetchAll(path: string): Promise<Record<string, string>> {
-    const parsed = JSON.parse(await readFile(this.#file, 'utf8')) as unknown;
+    const parsed = JSON.parse(await (await fsPromises()).readFile(this.#file, 'utf8')) as unknown;
     if (typeof parsed !== 'object' || parsed === null || Array.isArray(parsed)) {
       throw new TypeError(`${String(this.#file)} must hold one JSON object of parameters`);
     }
@@ -28,7 +30,7 @@ export class FileParameterSource implements ParameterSource, ParameterWriter {
 
   /** Replaces one parameter in the file (a JSON value kept as JSON, for readability); written whole, then renamed. */
   async put(name: string, value: string): Promise<void> {
-    const parsed = JSON.parse(await readFile(this.#file, 'utf8')) as Record<string, unknown>;
+    const parsed = JSON.parse(await (await fsPromises()).readFile(this.#file, 'utf8')) as Record<string, unknown>;
     let stored: unknown = value;
     try {
       stored = JSON.parse(value);
@@ -37,6 +39,7 @@ export class FileParameterSource implements ParameterSource, ParameterWriter {
     }
     parsed[name] = stored;
     const path = typeof this.#file === 'string' ? this.#file : this.#file.pathname;
+    const { rename, writeFile } = await fsPromises();
     await writeFile(`${path}.tmp`, `${JSON.stringify(parsed, null, 2)}\n`);
     await rename(`${path}.tmp`, path);
   }

@@ -1,0 +1,75 @@
+/**
+ * The cold-start plugins of scripts/bundle.ts: built-ins imported by ESM
+ * statements are taken through `require` (no module facade), and
+ * redis-errors gets its two argument checks without `node:assert`; the
+ * bundled code still behaves as the source does.
+ */
+import assert from 'node:assert/strict';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { describe, it } from 'node:test';
+import { pathToFileURL } from 'node:url';
+import { build } from 'esbuild';
+import { assertForRedisErrors, builtinsByRequire } from '../../scripts/bundle.ts';
+
+const NODE_MODULES = new URL('../../node_modules/', import.meta.url).pathname;
+const BANNER = "import { createRequire as __cr } from 'node:module'; const require = __cr(import.meta.url);";
+
+async function bundled(source: string): Promise<{ text: string; file: string; dispose: () => void }> {
+  const dir = mkdtempSync(join(NODE_MODULES, '.cache', 'rl-plugins-'));
+  const entry = join(dir, 'entry.mjs');
+  writeFileSync(entry, source);
+  const file = join(dir, 'out.mjs');
+  const result = await build({
+    entryPoints: [entry],
+    outfile: file,
+    bundle: true,
+    platform: 'node',
+    format: 'esm',
+    banner: { js: BANNER },
+    nodePaths: [NODE_MODULES],
+    plugins: [builtinsByRequire, assertForRedisErrors],
+    write: true,
+    metafile: true,
+    logLevel: 'error',
+  });
+  assert.ok(result.metafile);
+  const { readFileSync } = await import('node:fs');
+  return { text: readFileSync(file, 'utf8'), file, dispose: () => rmSync(dir, { recursive: true, force: true }) };
+}
+
+describe('Plugin: builtinsByRequire', () => {
+  it('turns an import statement of a built-in into a require, and the named import still works', async (t) => {
+    const out = await bundled(
+      "import { basename } from 'node:path';\nimport * as os from 'node:os';\nexport const name = basename('/a/b.txt');\nexport const eol = os.EOL;\n",
+    );
+    t.after(out.dispose);
+    assert.doesNotMatch(out.text, /^import .* from ["']node:path["']/m);
+    assert.match(out.text, /require\("node:path"\)/);
+    const loaded = (await import(pathToFileURL(out.file).href)) as { name: string; eol: string };
+    assert.equal(loaded.name, 'b.txt');
+    assert.equal(loaded.eol, '\n');
+  });
+
+  it('leaves a dynamic import() of a built-in as written (loaded when reached)', async (t) => {
+    const out = await bundled("export const later = () => import('node:fs/promises');\n");
+    t.after(out.dispose);
+    assert.match(out.text, /import\("node:fs\/promises"\)/);
+  });
+});
+
+describe('Plugin: assertForRedisErrors', () => {
+  it('bundles redis-errors without node:assert, and its ParserError still checks its arguments', async (t) => {
+    const out = await bundled("export { ParserError, ReplyError } from 'redis-errors';\n");
+    t.after(out.dispose);
+    assert.doesNotMatch(out.text, /require\("assert"\)|require\("node:assert"\)/);
+    const { ParserError, ReplyError } = (await import(pathToFileURL(out.file).href)) as {
+      ParserError: new (message: string, buffer: unknown, offset: unknown) => Error & { offset: number };
+      ReplyError: new (message: string) => Error;
+    };
+    assert.equal(new ParserError('bad reply', Buffer.from('x'), 3).offset, 3);
+    assert.throws(() => new ParserError('bad reply', undefined, 3), /assertion failed/);
+    assert.throws(() => new ParserError('bad reply', Buffer.from('x'), '3'), /assertion failed/);
+    assert.equal(new ReplyError('ERR x').message, 'ERR x');
+  });
+});
