@@ -101,6 +101,7 @@ export {
   useRedisCredentials,
 } from './redis-auth.ts';
 export { createRedisClient, ioredisConnection, type RedisSettings, sharedRedis } from './redis-connection.ts';
+export * from './regions/index.ts';
 export type { RedisClient } from './run-script.ts';
 export { type LayerSettings, readSettings } from './settings.ts';
 export { STRATEGY_UNITS, type Strategy, unitOf } from './strategies/index.ts';
