@@ -59,6 +59,8 @@ export interface RegionalChecksOptions {
   readonly grantWaitMs?: number;
   readonly degradedRetryAfterMs?: number;
   readonly onDegraded: (event: DegradedEvent) => void;
+  /** Told every decision with the store's time of it, µs (the multi-region tests check windows by it). */
+  readonly onDecided?: (decision: Decision, redisNowUs: number) => void;
 }
 
 export class RegionalChecks {
@@ -91,6 +93,7 @@ export class RegionalChecks {
       return degradedBy(failureMode, result.reason, this.#options.degradedRetryAfterMs ?? 1000);
     }
     const decision = this.#read(limits, result.reply);
+    this.#options.onDecided?.(decision, Number((result.reply as unknown[])[2]));
     if (mode === 'shares' && debit && !decision.allowed) await this.#noteDemand(limits, budgetMs);
     return decision;
   }
