@@ -81,9 +81,12 @@ describe('Multi-region: shares', () => {
     const spans = {
       eu: [
         [0, SHIFT_MS],
+        [BACK_MS, END_MS],
+      ],
+      us: [
+        [SHIFT_MS, BACK_MS],
         [BOTH_FROM_MS, END_MS],
       ],
-      us: [[SHIFT_MS, END_MS]],
     } as const;
     const inputs = NAMES.flatMap((name) =>
       Array.from({ length: 4 }, () => ({ env: regions.env(name), catalogue, policy, key, active: spans[name] })),
@@ -128,6 +131,12 @@ describe('Multi-region: shares', () => {
       starts + PARTITION[1] * 1000,
     );
     const usMost = mostInAnyWindow(byRegion('us'), windowUs);
+    const timeline = NAMES.map((name) => {
+      const buckets = new Array(Math.ceil(END_MS / 500)).fill(0);
+      for (const at of byRegion(name)) buckets[Math.floor((at - starts) / 500_000)]++;
+      return `${name}: ${buckets.join(' ')}`;
+    });
+    t.diagnostic(`admitted per 500 ms: ${timeline.join('; ')}`);
     t.diagnostic(
       `admitted ${all.length} (eu ${byRegion('eu').length}, us ${byRegion('us').length}), refused ${results.reduce((s, r) => s + r.refused, 0)}; most in any ${WINDOW_MS} ms window ${most} of ${LIMIT}; ` +
         `share given ${given} (during the partition ${partitionedGrants}); us's most in a window ${usMost} (its initial share ${initialShare(LIMIT, NAMES, 'us')}); ` +
