@@ -114,6 +114,8 @@ export async function startLocalRegions(options: {
         intervalMs: options.replicateEveryMs ?? 5,
       });
     }
+    // links up (TLS through the delay): replication from the first check on
+    await Promise.all(regions.map((r) => r.replicator?.caughtUp()));
   }
   return {
     regions,

@@ -25,7 +25,11 @@ export interface ReplicatorOptions {
 export interface Replicator {
   /** Passes completed (every target reached) so far. */
   readonly passes: number;
-  /** The longest time, ms, from a pass's read to its last target's acknowledgement: the replication lag seen. */
+  /**
+   * The replication lag seen, ms: the longest a write waited to be acknowledged
+   * by every target (from the read of the pass before the one that carried it,
+   * since a write just after a read waits for the next).
+   */
   readonly maxLagMs: number;
   /** Resolves after a whole pass that started after this call has reached every target. */
   caughtUp(): Promise<void>;
@@ -53,6 +57,7 @@ export function startReplicator(options: ReplicatorOptions): Replicator {
   let running = true;
   let passes = 0;
   let maxLagMs = 0;
+  let previousReadAt: number | undefined;
   let loop: Promise<void> = Promise.resolve();
 
   const pass = async (): Promise<boolean> => {
@@ -81,9 +86,10 @@ export function startReplicator(options: ReplicatorOptions): Replicator {
     );
     const complete = reached.every(Boolean);
     if (complete) {
-      maxLagMs = Math.max(maxLagMs, Date.now() - readAt);
+      maxLagMs = Math.max(maxLagMs, Date.now() - (previousReadAt ?? readAt));
       passes++;
     }
+    previousReadAt = readAt;
     return complete;
   };
 
