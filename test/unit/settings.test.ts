@@ -13,6 +13,8 @@ describe('Function: readSettings', () => {
       parametersFile: undefined,
       configTtlMs: 60_000,
       readPaths: undefined,
+      regions: { region: 'local', homeRegion: 'local', regions: ['local'] },
+      home: undefined,
     });
   });
 
@@ -33,6 +35,8 @@ describe('Function: readSettings', () => {
       parametersFile: 'config/local-parameters.json',
       configTtlMs: 30_000,
       readPaths: undefined,
+      regions: { region: 'local', homeRegion: 'local', regions: ['local'] },
+      home: undefined,
     });
   });
 
