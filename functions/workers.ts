@@ -45,6 +45,14 @@ export const scheduled: readonly ScheduledWorker[] = [
     policies: [HARVESTER_POLICY],
     secrets: [],
   },
+  {
+    // one per region of a multi-region stage (docs/multi-region.md): moves unused share of `shares` limits
+    id: 'rebalancer',
+    handler: 'rebalancer/handler.ts',
+    everyMinutes: 1,
+    policies: [],
+    secrets: [],
+  },
 ];
 
 export const services: readonly LongRunningService[] = [

@@ -106,6 +106,7 @@ export const LAYER_ENTRIES = {
   middleware: 'layer/src/middleware/index.ts',
   policy: 'layer/src/policy/index.ts',
   redis: 'layer/src/redis/index.ts',
+  regions: 'layer/src/regions/index.ts',
   ssm: 'layer/src/config/ssm-source.ts',
 } as const;
 

@@ -64,7 +64,7 @@ export interface ProdShapeCluster {
 const password = () => randomBytes(18).toString('base64url');
 
 /** A CA, and a server certificate it signed that names only DNS:localhost (no IP). */
-async function certificates(dir: string): Promise<TlsFiles> {
+export async function certificates(dir: string): Promise<TlsFiles> {
   const file = (name: string) => join(dir, name);
   const openssl = (...args: string[]) => run('openssl', args);
   const ec = ['-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:prime256v1', '-nodes'];
@@ -103,7 +103,7 @@ async function certificates(dir: string): Promise<TlsFiles> {
   return { ca: file('ca.crt'), cert: file('server.crt'), key: file('server.key') };
 }
 
-function aclFile(users: ProdShapeUsers): string {
+export function aclFile(users: ProdShapeUsers): string {
   const line = (user: Credentials, rules: readonly string[]) =>
     `user ${user.username} ${rules.join(' ')} >${user.password}`;
   return [

@@ -10,6 +10,7 @@ import { authenticateFromSecret, ioredisConnection, secretReader } from '@platfo
 import { PLATFORM_POLICIES } from '../../config/catalogue.ts';
 import { PLATFORM_METRICS } from './metrics.ts';
 import { AcceptedOnce } from './once.ts';
+import { regionalLimiter } from './regional.ts';
 import { readConsumerSettings } from './settings.ts';
 import { type EventSink, FileEventSink, SqsEventSink } from './sink.ts';
 
@@ -103,9 +104,12 @@ export function createPlatform(overrides: Partial<Platform> = {}): Platform {
   const logger = overrides.logger ?? new Logger({ serviceName: 'rate-limited-platform' });
   const redis = overrides.redis ?? sharedRedis(readSettings().redis);
   const policies = overrides.policies ?? createPolicyStore({ defaults: PLATFORM_POLICIES, logger });
-  const limiter =
-    overrides.limiter ??
-    createLimiter({ redis, policies, onDegraded: (event) => logger.warn('rate limiter degraded', { ...event }) });
+  const limiterOptions = {
+    redis,
+    policies,
+    onDegraded: (event: object) => logger.warn('rate limiter degraded', { ...event }),
+  };
+  const limiter = overrides.limiter ?? regionalLimiter(redis, limiterOptions, logger) ?? createLimiter(limiterOptions);
   return {
     logger,
     redis,

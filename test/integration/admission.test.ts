@@ -146,7 +146,7 @@ for (const target of targets) {
 
 describe('admitOnce when Redis cannot decide', () => {
   it('refuses fail-closed, observed as the policy degraded, nothing sunk', async (t) => {
-    const { createRedisClient } = await import('../../layer/src/index.ts');
+    const { createRedisClient } = await import('@platform/rate-limit');
     const redis = createRedisClient({ url: 'redis://127.0.0.1:1' }); // nothing listens there
     t.after(() => redis.disconnect());
     const h = harness(redis, 10);
@@ -168,7 +168,7 @@ describe('a webhook retry after a Redis restart, the claim folded into the check
   after(() => server.stop());
 
   const client = async () => {
-    const { createRedisClient } = await import('../../layer/src/index.ts');
+    const { createRedisClient } = await import('@platform/rate-limit');
     const redis = createRedisClient({ url: server.url });
     await connected(redis);
     return redis;

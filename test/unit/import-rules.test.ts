@@ -92,12 +92,26 @@ const LAYER_CONCERNS: Readonly<Record<string, readonly string[]>> = {
     'layer/src/core/errors.ts',
     'layer/src/core/decision.ts',
     'layer/src/redis/keyspace.ts',
+    'layer/src/regions/modes.ts',
   ],
-  policy: ['layer/src/strategies/', 'layer/src/core/errors.ts', 'layer/src/redis/keyspace.ts'],
+  policy: [
+    'layer/src/strategies/',
+    'layer/src/core/errors.ts',
+    'layer/src/redis/keyspace.ts',
+    'layer/src/regions/modes.ts',
+  ],
   // the check's contract: what the strategies pack, never the client that sends it
   lua: ['layer/src/strategies/', 'layer/src/policy/', 'layer/src/core/decision.ts'],
   core: ['layer/src/lua/', 'layer/src/policy/', 'layer/src/strategies/', 'layer/src/redis/'],
-  config: ['layer/src/core/', 'layer/src/policy/', 'layer/src/redis/aws-clients.ts', 'layer/src/redis/connection.ts'],
+  config: [
+    'layer/src/core/',
+    'layer/src/policy/',
+    'layer/src/redis/aws-clients.ts',
+    'layer/src/redis/connection.ts',
+    'layer/src/regions/settings.ts',
+  ],
+  // the multi-region modes: a limiter of a region above the core (its modes and settings are leaves the policies and settings read)
+  regions: ['layer/src/core/', 'layer/src/lua/', 'layer/src/policy/', 'layer/src/strategies/', 'layer/src/redis/'],
   // the middleware decides through the limiter, never Redis itself
   middleware: ['layer/src/core/', 'layer/src/strategies/index.ts'],
 };

@@ -14,6 +14,8 @@ describe('Function: readSettings', () => {
       parametersFile: undefined,
       configTtlMs: 60_000,
       readPaths: undefined,
+      regions: { region: 'local', homeRegion: 'local', regions: ['local'] },
+      home: undefined,
     });
   });
 
@@ -34,6 +36,8 @@ describe('Function: readSettings', () => {
       parametersFile: 'config/local-parameters.json',
       configTtlMs: 30_000,
       readPaths: undefined,
+      regions: { region: 'local', homeRegion: 'local', regions: ['local'] },
+      home: undefined,
     });
   });
 

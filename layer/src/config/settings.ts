@@ -1,5 +1,6 @@
 import { InvalidSettingError } from '../core/errors.ts';
 import type { RedisSettings } from '../redis/connection.ts';
+import { type RegionSettings, readRegionSettings } from '../regions/settings.ts';
 import { LOCAL_PARAMETER_PATH } from './parameters.ts';
 
 /**
@@ -19,6 +20,9 @@ import { LOCAL_PARAMETER_PATH } from './parameters.ts';
  * | `RATE_LIMIT_PARAMETERS_FILE`    | a JSON file of parameters instead of SSM (local runs)  | none: SSM                  |
  * | `RATE_LIMIT_CONFIG_TTL_SECONDS` | how long fetched parameters serve before a refresh     | `60` (1..3600)             |
  * | `RATE_LIMIT_READ_PATHS`         | the paths under it this function reads (`defaults,overrides,secrets/login`) | everything |
+ * | `RATE_LIMIT_REGION`, `RATE_LIMIT_HOME_REGION`, `RATE_LIMIT_REGIONS` | regions (regions/settings.ts) | `local` |
+ * | `REDIS_HOME_URL` / `REDIS_HOME_CLUSTER_NODES` | the home region's store, forms as above | the regional store |
+ * | `REDIS_HOME_AUTH_SECRET_ARN` / `_FILE` | the home store's credentials              | the regional store's |
  */
 export interface LayerSettings {
   readonly redis: RedisSettings;
@@ -34,6 +38,15 @@ export interface LayerSettings {
   readonly configTtlMs: number;
   /** The paths under the parameter path this function reads (its IAM grants those alone); undefined: all of it. */
   readonly readPaths: readonly string[] | undefined;
+  readonly regions: RegionSettings;
+  /** The home region's store and its secret (home-mode policies); undefined: the regional store is the home store. */
+  readonly home:
+    | {
+        readonly redis: RedisSettings;
+        readonly authSecretId: string | undefined;
+        readonly authSecretFile: string | undefined;
+      }
+    | undefined;
 }
 
 export const DEFAULT_REDIS_URL = 'redis://127.0.0.1:6379';
@@ -48,30 +61,30 @@ type Env = Readonly<Record<string, string | undefined>>;
 const HOST_PORT = /^([A-Za-z0-9.-]+|\[[0-9A-Fa-f:]+\]):(\d{1,5})$/;
 const PARAMETER_PATH = /^(\/[A-Za-z0-9_.-]+)+$/;
 
-function clusterNodes(text: string): string[] {
+function clusterNodes(text: string, variable = 'REDIS_CLUSTER_NODES'): string[] {
   const nodes = text
     .split(',')
     .map((n) => n.trim())
     .filter(Boolean);
-  if (nodes.length === 0) throw new InvalidSettingError('REDIS_CLUSTER_NODES', 'names no node (host:port,…)');
+  if (nodes.length === 0) throw new InvalidSettingError(variable, 'names no node (host:port,…)');
   for (const node of nodes) {
     const port = Number(HOST_PORT.exec(node)?.[2]);
     if (!(port >= 1 && port <= 65535)) {
-      throw new InvalidSettingError('REDIS_CLUSTER_NODES', `"${node}" is not host:port with a port from 1 to 65535`);
+      throw new InvalidSettingError(variable, `"${node}" is not host:port with a port from 1 to 65535`);
     }
   }
   return nodes;
 }
 
-function redisUrl(text: string): string {
+function redisUrl(text: string, variable = 'REDIS_URL'): string {
   let url: URL;
   try {
     url = new URL(text);
   } catch {
-    throw new InvalidSettingError('REDIS_URL', 'is not a URL (redis://host:port)');
+    throw new InvalidSettingError(variable, 'is not a URL (redis://host:port)');
   }
   if (url.protocol !== 'redis:' && url.protocol !== 'rediss:') {
-    throw new InvalidSettingError('REDIS_URL', `must use redis:// or rediss://, not ${url.protocol}//`);
+    throw new InvalidSettingError(variable, `must use redis:// or rediss://, not ${url.protocol}//`);
   }
   return text;
 }
@@ -106,6 +119,26 @@ function ttlSeconds(text: string | undefined): number {
   return seconds;
 }
 
+/** The home store: the REDIS_HOME_* forms of REDIS_CLUSTER_NODES / REDIS_URL, TLS as the regional store's. */
+function homeStore(env: Env, tls: boolean, tlsCa: { tlsCaFile?: string }, secret?: string, secretFile?: string) {
+  const nodes = env.REDIS_HOME_CLUSTER_NODES;
+  const url = env.REDIS_HOME_URL;
+  if (!nodes && !url) return undefined;
+  const redis: RedisSettings = nodes
+    ? { clusterNodes: clusterNodes(nodes, 'REDIS_HOME_CLUSTER_NODES'), tls, ...tlsCa }
+    : { url: redisUrl(url as string, 'REDIS_HOME_URL'), ...tlsCa };
+  const homeSecret = env.REDIS_HOME_AUTH_SECRET_ARN || secret;
+  if (homeSecret !== undefined && !SECRET_ID.test(homeSecret)) {
+    throw new InvalidSettingError('REDIS_HOME_AUTH_SECRET_ARN', 'must be a Secrets Manager secret ARN or name');
+  }
+  const homeFile = env.REDIS_HOME_AUTH_SECRET_FILE || secretFile;
+  return {
+    redis,
+    authSecretId: homeSecret ?? (homeFile === undefined ? undefined : 'local'),
+    authSecretFile: homeFile,
+  };
+}
+
 /** The layer's settings from the environment; throws InvalidSettingError for the first bad one. */
 export function readSettings(env: Env = process.env): LayerSettings {
   const nodes = env.REDIS_CLUSTER_NODES;
@@ -133,5 +166,7 @@ export function readSettings(env: Env = process.env): LayerSettings {
     parametersFile: env.RATE_LIMIT_PARAMETERS_FILE || undefined,
     configTtlMs: ttlSeconds(env.RATE_LIMIT_CONFIG_TTL_SECONDS) * 1000,
     readPaths: readPaths(env.RATE_LIMIT_READ_PATHS),
+    regions: readRegionSettings(env),
+    home: homeStore(env, tls, tlsCa, secret, secretFile),
   };
 }

@@ -7,6 +7,7 @@
 import { createHash } from 'node:crypto';
 import * as v from 'valibot';
 import { InvalidPolicyError } from '../core/errors.ts';
+import { regionModeOf } from '../regions/modes.ts';
 import { type CompiledPolicy, type PolicyConfig, policySchema, unitOf } from '../strategies/index.ts';
 import { type CommonSettings, DEFAULT_TIME_BUDGET, NAME } from '../strategies/strategy.ts';
 import { toMs } from './duration.ts';
@@ -42,14 +43,16 @@ export function compilePolicy(name: string, raw: unknown): CompiledPolicy {
   const parsed = v.safeParse(policySchema, raw, { abortPipeEarly: true });
   if (!parsed.success) throw new InvalidPolicyError(name, describeIssues(parsed.issues));
   const config: PolicyConfig = parsed.output;
+  const failureMode = config.failureMode ?? DEFAULT_FAILURE_MODE;
   const common: CommonSettings = {
     name,
     version: createHash('sha1').update(JSON.stringify(config)).digest('hex').slice(0, 12),
-    failureMode: config.failureMode ?? DEFAULT_FAILURE_MODE,
+    failureMode,
     timeBudgetMs: toMs(config.timeBudget ?? DEFAULT_TIME_BUDGET),
     group: config.group,
     shadow: config.shadow ?? false,
     blockCache: config.blockCache ?? false,
+    regions: regionModeOf(name, config.strategy, failureMode, config.regions),
   };
   return unitOf(config.strategy).compile(common, config) as CompiledPolicy;
 }

@@ -10,6 +10,7 @@
 import * as v from 'valibot';
 import { type Duration, isDuration, parseDurationUs } from '../policy/duration.ts';
 import type { FailureMode } from '../policy/failure-mode.ts';
+import { REGION_MODES, type RegionMode } from '../regions/modes.ts';
 
 const HOUR_US = 3_600_000_000;
 
@@ -78,6 +79,8 @@ export const commonEntries = {
    * version of the policy forgets it. @default false
    */
   blockCache: v.optional(v.boolean()),
+  /** How the limit spans regions (docs/multi-region.md). @default 'home' */
+  regions: v.optional(v.picklist(REGION_MODES, 'must be "home", "shares" or "approximate"')),
 };
 
 /** The common settings, resolved once (defaults applied) before a strategy compiles the rest. */
@@ -90,6 +93,7 @@ export interface CommonSettings {
   readonly group: string | undefined;
   readonly shadow: boolean;
   readonly blockCache: boolean;
+  readonly regions: RegionMode;
 }
 
 /** What every compiled policy has, whatever its strategy. Numbers are in the units their names say. */

@@ -1,0 +1,35 @@
+/**
+ * The platform's limiter in a multi-region stage (docs/multi-region.md): when
+ * the layer's settings name other regions or a home store, home-mode checks
+ * go to the home region's store (REDIS_HOME_*) and shares/approximate checks
+ * to this region's (REDIS_URL / REDIS_CLUSTER_NODES). Otherwise undefined:
+ * the plain limiter on the regional store.
+ */
+import type { Logger } from '@aws-lambda-powertools/logger';
+import { createRedisClient, type Limiter, type LimiterOptions, type RedisClient } from '@platform/rate-limit';
+import { readSettings } from '@platform/rate-limit/config';
+import { authenticateFromSecret, secretReader } from '@platform/rate-limit/redis';
+import { createRegionalLimiter } from '@platform/rate-limit/regions';
+
+export function regionalLimiter(
+  regionalRedis: RedisClient,
+  options: LimiterOptions,
+  logger: Logger,
+): Limiter | undefined {
+  const settings = readSettings();
+  if (settings.home === undefined && settings.regions.regions.length === 1) return undefined;
+  let home = regionalRedis;
+  if (settings.home !== undefined) {
+    const { redis, authSecretId, authSecretFile } = settings.home;
+    home = createRedisClient(redis);
+    if (authSecretId !== undefined) {
+      authenticateFromSecret(home, authSecretId, secretReader({ redisAuthSecretFile: authSecretFile })).catch(
+        (error: unknown) =>
+          logger.error('home Redis credentials could not be read; home-mode checks will degrade', {
+            error: error instanceof Error ? error.message : String(error),
+          }),
+      );
+    }
+  }
+  return createRegionalLimiter({ ...options, redis: home, regionalRedis, regions: settings.regions });
+}

@@ -1,0 +1,72 @@
+/**
+ * One pass of a region's rebalancer (functions/rebalancer/handler.ts runs it
+ * on a schedule): for every `shares` limit another region refused lately (its
+ * demand set, replicated here), give that region share this region left
+ * unused in the current window (lua/regions_give.lua). A region only ever
+ * lowers its own share; the receiver raises its own when the grant's counter
+ * reaches it — a partition only delays grants.
+ */
+import type { PolicyResolver } from '../core/limiter.ts';
+import { type RedisClient, runScript } from '../redis/run-script.ts';
+import { demandKey, grantsKey, ringKey } from './keys.ts';
+import { DEMAND_KEEP_MS, initialShare } from './regional-checks.ts';
+import type { RegionScripts } from './scripts.ts';
+import type { RegionSettings } from './settings.ts';
+
+export interface RebalanceOptions {
+  /** This region's store. */
+  readonly redis: RedisClient;
+  readonly regions: RegionSettings;
+  readonly policies: PolicyResolver;
+  readonly scripts: RegionScripts;
+  /** Most limits one pass looks at per other region (the newest refusals are not preferred). @default 1000 */
+  readonly maxLimits?: number;
+  /** Extra ARGV (the pinned test clock); none in production. */
+  readonly timeArgs?: () => readonly string[];
+}
+
+export interface RebalanceReport {
+  /** Limits looked at. */
+  readonly limits: number;
+  /** Share given away in total. */
+  readonly given: number;
+  /** Members naming a policy not (or no longer) in `shares` mode, skipped. */
+  readonly skipped: number;
+}
+
+export async function rebalance(options: RebalanceOptions): Promise<RebalanceReport> {
+  const { redis, regions: settings, policies, scripts } = options;
+  const { region, regions } = settings;
+  const me = regions.indexOf(region) + 1;
+  const since = Date.now() - DEMAND_KEEP_MS;
+  let limits = 0;
+  let given = 0;
+  let skipped = 0;
+  for (const other of regions) {
+    if (other === region) continue;
+    const members = await redis.zrangebyscore(
+      demandKey(other),
+      String(since),
+      '+inf',
+      'LIMIT',
+      0,
+      options.maxLimits ?? 1000,
+    );
+    for (const member of new Set(members)) {
+      const [name, key, counter] = member.split('\n') as [string, string | undefined, string | undefined];
+      // the key's own override: the limit the checks split must be the one split here
+      const policy = key === undefined || counter === undefined ? undefined : policies.resolve(name, key);
+      if (counter === undefined || policy?.strategy !== 'slidingWindow' || policy.regions !== 'shares') {
+        skipped++;
+        continue;
+      }
+      const keys = [ringKey(counter, region), ...regions.map((r) => grantsKey(counter, r))];
+      const args = [String(me), String(regions.length), ...regions, String(policy.limit), String(policy.windowUs)];
+      args.push(String(initialShare(policy.limit, regions, region)), ...(options.timeArgs?.() ?? []));
+      const reply = (await runScript(redis, scripts.regions_give, keys, args)) as number[];
+      limits++;
+      given += Number(reply[2]);
+    }
+  }
+  return { limits, given, skipped };
+}

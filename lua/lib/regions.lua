@@ -1,0 +1,55 @@
+-- Regions: what the multi-region modes (lua/regions_*.lua) share. A limit's
+-- state in each region is that region's own keys, written only by it and
+-- replicated whole to the others (one writer per key, so last-writer-wins
+-- never loses a write): its ring of admission times (lib/sliding_window) and
+-- its grants hash, with fields
+--   to:<region>  share given to that region, in total (monotone)
+--   refused      cost refused here, in total (monotone): the demand it reports
+--   seen:<region> the other region's `refused` this region has answered
+--   until        µs (its writer's clock) before which the hash is kept: every
+--                write moves it to 4 windows on, and the key expires then
+-- A region counts another's gift only while that hash will outlive, by a
+-- window and a clock margin, every event the gift admits here: when the
+-- giver's hash expires (its share back to its initial split), the events its
+-- gifts let in elsewhere have left their windows.
+-- Complexity: O(regions) reads.
+
+local RG_CLOCK_MARGIN_US = 1000000 -- regions' clocks agree to better than 1 s
+
+-- Keeps this region's grants hash 4 windows more (every write calls it).
+local function rg_touch(grants, now, window_us)
+  local keep_us = 4 * window_us + RG_CLOCK_MARGIN_US
+  redis.call('HSET', grants, 'until', now + keep_us)
+  redis.call('PEXPIRE', grants, key_ttl_ms(math.ceil(keep_us / 1000)))
+end
+
+-- This region's share of one limit, as its own store sees it: its initial
+-- split, less what it gave, plus what it has seen given to it. Its own gifts
+-- are always current here and another's arrive late, so each region's view is
+-- at most its true share, and the views sum to at most the limit.
+--   grants   the grants hashes of every region, in `names` order
+--   me       this region's index in `names`
+local function rg_share(grants, names, me, base, now, window_us)
+  local share = base
+  for s = 1, #names do
+    if s ~= me then
+      share = share - (tonumber(redis.call('HGET', grants[me], 'to:' .. names[s])) or 0)
+      local theirs = redis.call('HMGET', grants[s], 'to:' .. names[me], 'until')
+      if (tonumber(theirs[2]) or 0) > now + window_us + RG_CLOCK_MARGIN_US then
+        share = share + (tonumber(theirs[1]) or 0)
+      end
+    end
+  end
+  return share
+end
+
+-- Events in a ring's window now (0 for no key): read only.
+local function rg_in_window(ring, limit, window_us, now)
+  local r = sw_eval(ring, limit, window_us, 1, now)
+  return r.n - r.e, r
+end
+
+-- µs until the `need` oldest events of a ring's window have left it.
+local function rg_leaves_in(r, need)
+  return sw_time_at(r.key, r.n, r.h, {}, r.e + need - 1) + r.window_us - r.now
+end

@@ -1,0 +1,50 @@
+-- regions_give: this region's rebalancer gives unused share of one `shares`
+-- limit to the regions that report demand (a `refused` it has not answered
+-- yet). It gives only share unused in the current window (share less the
+-- events in it), and lowers its own share in the same step it raises the
+-- monotone `to:<region>` counter the receiver will see: a grant in flight is
+-- share nobody holds, so the shares never sum above the limit.
+-- fragments: lib/sliding_window lib/regions
+-- KEYS[1]        this region's ring
+-- KEYS[2..1+R]   the grants hash of every region (ARGV's region order)
+-- ARGV[1]        this region's index (1-based) among the R names
+-- ARGV[2]        R, then R region names
+-- ARGV[3+R..]    limit, window µs, this region's initial share
+-- Reply: { share before, events in the window, share given now }
+-- Complexity: O(R) reads and writes, O(log limit) for the window.
+local me = tonumber(ARGV[1])
+local regions = tonumber(ARGV[2])
+local names, grants = {}, {}
+for s = 1, regions do
+  names[s] = ARGV[2 + s]
+  grants[s] = KEYS[1 + s]
+end
+local limit = tonumber(ARGV[3 + regions])
+local window_us = tonumber(ARGV[4 + regions])
+local base = tonumber(ARGV[5 + regions])
+
+local now = now_us()
+local share = rg_share(grants, names, me, base, now, window_us)
+local in_window = rg_in_window(KEYS[1], limit, window_us, now)
+local unused = share - in_window
+local given = 0
+for s = 1, regions do
+  if s ~= me then
+    local seen_field = 'seen:' .. names[s]
+    local refused = tonumber(redis.call('HGET', grants[s], 'refused')) or 0
+    local seen = tonumber(redis.call('HGET', grants[me], seen_field)) or 0
+    if refused > seen then
+      local gift = math.min(unused - given, refused - seen)
+      if gift > 0 then
+        local to_field = 'to:' .. names[s]
+        local total = tonumber(redis.call('HGET', grants[me], to_field)) or 0
+        redis.call('HSET', grants[me], to_field, total + gift)
+        given = given + gift
+      end
+      -- demand answered (or not answerable now): only new refusals ask again
+      redis.call('HSET', grants[me], seen_field, refused)
+      rg_touch(grants[me], now, window_us)
+    end
+  end
+end
+return { share, in_window, given }
