@@ -45,6 +45,14 @@ export const scheduled: readonly ScheduledWorker[] = [
     policies: [HARVESTER_POLICY],
     secrets: [],
   },
+  // a two-region stage's rebalancer (issue 32), deployed per region on REBALANCE_PERIOD_SECONDS (infra/rebalancer.ts)
+  {
+    id: 'rebalancer',
+    handler: 'rebalancer/handler.ts',
+    everyMinutes: 1,
+    policies: [],
+    secrets: [],
+  },
 ];
 
 export const services: readonly LongRunningService[] = [
