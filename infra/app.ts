@@ -136,7 +136,11 @@ function createMultiRegionApp(
   const built: RegionStacks[] = [];
   const dataStacks: DataStack[] = [];
   for (const place of [anchorPlace, otherPlace]) {
-    const context = contextWith({ account: place.account, region: place.region, availabilityZones: place.availabilityZones });
+    const context = contextWith({
+      account: place.account,
+      region: place.region,
+      availabilityZones: place.availabilityZones,
+    });
     if (context.redis !== 'elasticache') {
       throw new InvalidContextError(
         'context redis: a two-region stage keeps its home store on ElastiCache (Global Datastore) and its regional one on MemoryDB Multi-Region; redis names neither',

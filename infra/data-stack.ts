@@ -52,7 +52,7 @@ export interface RegionRole {
 /** The ARN of the same secret in `region` (a Secrets Manager replica keeps the primary's name and suffix). */
 function replicaArn(scope: Construct, primaryArn: string, region: string): string {
   // arn:<partition>:secretsmanager:<region>:<account>:secret:<name>-<6 characters>
-  const nameWithSuffix = Fn.select(6, Fn.split(':', primaryArn, 7));
+  const nameWithSuffix = Fn.select(6, Fn.split(':', primaryArn));
   return Stack.of(scope).formatArn({
     service: 'secretsmanager',
     region,
@@ -207,8 +207,7 @@ export class DataStack extends Stack {
         // the user the functions authenticate as: MemoryDB's one user, or ElastiCache's functions user (RBAC)
         // (a two-region stage: one user on every store, MemoryDB's, named by the stage)
         secretStringTemplate: JSON.stringify({
-          username:
-            context.redis === 'memorydb' || multiRegion ? memoryDbUser(name) : REDIS_ROLES.functions.username,
+          username: context.redis === 'memorydb' || multiRegion ? memoryDbUser(name) : REDIS_ROLES.functions.username,
         }),
         generateStringKey: 'password',
         // ElastiCache user passwords: 16–128 printable characters without @ " / or spaces.

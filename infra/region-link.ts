@@ -17,7 +17,15 @@
  * peering within one account itself (no PeerRoleArn).
  */
 import { Stack, type StackProps } from 'aws-cdk-lib';
-import { CfnRoute, CfnVPCPeeringConnection, type ISubnet, type IVpc, Peer, Port, type SecurityGroup } from 'aws-cdk-lib/aws-ec2';
+import {
+  CfnRoute,
+  CfnVPCPeeringConnection,
+  type ISubnet,
+  type IVpc,
+  Peer,
+  Port,
+  type SecurityGroup,
+} from 'aws-cdk-lib/aws-ec2';
 import { Construct } from 'constructs';
 import { REDIS_PORT } from './durable-store.ts';
 

@@ -92,9 +92,7 @@ export class ValkeyCluster extends Construct implements DurableStore {
     });
     // A secondary takes engine, version, node type, shards and parameters from the Global Datastore's primary.
     const engineShape =
-      props.secondaryOf !== undefined
-        ? { globalReplicationGroupId: props.secondaryOf }
-        : this.#engineShape(props);
+      props.secondaryOf !== undefined ? { globalReplicationGroupId: props.secondaryOf } : this.#engineShape(props);
     this.replicationGroup = new CfnReplicationGroup(this, 'ReplicationGroup', {
       replicationGroupId: props.name,
       replicationGroupDescription: 'Rate limiter counters (durable: sync writes to a Multi-AZ transaction log)',
@@ -120,12 +118,12 @@ export class ValkeyCluster extends Construct implements DurableStore {
         {
           id: 'AwsSolutions-AEC4',
           reason:
-            "A Global Datastore secondary inherits Multi-AZ and automatic failover from the primary (which sets both); it may not set them itself.",
+            'A Global Datastore secondary inherits Multi-AZ and automatic failover from the primary (which sets both); it may not set them itself.',
         },
         {
           id: 'AwsSolutions-AEC5',
           reason:
-            'Valkey, not Redis OSS (the engine is the primary\'s), on the port every store of the platform uses; the security group admits the functions only, here and from the peer region.',
+            "Valkey, not Redis OSS (the engine is the primary's), on the port every store of the platform uses; the security group admits the functions only, here and from the peer region.",
         },
       );
     }
