@@ -467,6 +467,48 @@ describe('The two-region stage (infra/stages/global.json)', () => {
   });
 });
 
+describe('The single-region stages beside it', () => {
+  it('keep their two stacks, their one store and an environment without regions (prod.json, dev.json unchanged)', () => {
+    for (const stage of ['prod', 'dev']) {
+      const stacks = createPlatformApp({
+        context: { stage, dist: join(work, 'dist') },
+        outdir: mkdtempSync(join(work, `cdk-${stage}-`)),
+      });
+      stacks.app.synth();
+      assert.equal(stacks.multiRegion, undefined);
+      assert.deepEqual(
+        stacks.regions.map((r) => [r.data.stackName, r.platform.stackName, r.link]),
+        [[`RateLimitData-${stage}`, `RateLimitPlatform-${stage}`, undefined]],
+      );
+      const data = templateOf(stacks.data);
+      const platform = templateOf(stacks.platform);
+      for (const type of [
+        'AWS::ElastiCache::GlobalReplicationGroup',
+        'AWS::MemoryDB::MultiRegionCluster',
+        'AWS::EC2::VPCPeeringConnection',
+      ]) {
+        assert.equal(ofType(data, type).length, 0, type);
+      }
+      assert.equal(one(data, 'AWS::EC2::VPC')[1].Properties?.CidrBlock, '10.0.0.0/16', "CDK's default, as before");
+      const functions = ofType(platform, 'AWS::Lambda::Function').filter(([, r]) =>
+        String(r.Properties?.FunctionName).startsWith(`ratelimit-${stage}-`),
+      );
+      assert.ok(functions.length >= 7);
+      for (const [id, fn] of functions) {
+        for (const name of [
+          'RATE_LIMIT_REGION',
+          'RATE_LIMIT_HOME_REGION',
+          'RATE_LIMIT_REGIONS',
+          'REDIS_HOME_CLUSTER_NODES',
+        ]) {
+          assert.equal(envOf(fn)[name], undefined, `${id} ${name}`);
+        }
+        assert.notEqual(fn.Properties?.FunctionName, `ratelimit-${stage}-rebalancer`, 'no rebalancer in one region');
+      }
+    }
+  });
+});
+
 describe('A two-region stage file the app cannot deploy', () => {
   const refused = (change: Record<string, unknown>, message: RegExp, context: Record<string, unknown> = {}) =>
     assert.throws(
