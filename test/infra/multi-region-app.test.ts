@@ -493,7 +493,7 @@ describe('The single-region stages beside it', () => {
       const functions = ofType(platform, 'AWS::Lambda::Function').filter(([, r]) =>
         String(r.Properties?.FunctionName).startsWith(`ratelimit-${stage}-`),
       );
-      assert.ok(functions.length >= 7);
+      assert.ok(functions.length >= 6, `${functions.length} functions`);
       for (const [id, fn] of functions) {
         for (const name of [
           'RATE_LIMIT_REGION',
