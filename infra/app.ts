@@ -14,14 +14,33 @@ import { type Route, routes } from '../functions/routes.ts';
 import { type DeployContext, InvalidContextError, readDeployContext } from './context.ts';
 import { DataStack } from './data-stack.ts';
 import { FEATURE_FLAGS } from './feature-flags.ts';
-import { PlatformStack } from './platform-stack.ts';
+import { PlatformStack, type PlatformStackProps } from './platform-stack.ts';
+import { RegionLinkStack } from './region-link.ts';
+import { type MultiRegionStage, readMultiRegionStage } from './regions.ts';
 import { tagStage } from './tags.ts';
 
 export interface PlatformApp {
   readonly app: App;
+  /** The stage's data stack (a two-region stage: the anchor region's). */
+  readonly data: DataStack;
+  /** The stage's platform stack (a two-region stage: the anchor region's). */
+  readonly platform: PlatformStack;
+  /** The stage's deploy context (a two-region stage: the anchor region's). */
+  readonly context: DeployContext;
+  /** A two-region stage's stacks, anchor first (docs/deploy.md, "Two regions"); a single-region stage's one entry. */
+  readonly regions: readonly RegionStacks[];
+  /** A two-region stage's shape (infra/regions.ts); undefined for a single-region stage. */
+  readonly multiRegion: MultiRegionStage | undefined;
+}
+
+/** One region's stacks. */
+export interface RegionStacks {
+  readonly region: string;
+  readonly context: DeployContext;
   readonly data: DataStack;
   readonly platform: PlatformStack;
-  readonly context: DeployContext;
+  /** The anchor's routes back to the other region's VPC (a two-region stage's anchor only). */
+  readonly link?: RegionLinkStack;
 }
 
 export interface PlatformAppOptions {
@@ -56,18 +75,24 @@ export function createPlatformApp(options: PlatformAppOptions = {}): PlatformApp
   Validations.of(app).addPlugins(new AwsSolutionsChecks(app));
   const stage = String(app.node.tryGetContext('stage') ?? 'prod');
   const remembered = readStageFile(options.stagesDir ?? STAGES_DIR, stage);
-  const context = readDeployContext((name) => {
-    const given = app.node.tryGetContext(name);
-    const kept = remembered[name];
-    if (kept === undefined) return given;
-    // -c values arrive as strings: the same value either way is agreement
-    if (given !== undefined && String(given) !== String(kept)) {
-      throw new InvalidContextError(
-        `context ${name}: stage ${stage} is deployed with ${name}=${String(kept)} (infra/stages/${stage}.json); change it there, on purpose, to change the stage`,
-      );
-    }
-    return kept;
-  });
+  const given = (name: string): unknown => app.node.tryGetContext(name);
+  const contextWith = (place: Readonly<Record<string, unknown>>) =>
+    readDeployContext((name) => {
+      const kept = place[name] ?? remembered[name];
+      if (kept === undefined) return given(name);
+      // -c values arrive as strings: the same value either way is agreement
+      if (given(name) !== undefined && String(given(name)) !== String(kept)) {
+        throw new InvalidContextError(
+          `context ${name}: stage ${stage} is deployed with ${name}=${String(kept)} (infra/stages/${stage}.json); change it there, on purpose, to change the stage`,
+        );
+      }
+      return kept;
+    });
+  const parts = { routes: options.routes ?? routes, policies: options.policies ?? PLATFORM_POLICIES };
+  const outerLine = options.outerLine ?? readOuterLine();
+  const multiRegion = readMultiRegionStage(remembered, given);
+  if (multiRegion) return createMultiRegionApp(app, multiRegion, contextWith, { ...parts, outerLine });
+  const context = contextWith({});
   // Bound to the stage's account and region: a deploy with credentials for another is refused (scripts/deploy.ts)
   const env = { account: context.account, region: context.region };
   const data = new DataStack(app, `RateLimitData-${context.stage}`, {
@@ -84,14 +109,102 @@ export function createPlatformApp(options: PlatformAppOptions = {}): PlatformApp
     store: data.store,
     dataKey: data.dataKey,
     userDirectory: data.userDirectory,
-    routes: options.routes ?? routes,
-    policies: options.policies ?? PLATFORM_POLICIES,
-    outerLine: options.outerLine ?? readOuterLine(),
+    ...parts,
+    outerLine,
   });
   platform.addStackDependency(data);
   // stage, service, owner, cost centre on every taggable resource of both stacks (infra/tags.ts)
   tagStage(app, context);
-  return { app, data, platform, context };
+  return { app, data, platform, context, regions: [{ region: context.region, context, data, platform }], multiRegion };
+}
+
+/**
+ * A two-region stage (infra/regions.ts): per region a data and a platform
+ * stack (`RateLimitData-<stage>-<region>`, `RateLimitPlatform-<stage>-<region>`),
+ * and the anchor's link stack (its routes back through the peering). Their
+ * references across regions go through CDK's cross-region references (SSM
+ * parameters written into the reading region), and order the deploy:
+ * anchor data → other data → anchor link → both platforms (docs/deploy.md).
+ */
+function createMultiRegionApp(
+  app: App,
+  multiRegion: MultiRegionStage,
+  contextWith: (place: Readonly<Record<string, unknown>>) => DeployContext,
+  parts: Pick<PlatformStackProps, 'routes' | 'policies' | 'outerLine'>,
+): PlatformApp {
+  const [anchorPlace, otherPlace] = multiRegion.regions;
+  const built: RegionStacks[] = [];
+  const dataStacks: DataStack[] = [];
+  for (const place of [anchorPlace, otherPlace]) {
+    const context = contextWith({
+      account: place.account,
+      region: place.region,
+      availabilityZones: place.availabilityZones,
+    });
+    if (context.redis !== 'elasticache') {
+      throw new InvalidContextError(
+        'context redis: a two-region stage keeps its home store on ElastiCache (Global Datastore) and its regional one on MemoryDB Multi-Region; redis names neither',
+      );
+    }
+    const env = { account: place.account, region: place.region };
+    const data = new DataStack(app, `RateLimitData-${context.stage}-${place.region}`, {
+      context,
+      env,
+      crossRegionReferences: true,
+      description: `Rate limiter (${place.region}): network, the home and regional stores, their secret and data key (stateful)`,
+      multiRegion: { stage: multiRegion, place, ...(dataStacks[0] ? { anchor: dataStacks[0] } : {}) },
+    });
+    dataStacks.push(data);
+    built.push({ region: place.region, context, data } as RegionStacks);
+  }
+  const [anchorData, otherData] = dataStacks as [DataStack, DataStack];
+  const link = new RegionLinkStack(app, `RateLimitLink-${built[0]?.context.stage}-${anchorPlace.region}`, {
+    env: { account: anchorPlace.account, region: anchorPlace.region },
+    crossRegionReferences: true,
+    description: `Rate limiter (${anchorPlace.region}): routes to ${otherPlace.region}'s VPC through the peering`,
+    vpc: anchorData.vpc,
+    peeringConnectionId: otherData.peering?.connection.ref as string,
+    peerCidr: otherPlace.cidr,
+  });
+  const homeData = dataStacks.find((data) => data.region === multiRegion.homeRegion) as DataStack;
+  const homeStore = homeData.homeStore as NonNullable<DataStack['homeStore']>;
+  const regions = multiRegion.regions.map((place) => place.region);
+  const stacks = built.map(({ region, context, data }, i): RegionStacks => {
+    const platform = new PlatformStack(app, `RateLimitPlatform-${context.stage}-${region}`, {
+      // one budget for the stage: the anchor's (Budgets are account-wide, a second would count the same costs)
+      context: i === 0 ? context : { ...context, budget: undefined },
+      env: { account: context.account, region },
+      crossRegionReferences: true,
+      description: `Rate limiter (${region}): layer, functions, REST API with the outer line, queue, parameters, alarms, rebalancer`,
+      vpc: data.vpc,
+      functionsSecurityGroup: data.functionsSecurityGroup,
+      store: data.store,
+      dataKey: data.dataKey,
+      userDirectory: data.userDirectory,
+      ...parts,
+      multiRegion: {
+        region,
+        homeRegion: multiRegion.homeRegion,
+        regions,
+        homeStore: { endpointAddress: homeStore.endpointAddress, endpointPort: homeStore.endpointPort },
+        rebalancePeriodSeconds: multiRegion.rebalancePeriodSeconds,
+      },
+    });
+    platform.addStackDependency(data);
+    // the functions reach the other region only once both sides route through the peering
+    platform.addStackDependency(link);
+    return { region, context, data, platform, ...(i === 0 ? { link } : {}) };
+  });
+  const anchor = stacks[0] as RegionStacks;
+  tagStage(app, anchor.context);
+  return {
+    app,
+    data: anchor.data,
+    platform: anchor.platform,
+    context: anchor.context,
+    regions: stacks,
+    multiRegion,
+  };
 }
 
 if (import.meta.url === `file://${process.argv[1]}`) {

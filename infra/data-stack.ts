@@ -5,10 +5,11 @@
  * replaces anything here.
  */
 
-import { RemovalPolicy, Stack, type StackProps, Validations } from 'aws-cdk-lib';
+import { ArnFormat, Fn, RemovalPolicy, Stack, type StackProps, Validations } from 'aws-cdk-lib';
 import {
   FlowLogDestination,
   InterfaceVpcEndpointAwsService,
+  IpAddresses,
   Port,
   SecurityGroup,
   SubnetType,
@@ -16,12 +17,15 @@ import {
 } from 'aws-cdk-lib/aws-ec2';
 import { Key } from 'aws-cdk-lib/aws-kms';
 import { LogGroup, RetentionDays } from 'aws-cdk-lib/aws-logs';
-import { Secret } from 'aws-cdk-lib/aws-secretsmanager';
+import { type ISecret, Secret } from 'aws-cdk-lib/aws-secretsmanager';
 import type { Construct } from 'constructs';
 import { REDIS_ROLES } from '../config/redis-roles.ts';
 import type { DeployContext } from './context.ts';
-import { type DurableStore, REDIS_PORT } from './durable-store.ts';
+import { type DurableStore, type DurableStoreProps, REDIS_PORT } from './durable-store.ts';
+import { GlobalStores } from './global-stores.ts';
 import { MemoryDbCluster, memoryDbUser } from './memorydb-cluster.ts';
+import { openHomeStoreToPeer, RegionPeering } from './region-link.ts';
+import type { MultiRegionStage, RegionPlace } from './regions.ts';
 import { UserDirectory } from './user-directory.ts';
 import { ValkeyCluster } from './valkey-cluster.ts';
 
@@ -34,6 +38,29 @@ export const VPC_ENDPOINT_SERVICES = {
 
 export interface DataStackProps extends StackProps {
   readonly context: DeployContext;
+  /** A stage spanning two regions (infra/regions.ts): this region's part of it. @default a single-region stage */
+  readonly multiRegion?: RegionRole;
+}
+
+/** One region of a two-region stage. */
+export interface RegionRole {
+  readonly stage: MultiRegionStage;
+  readonly place: RegionPlace;
+  /** The anchor region's data stack, given to the other region's (absent: this is the anchor). */
+  readonly anchor?: DataStack;
+}
+
+/** The ARN of the same secret in `region` (a Secrets Manager replica keeps the primary's name and suffix). */
+function replicaArn(scope: Construct, primaryArn: string, region: string): string {
+  // arn:<partition>:secretsmanager:<region>:<account>:secret:<name>-<6 characters>
+  const nameWithSuffix = Fn.select(6, Fn.split(':', primaryArn));
+  return Stack.of(scope).formatArn({
+    service: 'secretsmanager',
+    region,
+    resource: 'secret',
+    resourceName: nameWithSuffix,
+    arnFormat: ArnFormat.COLON_RESOURCE_NAME,
+  });
 }
 
 export class DataStack extends Stack {
@@ -50,12 +77,22 @@ export class DataStack extends Stack {
   readonly dataKey: Key;
   /** The Cognito user pool the login verifies passwords against, and its app client. */
   readonly userDirectory: UserDirectory;
+  /**
+   * A two-region stage's home store, this region's Global Datastore member
+   * (the primary in the home region); `store` is then the region's MemoryDB
+   * Multi-Region member.
+   */
+  readonly homeStore: ValkeyCluster | undefined;
+  /** The anchor's: the Global Datastore and the MemoryDB Multi-Region cluster. */
+  readonly globalStores: GlobalStores | undefined;
+  /** The other region's: the peering to the anchor's VPC (the anchor's routes back: infra/region-link.ts). */
+  readonly peering: RegionPeering | undefined;
 
   readonly #zones: readonly string[];
 
   constructor(scope: Construct, id: string, props: DataStackProps) {
     super(scope, id, { ...props, terminationProtection: true });
-    const { context } = props;
+    const { context, multiRegion } = props;
     this.#zones = context.availabilityZones;
     const name = `ratelimit-${context.stage}`;
 
@@ -64,6 +101,8 @@ export class DataStack extends Stack {
     const withEgress = context.egress === 'nat';
     this.vpc = new Vpc(this, 'Vpc', {
       availabilityZones: [...context.availabilityZones],
+      // two regions' VPCs are peered: each its own address space (the stage file's)
+      ...(multiRegion ? { ipAddresses: IpAddresses.cidr(multiRegion.place.cidr) } : {}),
       natGateways: withEgress ? 1 : 0,
       subnetConfiguration: [
         { name: 'isolated', subnetType: SubnetType.PRIVATE_ISOLATED, cidrMask: 24 },
@@ -121,30 +160,18 @@ export class DataStack extends Stack {
       enableKeyRotation: true,
       removalPolicy: RemovalPolicy.RETAIN,
     });
-    const authSecret = new Secret(this, 'RedisAuth', {
-      description: `${name}: the functions' Redis user and password (ElastiCache RBAC) or MemoryDB's ACL user`,
-      encryptionKey: this.dataKey,
-      generateSecretString: {
-        // the user the functions authenticate as: MemoryDB's one user, or ElastiCache's functions user (RBAC)
-        secretStringTemplate: JSON.stringify({
-          username: context.redis === 'memorydb' ? memoryDbUser(name) : REDIS_ROLES.functions.username,
-        }),
-        generateStringKey: 'password',
-        // ElastiCache user passwords: 16–128 printable characters without @ " / or spaces.
-        excludePunctuation: true,
-        passwordLength: 64,
-      },
-      removalPolicy: RemovalPolicy.RETAIN,
-    });
-    Validations.of(authSecret).acknowledge({
-      id: 'AwsSolutions-SMG4',
-      reason:
-        'Rotated by the documented two-password procedure (docs/runbook.md, "Rotating the Redis users\' passwords"): the ElastiCache or MemoryDB user holds the new password beside the old until every consumer has picked it up; no rotation function yet.',
-    });
+    const authSecret = multiRegion?.anchor
+      ? // the anchor's secret, replicated here: one password on every store of the stage
+        Secret.fromSecretCompleteArn(
+          this,
+          'RedisAuth',
+          replicaArn(this, multiRegion.anchor.store.authSecret.secretArn, multiRegion.place.region),
+        )
+      : this.#authSecret(name, context, multiRegion);
 
     this.userDirectory = new UserDirectory(this, 'Users', { name, existingUserPoolId: context.userPoolId });
 
-    const storeProps = {
+    const storeProps: DurableStoreProps = {
       name,
       vpc: this.vpc,
       securityGroup: redisSecurityGroup,
@@ -154,10 +181,102 @@ export class DataStack extends Stack {
       shards: context.shards,
       replicasPerShard: context.replicasPerShard,
     };
+    if (multiRegion) {
+      const stores = this.#multiRegionStores(storeProps, redisSecurityGroup, multiRegion);
+      this.store = stores.regional;
+      this.homeStore = stores.home;
+      this.globalStores = stores.global;
+      this.peering = stores.peering;
+      return;
+    }
+    this.homeStore = undefined;
+    this.globalStores = undefined;
+    this.peering = undefined;
     if (context.redis === 'memorydb') {
       this.store = new MemoryDbCluster(this, 'MemoryDb', storeProps);
     } else {
       this.store = new ValkeyCluster(this, 'Valkey', storeProps);
     }
+  }
+
+  /** The functions' Redis credentials (a two-region stage: the anchor's, replicated to the other region). */
+  #authSecret(name: string, context: DeployContext, multiRegion: RegionRole | undefined): ISecret {
+    const authSecret = new Secret(this, 'RedisAuth', {
+      description: `${name}: the functions' Redis user and password (ElastiCache RBAC) or MemoryDB's ACL user`,
+      encryptionKey: this.dataKey,
+      generateSecretString: {
+        // the user the functions authenticate as: MemoryDB's one user, or ElastiCache's functions user (RBAC)
+        // (a two-region stage: one user on every store, MemoryDB's, named by the stage)
+        secretStringTemplate: JSON.stringify({
+          username: context.redis === 'memorydb' || multiRegion ? memoryDbUser(name) : REDIS_ROLES.functions.username,
+        }),
+        generateStringKey: 'password',
+        // ElastiCache user passwords: 16–128 printable characters without @ " / or spaces.
+        excludePunctuation: true,
+        passwordLength: 64,
+      },
+      removalPolicy: RemovalPolicy.RETAIN,
+      // the other region's functions and stores read the replica (encrypted with that region's aws/secretsmanager key)
+      ...(multiRegion ? { replicaRegions: [{ region: multiRegion.stage.regions[1].region }] } : {}),
+    });
+    Validations.of(authSecret).acknowledge({
+      id: 'AwsSolutions-SMG4',
+      reason:
+        'Rotated by the documented two-password procedure (docs/runbook.md, "Rotating the Redis users\' passwords"): the ElastiCache or MemoryDB user holds the new password beside the old until every consumer has picked it up; no rotation function yet.',
+    });
+    return authSecret;
+  }
+
+  /**
+   * A two-region stage's stores in this region (infra/global-stores.ts): the
+   * Global Datastore member behind a security group of its own, open to the
+   * peer region's CIDR, and the MemoryDB Multi-Region member behind the
+   * functions-only one; in the anchor the two global resources, elsewhere
+   * the peering to the anchor.
+   */
+  #multiRegionStores(storeProps: DurableStoreProps, regional: SecurityGroup, multiRegion: RegionRole) {
+    const { stage, place, anchor } = multiRegion;
+    const peer = stage.regions.find((other) => other.region !== place.region) as RegionPlace;
+    const homeSecurityGroup = new SecurityGroup(this, 'HomeRedis', {
+      vpc: this.vpc,
+      description: `The home store (Global Datastore member): 6379 from the functions here and in ${peer.region}`,
+      allowAllOutbound: false,
+    });
+    homeSecurityGroup.addIngressRule(this.functionsSecurityGroup, Port.tcp(REDIS_PORT), 'functions to the home store');
+    this.functionsSecurityGroup.addEgressRule(homeSecurityGroup, Port.tcp(REDIS_PORT), 'functions to the home store');
+    openHomeStoreToPeer(homeSecurityGroup, this.functionsSecurityGroup, peer.cidr, peer.region);
+    const home = new ValkeyCluster(this, 'Valkey', {
+      ...storeProps,
+      securityGroup: homeSecurityGroup,
+      singleUser: memoryDbUser(storeProps.name),
+      ...(anchor ? { secondaryOf: (anchor.globalStores as GlobalStores).globalReplicationGroupId } : {}),
+    });
+    const global = anchor
+      ? undefined
+      : new GlobalStores(this, 'Global', {
+          name: storeProps.name,
+          replicationGroupId: storeProps.name,
+          primary: home.replicationGroup,
+          anchorRegion: place.region,
+          homeRegion: stage.homeRegion,
+          memoryDbNodeType: stage.memoryDbNodeType,
+          shards: storeProps.shards,
+        });
+    const regionalStore = new MemoryDbCluster(this, 'MemoryDb', {
+      ...storeProps,
+      securityGroup: regional,
+      nodeType: stage.memoryDbNodeType,
+      multiRegionClusterName: ((anchor?.globalStores ?? global) as GlobalStores).multiRegionClusterName,
+    });
+    const peering = anchor
+      ? new RegionPeering(this, 'Peering', {
+          vpc: this.vpc,
+          peerVpcId: anchor.vpc.vpcId,
+          peerRegion: peer.region,
+          peerCidr: peer.cidr,
+          account: place.account,
+        })
+      : undefined;
+    return { home, regional: regionalStore, global, peering };
   }
 }

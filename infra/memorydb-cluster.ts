@@ -31,6 +31,15 @@ export function memoryDbUser(name: string): string {
   return name;
 }
 
+export interface MemoryDbClusterProps extends DurableStoreProps {
+  /**
+   * The MemoryDB Multi-Region cluster this one is the region's member of
+   * (infra/global-stores.ts): engine, version, node type, shards, TLS and
+   * parameters are the multi-region cluster's. @default none (a regional cluster)
+   */
+  readonly multiRegionClusterName?: string;
+}
+
 export class MemoryDbCluster extends Construct implements DurableStore {
   readonly kind = 'memorydb' as const;
   readonly endpointAddress: string;
@@ -41,7 +50,7 @@ export class MemoryDbCluster extends Construct implements DurableStore {
   readonly cluster: CfnCluster;
   readonly #name: string;
 
-  constructor(scope: Construct, id: string, props: DurableStoreProps) {
+  constructor(scope: Construct, id: string, props: MemoryDbClusterProps) {
     super(scope, id);
     this.#name = props.name;
     this.authSecret = props.authSecret;
@@ -51,12 +60,16 @@ export class MemoryDbCluster extends Construct implements DurableStore {
       description: `${props.name}: isolated subnets`,
       subnetIds: props.vpc.isolatedSubnets.map((subnet) => subnet.subnetId),
     });
-    const parameters = new CfnParameterGroup(this, 'Parameters', {
-      parameterGroupName: props.name,
-      family: MEMORYDB_PARAMETER_FAMILY,
-      description: 'Never evict: a lost counter is a reset limit',
-      parameters: { 'maxmemory-policy': 'noeviction' },
-    });
+    // A multi-region member takes its parameters from the multi-region cluster (MemoryDB's default: noeviction).
+    const parameters =
+      props.multiRegionClusterName === undefined
+        ? new CfnParameterGroup(this, 'Parameters', {
+            parameterGroupName: props.name,
+            family: MEMORYDB_PARAMETER_FAMILY,
+            description: 'Never evict: a lost counter is a reset limit',
+            parameters: { 'maxmemory-policy': 'noeviction' },
+          })
+        : undefined;
     const user = new CfnUser(this, 'User', {
       userName: memoryDbUser(props.name),
       // The functions and the admin CLI share this user: the operator's rules
@@ -76,16 +89,21 @@ export class MemoryDbCluster extends Construct implements DurableStore {
     this.cluster = new CfnCluster(this, 'Cluster', {
       clusterName: props.name,
       description: 'Rate limiter counters (durable: Multi-AZ transaction log)',
-      engine: 'valkey',
-      engineVersion: MEMORYDB_ENGINE_VERSION,
+      ...(parameters
+        ? {
+            engine: 'valkey',
+            engineVersion: MEMORYDB_ENGINE_VERSION,
+            numShards: props.shards,
+            parameterGroupName: parameters.parameterGroupName,
+            tlsEnabled: true,
+          }
+        : { multiRegionClusterName: props.multiRegionClusterName }),
+      // the multi-region cluster's node type too (CloudFormation requires it on each member)
       nodeType: props.nodeType,
-      numShards: props.shards,
       numReplicasPerShard: props.replicasPerShard,
       aclName: acl.aclName,
-      parameterGroupName: parameters.parameterGroupName,
       subnetGroupName: subnets.subnetGroupName,
       securityGroupIds: [props.securityGroup.securityGroupId],
-      tlsEnabled: true,
       kmsKeyId: props.encryptionKey.keyArn,
       port: REDIS_PORT,
       snapshotRetentionLimit: 7,
@@ -97,7 +115,7 @@ export class MemoryDbCluster extends Construct implements DurableStore {
       finalSnapshotName: Fn.join('-', [props.name, 'final', Fn.select(2, Fn.split('/', Aws.STACK_ID))]),
     });
     this.cluster.addResourceDependency(acl);
-    this.cluster.addResourceDependency(parameters);
+    if (parameters) this.cluster.addResourceDependency(parameters);
     this.cluster.addResourceDependency(subnets);
     // CloudFormation has no Snapshot policy for MemoryDB, but the cluster's FinalSnapshotName is one: deleting
     // the (termination-protected) stack deletes the cluster after MemoryDB took its final snapshot. A retained

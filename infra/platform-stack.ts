@@ -42,6 +42,7 @@ import { EventBus } from './event-bus.ts';
 import { Observability, type ObservedPolicy } from './observability.ts';
 import { platformRollout } from './platform-rollout.ts';
 import { PublicApi } from './public-api.ts';
+import { REBALANCER_ID, Rebalancer } from './rebalancer.ts';
 import { liveAlias } from './rollout.ts';
 import { StreamConsumers } from './stream-consumers.ts';
 import { ApiSamplingRule } from './tracing.ts';
@@ -58,6 +59,22 @@ export interface PlatformStackProps extends StackProps {
   /** The platform's policy catalogue (config/catalogue.ts): one SSM default per entry. */
   readonly policies: Readonly<Record<string, unknown>>;
   readonly outerLine: OuterLine;
+  /** A two-region stage: this region's place in it (infra/regions.ts). @default a single-region stage */
+  readonly multiRegion?: PlatformRegion;
+}
+
+/** What a region's functions are told of a two-region stage (the layer's settings, docs/multi-region.md). */
+export interface PlatformRegion {
+  /** RATE_LIMIT_REGION */
+  readonly region: string;
+  /** RATE_LIMIT_HOME_REGION */
+  readonly homeRegion: string;
+  /** RATE_LIMIT_REGIONS, anchor first */
+  readonly regions: readonly string[];
+  /** REDIS_HOME_CLUSTER_NODES: the home region's Global Datastore primary (a cross-region reference elsewhere). */
+  readonly homeStore: { readonly endpointAddress: string; readonly endpointPort: string };
+  /** REBALANCE_PERIOD_SECONDS, and the rebalancer's schedule. */
+  readonly rebalancePeriodSeconds: number;
 }
 
 /**
@@ -91,6 +108,21 @@ export function observedPolicies(
     });
   }
   return [...observed].map(([name, { degradedAs }]) => ({ name, degradedAs }));
+}
+
+/**
+ * The layer's view of a two-region stage (layer/src/settings.ts reads it):
+ * REDIS_CLUSTER_NODES stays the regional store (the MemoryDB Multi-Region
+ * member), REDIS_HOME_CLUSTER_NODES is the home store, with the same TLS and
+ * the same user (one secret: REDIS_AUTH_SECRET_ARN).
+ */
+export function regionEnvironment(region: PlatformRegion): Record<string, string> {
+  return {
+    RATE_LIMIT_REGION: region.region,
+    RATE_LIMIT_HOME_REGION: region.homeRegion,
+    RATE_LIMIT_REGIONS: region.regions.join(','),
+    REDIS_HOME_CLUSTER_NODES: `${region.homeStore.endpointAddress}:${region.homeStore.endpointPort}`,
+  };
 }
 
 /** A route's timeout unless it names its own (`Route.timeoutSeconds`). */
@@ -135,6 +167,8 @@ export class PlatformStack extends Stack {
   readonly observability: Observability;
   /** The harvester and the Mattermost listener, when the context deploys them. */
   streamConsumers: StreamConsumers | undefined;
+  /** A two-region stage's rebalancer (infra/rebalancer.ts). */
+  readonly rebalancer: Rebalancer | undefined;
 
   constructor(scope: Construct, id: string, props: PlatformStackProps) {
     super(scope, id, props);
@@ -169,6 +203,20 @@ export class PlatformStack extends Stack {
       accountRole: context.apiGatewayAccountRole,
     });
     if (context.harvester || context.mattermostUrl) this.streamConsumers = this.#streamConsumers(name, access);
+    // a two-region stage's rebalancer, one per region on its schedule (infra/rebalancer.ts)
+    this.rebalancer = props.multiRegion
+      ? new Rebalancer(this, 'Rebalancer', {
+          name,
+          dist: context.dist,
+          layer: this.layer,
+          tracing: context.tracing,
+          network: this.#inVpc(),
+          access,
+          periodSeconds: props.multiRegion.rebalancePeriodSeconds,
+          reservedConcurrency: context.reservedConcurrency[REBALANCER_ID],
+        })
+      : undefined;
+    if (this.rebalancer) this.functions.set(REBALANCER_ID, this.rebalancer.fn);
     this.observability = this.#observability(name, queues.deadLetters);
     const functions = new Map([
       ...this.functions,
@@ -312,6 +360,7 @@ export class PlatformStack extends Stack {
       RATE_LIMIT_PARAMETER_PATH: prefix,
       POWERTOOLS_SERVICE_NAME: 'platform',
       POWERTOOLS_METRICS_NAMESPACE: 'RateLimit',
+      ...(props.multiRegion ? regionEnvironment(props.multiRegion) : {}),
     };
     const parameterArn = (path: string) =>
       this.formatArn({ service: 'ssm', resource: 'parameter', resourceName: `${prefix.slice(1)}/${path}` });

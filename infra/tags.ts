@@ -34,7 +34,19 @@ export function tagStage(scope: IConstruct, context: Pick<DeployContext, 'stage'
   for (const stack of scope.node.findAll().filter(Stack.isStack)) {
     for (const [key, value] of Object.entries(tags)) stack.tags.setTag(key, value);
   }
-  Aspects.of(scope).add(new TagUntaggedResources(tags));
+  const untagged = new TagUntaggedResources(tags);
+  Aspects.of(scope).add(untagged);
+  // CDK creates the cross-region references' providers (a two-region stage's ExportsWriter and
+  // ExportsReader: a role and a function each) while preparing the app, after the aspects ran: the
+  // tree's validation runs after that and before the templates are written, so it tags them then.
+  for (const stack of scope.node.findAll().filter(Stack.isStack)) {
+    stack.node.addValidation({
+      validate: () => {
+        for (const node of stack.node.findAll()) untagged.visit(node);
+        return [];
+      },
+    });
+  }
 }
 
 /**

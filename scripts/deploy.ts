@@ -13,7 +13,10 @@
  *   credentials point" no more;
  * - reserved concurrency past what the account can reserve (Lambda
  *   GetAccountSettings): Lambda keeps 100 of the quota unreserved, so the
- *   template's reservations must fit in quota − 100.
+ *   template's reservations must fit in quota − 100 (a two-region stage:
+ *   in each region, whose quota is its own);
+ * - and, before asking anything, an assembly holding a placeholder handler
+ *   (infra/rebalancer.ts marks its template): never deployed.
  */
 import { spawnSync } from 'node:child_process';
 import { readFileSync } from 'node:fs';
@@ -21,6 +24,7 @@ import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import type { CloudAssembly } from 'aws-cdk-lib/cx-api';
 import { createPlatformApp } from '../infra/app.ts';
+import { PLACEHOLDER_METADATA } from '../infra/rebalancer.ts';
 
 /** Lambda's floor of unreserved concurrency (SPEC §9; a quota at or under it reserves nothing). */
 export const UNRESERVED_MINIMUM = 100;
@@ -34,14 +38,17 @@ export interface AccountProbe {
   callerIdentity(): Promise<{ readonly account: string; readonly arn: string }>;
   /** The region the credentials' SDK configuration resolves to (AWS_REGION, the profile). */
   region(): Promise<string>;
-  /** The account's concurrency quota and what is unreserved now (Lambda GetAccountSettings). */
-  concurrency(): Promise<{ readonly quota: number; readonly unreserved: number }>;
+  /** The account's concurrency quota and what is unreserved now (Lambda GetAccountSettings), in `region` or the credentials'. */
+  concurrency(region?: string): Promise<{ readonly quota: number; readonly unreserved: number }>;
 }
 
 export interface StageTarget {
   readonly stage: string;
   readonly account: string;
+  /** The stage's region (a two-region stage: its anchor). */
   readonly region: string;
+  /** A two-region stage's regions, anchor first: the credentials' region may be any of them. */
+  readonly regions?: readonly string[];
 }
 
 export class DeployRefusedError extends Error {
@@ -66,8 +73,35 @@ export function reservedConcurrencyOf(templates: readonly unknown[]): {
   return { total: [...byFunction.values()].reduce((sum, n) => sum + n, 0), byFunction };
 }
 
-/** Resolves when the credentials and the account can take this stage; otherwise a DeployRefusedError naming both sides. */
-export async function preflight(target: StageTarget, reservedTotal: number, probe: AccountProbe): Promise<void> {
+/** The functions whose template says they are a placeholder (infra/rebalancer.ts), by template. */
+export function placeholdersOf(templates: readonly unknown[]): string[] {
+  return templates.flatMap(
+    (template) =>
+      ((template as { Metadata?: Record<string, unknown> }).Metadata?.[PLACEHOLDER_METADATA] as string[]) ?? [],
+  );
+}
+
+/** A refusal when any template of the assembly would deploy a placeholder handler. */
+export function refusePlaceholders(stage: string, templates: readonly unknown[]): void {
+  const placeholders = placeholdersOf(templates);
+  if (placeholders.length > 0) {
+    throw new DeployRefusedError(
+      `stage ${stage} would deploy placeholder handlers (${[...new Set(placeholders)].join(', ')}): build the real ones (functions/<id>/handler.ts) first`,
+    );
+  }
+}
+
+/**
+ * Resolves when the credentials and the account can take this stage;
+ * otherwise a DeployRefusedError naming both sides. `reserved` is the
+ * template's total, or a two-region stage's by region (each region's quota is
+ * its own).
+ */
+export async function preflight(
+  target: StageTarget,
+  reserved: number | Readonly<Record<string, number>>,
+  probe: AccountProbe,
+): Promise<void> {
   const [identity, region] = await Promise.all([probe.callerIdentity(), probe.region()]);
   const file = `infra/stages/${target.stage}.json`;
   if (identity.account !== target.account) {
@@ -75,17 +109,22 @@ export async function preflight(target: StageTarget, reservedTotal: number, prob
       `stage ${target.stage} deploys to account ${target.account} (${file}), but the credentials are for account ${identity.account} (${identity.arn})`,
     );
   }
-  if (region !== target.region) {
+  const regions = target.regions ?? [target.region];
+  if (!regions.includes(region)) {
     throw new DeployRefusedError(
-      `stage ${target.stage} deploys to region ${target.region} (${file}), but the credentials' region is ${region} (AWS_REGION or the profile's)`,
+      `stage ${target.stage} deploys to region ${regions.join(' and ')} (${file}), but the credentials' region is ${region} (AWS_REGION or the profile's)`,
     );
   }
-  const { quota, unreserved } = await probe.concurrency();
-  const reservable = Math.max(0, quota - UNRESERVED_MINIMUM);
-  if (reservedTotal > reservable) {
-    throw new DeployRefusedError(
-      `stage ${target.stage} reserves ${reservedTotal} concurrent executions, but account ${target.account} can reserve ${reservable} (quota ${quota} − ${UNRESERVED_MINIMUM} Lambda keeps unreserved; ${unreserved} unreserved now): lower reservedConcurrency in ${file} or raise the quota (Service Quotas, L-B99A9384)`,
-    );
+  const byRegion = typeof reserved === 'number' ? { [target.region]: reserved } : reserved;
+  for (const [where, reservedTotal] of Object.entries(byRegion)) {
+    const { quota, unreserved } = await probe.concurrency(target.regions ? where : undefined);
+    const reservable = Math.max(0, quota - UNRESERVED_MINIMUM);
+    if (reservedTotal > reservable) {
+      const inRegion = target.regions ? ` in ${where}` : '';
+      throw new DeployRefusedError(
+        `stage ${target.stage} reserves ${reservedTotal} concurrent executions${inRegion}, but account ${target.account} can reserve ${reservable}${inRegion} (quota ${quota} − ${UNRESERVED_MINIMUM} Lambda keeps unreserved; ${unreserved} unreserved now): lower reservedConcurrency in ${file} or raise the quota (Service Quotas, L-B99A9384)`,
+      );
+    }
   }
 }
 
@@ -102,8 +141,8 @@ export async function awsAccountProbe(): Promise<AccountProbe> {
       return { account: answer.Account ?? '', arn: answer.Arn ?? '' };
     },
     region: () => sts.config.region(),
-    async concurrency() {
-      const answer = await new LambdaClient({ region: await sts.config.region() }).send(
+    async concurrency(region?: string) {
+      const answer = await new LambdaClient({ region: region ?? (await sts.config.region()) }).send(
         new GetAccountSettingsCommand({}),
       );
       return {
@@ -120,13 +159,29 @@ export function synthesizeStage(
   outdir: string,
   extra: Readonly<Record<string, string>> = {},
 ): { target: StageTarget; assembly: CloudAssembly } {
-  const { app, context } = createPlatformApp({ context: { dist: 'dist', ...extra, stage }, outdir });
+  const { app, context, multiRegion } = createPlatformApp({ context: { dist: 'dist', ...extra, stage }, outdir });
   const assembly = app.synth();
-  return { target: { stage, account: context.account, region: context.region }, assembly };
+  const regions = multiRegion ? { regions: multiRegion.regions.map((place) => place.region) } : {};
+  return { target: { stage, account: context.account, region: context.region, ...regions }, assembly };
 }
 
-function templatesOf(assembly: CloudAssembly): unknown[] {
-  return assembly.stacks.map((stack) => JSON.parse(readFileSync(join(assembly.directory, stack.templateFile), 'utf8')));
+/** Each stack's template with its region. */
+function templatesOf(assembly: CloudAssembly): { region: string; template: unknown }[] {
+  return assembly.stacks.map((stack) => ({
+    region: stack.environment.region,
+    template: JSON.parse(readFileSync(join(assembly.directory, stack.templateFile), 'utf8')),
+  }));
+}
+
+/** The reserved concurrency to check: the stage's total, or a two-region stage's by region. */
+function reservedToCheck(target: StageTarget, templates: { region: string; template: unknown }[]) {
+  if (!target.regions) return reservedConcurrencyOf(templates.map((t) => t.template)).total;
+  return Object.fromEntries(
+    target.regions.map((region) => [
+      region,
+      reservedConcurrencyOf(templates.filter((t) => t.region === region).map((t) => t.template)).total,
+    ]),
+  );
 }
 
 if (import.meta.url === `file://${process.argv[1]}`) {
@@ -151,10 +206,16 @@ if (import.meta.url === `file://${process.argv[1]}`) {
   }
   try {
     const { target, assembly } = synthesizeStage(values.stage, 'cdk.out', extra);
-    const reserved = reservedConcurrencyOf(templatesOf(assembly));
-    await preflight(target, reserved.total, await awsAccountProbe());
+    const templates = templatesOf(assembly);
+    if (!values.diff)
+      refusePlaceholders(
+        target.stage,
+        templates.map((t) => t.template),
+      );
+    const reserved = reservedToCheck(target, templates);
+    await preflight(target, reserved, await awsAccountProbe());
     console.log(
-      `pre-flight: account ${target.account}, region ${target.region}, ${reserved.total} reserved concurrent executions fit`,
+      `pre-flight: account ${target.account}, region ${(target.regions ?? [target.region]).join(' and ')}, ${JSON.stringify(reserved)} reserved concurrent executions fit`,
     );
   } catch (error) {
     const message = error instanceof Error ? error.message : String(error);

@@ -2,8 +2,8 @@
  * `npm run lint:cfn`: the synthesized templates checked against
  * CloudFormation's own resource schemas with cfn-lint (preinstalled on the
  * development and CI machines), for every shape the app can take: ElastiCache
- * (the default), MemoryDB, and with egress for the harvester and the
- * Mattermost listener. Errors fail it; warnings are printed. Run after
+ * (the default), MemoryDB, with egress for the harvester and the Mattermost
+ * listener, and the two-region stage. Errors fail it; warnings are printed. Run after
  * `npm run build` (npm run synth builds).
  *
  * The one acknowledged finding is in infra/valkey-cluster.ts: E3002 on the
@@ -31,6 +31,8 @@ const VARIANTS: Record<string, string[]> = {
     'region=eu-west-1',
   ],
   dev: ['-c', 'stage=dev'],
+  // two regions (infra/stages/global.json): Global Datastore, MemoryDB Multi-Region, the peering, the rebalancer
+  global: ['-c', 'stage=global'],
   egress: [
     '-c',
     'egress=nat',
