@@ -18,6 +18,7 @@ import { PLATFORM_POLICIES } from '../../config/catalogue.ts';
 import { readOuterLine, routeThrottleOf } from '../../config/outer-line.ts';
 import { managedAccessString, REDIS_ROLES, type RedisRole } from '../../config/redis-roles.ts';
 import { runHarvest } from '../../functions/harvester/job.ts';
+import { MODELS, type ModelEntry, reservationOf } from '../../functions/llm/models.ts';
 import { catchUpPublisher } from '../../functions/mattermost-listener/catch-up-metrics.ts';
 import { MattermostListener } from '../../functions/mattermost-listener/listener.ts';
 import { LISTENER_METRICS } from '../../functions/mattermost-listener/metrics.ts';
@@ -922,10 +923,17 @@ async function limiterMetricsEmittedByEveryConsumer(): Promise<{
   // one /48 nearly spent, so login's /48 window is the binding limit of that address's check (and reports)
   const SPENT_48 = '127.0.0.48';
   const narrow48 = { [`/ratelimit/local/overrides/login-ip48/${SPENT_48}`]: { limit: 5 } };
+  // globex's budget exactly one call's reservation, so the budget (not the slot) is the binding limit of
+  // its LLM check (slot and budget are decided in one script; a verdict names the binding policy)
+  const oneCall = {
+    '/ratelimit/local/overrides/llm-budget/globex': {
+      capacity: reservationOf(MODELS['nova-lite'] as ModelEntry, 'hello', 10),
+    },
+  };
   const platform = await consumers({
     metrics: true,
     redisUrl: redis.url,
-    parameters: { ...openAtTheDoor, ...monthlyCap, ...narrow48 },
+    parameters: { ...openAtTheDoor, ...monthlyCap, ...narrow48, ...oneCall },
   });
   let deviceCookie = '';
   const [mattermost, source] = await Promise.all([startMattermostServer(), startHarvestSource()]);
