@@ -152,6 +152,19 @@ const sinkLines = () => {
   }
 };
 
+/** What `load-<stamp>.json` holds: the Lambda shape's round trips per route (bench/report.ts reads it). */
+export interface LoadRoundTrips {
+  readonly date: string;
+  readonly connections: number;
+  readonly routes: readonly {
+    readonly route: string;
+    readonly roundTrips: number;
+    readonly redisCpuUsPerRequest: number;
+    readonly byCommand: Record<string, number>;
+    readonly statuses: Record<string, number>;
+  }[];
+}
+
 interface RouteFigures {
   route: LoadRoute;
   connections: number;
@@ -472,6 +485,19 @@ if (!smoke) {
   writeFileSync(join(OUT, `${soak ? 'soak' : 'load'}-${stamp}.md`), `${lines.join('\n')}\n`);
   if (soak) writeFileSync(join(OUT, `soak-${stamp}.svg`), soakSvg);
   else {
+    // the Lambda shape's round trips and Redis CPU per route, which npm run bench's report lists beside its own bars
+    const routeFigures: LoadRoundTrips = {
+      date: stamp,
+      connections: LAMBDA_CONNECTIONS,
+      routes: lambdaShape.map(({ route, roundTrips, redisCpuUsPerRequest, byCommand, statuses }) => ({
+        route,
+        roundTrips,
+        redisCpuUsPerRequest,
+        byCommand,
+        statuses,
+      })),
+    };
+    if (!smoke) writeFileSync(join(OUT, `load-${stamp}.json`), `${JSON.stringify(routeFigures, null, 2)}\n`);
     const svg = await renderSvg({
       width: 520,
       height: 240,

@@ -2,6 +2,7 @@
 import { renderSvg } from '../scripts/chart.ts';
 import type { BundleFigures } from './lambda-figures.ts';
 import type { BenchLimiter } from './limiters.ts';
+import type { LoadRoundTrips } from './load.ts';
 import type { RunFigures } from './measure.ts';
 import { costRatio, SHAPES, type ShapeCost, type ShapeId } from './script-cost.ts';
 
@@ -50,7 +51,32 @@ function shapeHeading(shape: string): string {
     : `${shape}: ${connections} connections, ${inFlight} check in flight on each (the Lambda shape)`;
 }
 
-export function markdown(results: BenchResults): string {
+/**
+ * Round trips and Redis CPU per request per route, from the newest `npm run bench:load` (its Lambda shape):
+ * a route's round trips are what the platform's requests cost beyond one check's script.
+ */
+export function roundTripsSection(load: LoadRoundTrips | undefined): string[] {
+  if (!load) return ['## Round trips per route', '', 'No `npm run bench:load` result in this directory yet.', ''];
+  return [
+    `## Round trips per route (npm run bench:load ${load.date}, ${load.connections} connections × 1 in flight)`,
+    '',
+    'Commands the platform sent to Redis per answered request (the bench counts them client-side); a route partly refused by its own limits (login under this load) shows that mix. The route-by-route list of every outcome is docs/design.md, "Round trips per request".',
+    '',
+    '| route | round trips/req | Redis CPU µs/req | by command | answers |',
+    '|---|---|---|---|---|',
+    ...load.routes.map(
+      (r) =>
+        `| ${r.route} | ${r.roundTrips.toFixed(2)} | ${r.redisCpuUsPerRequest.toFixed(1)} | ${Object.entries(
+          r.byCommand,
+        )
+          .map(([c, n]) => `${c} ${n.toFixed(2)}`)
+          .join(', ')} | ${JSON.stringify(r.statuses)} |`,
+    ),
+    '',
+  ];
+}
+
+export function markdown(results: BenchResults, load?: LoadRoundTrips): string {
   const lines: string[] = [];
   const shapes = [...new Set(results.runs.map((r) => r.shape))];
   const scenarios = [...new Set(results.runs.map((r) => r.scenario))];
@@ -132,6 +158,7 @@ export function markdown(results: BenchResults): string {
   lines.push('', '## What each limiter is', '');
   for (const l of results.limiters) lines.push(`- **${l.label}** (\`${l.id}\`): ${l.note}`);
   lines.push('');
+  lines.push(...roundTripsSection(load));
   return lines.join('\n');
 }
 
