@@ -180,6 +180,24 @@ interface RouteFigures {
   statuses: Record<string, number>;
 }
 
+/** One measured run as a row of the report. */
+function figuresOf(route: LoadRoute, connections: number, run: Awaited<ReturnType<typeof measured>>): RouteFigures {
+  const { result, nodeCpuUsPerRequest, redisCpuUsPerRequest, roundTrips, byCommand } = run;
+  return {
+    route,
+    connections,
+    requestsPerSecond: result.requests.average,
+    p50Ms: result.latency.p50,
+    p99Ms: result.latency.p99,
+    p999Ms: result.latency.p99_9,
+    nodeCpuUsPerRequest,
+    redisCpuUsPerRequest,
+    roundTrips,
+    byCommand,
+    statuses: { '2xx': result['2xx'], '4xx': result['4xx'], '5xx': result['5xx'], errors: result.errors },
+  };
+}
+
 interface SplitFigures {
   part: string;
   connections: number;
@@ -226,25 +244,12 @@ try {
       for (const route of ROUTES) {
         const sinkBefore = sinkLines();
         const okBefore = answeredOk(route);
-        const { result, nodeCpuUsPerRequest, redisCpuUsPerRequest, roundTrips, byCommand } = await measured(
-          route,
-          connections,
-        );
+        const run = await measured(route, connections);
+        const { result } = run;
         const requests = result.requests.total;
-        const statuses = { '2xx': result['2xx'], '4xx': result['4xx'], '5xx': result['5xx'], errors: result.errors };
-        figures.push({
-          route,
-          connections,
-          requestsPerSecond: result.requests.average,
-          p50Ms: result.latency.p50,
-          p99Ms: result.latency.p99,
-          p999Ms: result.latency.p99_9,
-          nodeCpuUsPerRequest,
-          redisCpuUsPerRequest,
-          roundTrips,
-          byCommand,
-          statuses,
-        });
+        const row = figuresOf(route, connections, run);
+        figures.push(row);
+        const { statuses } = row;
         if (result['5xx'] > 0 || result.errors > 0)
           failures.push(`${route} c=${connections}: ${JSON.stringify(statuses)}`);
         if (requests === 0) failures.push(`${route} c=${connections}: no request answered`);
@@ -262,26 +267,13 @@ try {
     // the Lambda shape: a connection per container, one request in flight on each
     await useConnections(LAMBDA_CONNECTIONS);
     for (const route of ROUTES) {
-      const { result, nodeCpuUsPerRequest, redisCpuUsPerRequest, roundTrips, byCommand } = await measured(
-        route,
-        LAMBDA_CONNECTIONS,
-      );
-      const statuses = { '2xx': result['2xx'], '4xx': result['4xx'], '5xx': result['5xx'], errors: result.errors };
+      const run = await measured(route, LAMBDA_CONNECTIONS);
+      const { result, redisCpuUsPerRequest, roundTrips, byCommand } = run;
+      const row = figuresOf(route, LAMBDA_CONNECTIONS, run);
+      lambdaShape.push(row);
+      const { statuses } = row;
       if (result['5xx'] > 0 || result.errors > 0) failures.push(`${route} lambda shape: ${JSON.stringify(statuses)}`);
       if (roundTrips <= 0) failures.push(`${route} lambda shape: no round trip counted`);
-      lambdaShape.push({
-        route,
-        connections: LAMBDA_CONNECTIONS,
-        requestsPerSecond: result.requests.average,
-        p50Ms: result.latency.p50,
-        p99Ms: result.latency.p99,
-        p999Ms: result.latency.p99_9,
-        nodeCpuUsPerRequest,
-        redisCpuUsPerRequest,
-        roundTrips,
-        byCommand,
-        statuses,
-      });
       console.log(
         `lambda shape ${route.padEnd(13)} ${LAMBDA_CONNECTIONS} connections  Redis ${redisCpuUsPerRequest.toFixed(1)} µs/req  ${roundTrips.toFixed(2)} round trips/req ${JSON.stringify(byCommand)}`,
       );

@@ -104,11 +104,7 @@ export function createPlatformApp(options: PlatformAppOptions = {}): PlatformApp
     context,
     env,
     description: 'Rate limiter: layer, functions, REST API with the outer line, queue, parameters, alarms',
-    vpc: data.vpc,
-    functionsSecurityGroup: data.functionsSecurityGroup,
-    store: data.store,
-    dataKey: data.dataKey,
-    userDirectory: data.userDirectory,
+    ...fromData(data),
     ...parts,
     outerLine,
   });
@@ -116,6 +112,17 @@ export function createPlatformApp(options: PlatformAppOptions = {}): PlatformApp
   // stage, service, owner, cost centre on every taggable resource of both stacks (infra/tags.ts)
   tagStage(app, context);
   return { app, data, platform, context, regions: [{ region: context.region, context, data, platform }], multiRegion };
+}
+
+/** What a platform stack takes from its region's data stack. */
+function fromData(data: DataStack) {
+  return {
+    vpc: data.vpc,
+    functionsSecurityGroup: data.functionsSecurityGroup,
+    store: data.store,
+    dataKey: data.dataKey,
+    userDirectory: data.userDirectory,
+  };
 }
 
 /**
@@ -126,6 +133,7 @@ export function createPlatformApp(options: PlatformAppOptions = {}): PlatformApp
  * parameters written into the reading region), and order the deploy:
  * anchor data → other data → anchor link → both platforms (docs/deploy.md).
  */
+
 function createMultiRegionApp(
   app: App,
   multiRegion: MultiRegionStage,
@@ -176,11 +184,7 @@ function createMultiRegionApp(
       env: { account: context.account, region },
       crossRegionReferences: true,
       description: `Rate limiter (${region}): layer, functions, REST API with the outer line, queue, parameters, alarms, rebalancer`,
-      vpc: data.vpc,
-      functionsSecurityGroup: data.functionsSecurityGroup,
-      store: data.store,
-      dataKey: data.dataKey,
-      userDirectory: data.userDirectory,
+      ...fromData(data),
       ...parts,
       multiRegion: {
         region,

@@ -116,6 +116,19 @@ export function aclFile(users: ProdShapeUsers): string {
   ].join('\n');
 }
 
+/** The production shape's users (fresh passwords; the deployed store's by the same names and rules) and their ACL file in `dir`. */
+export function writeProdShapeUsers(dir: string): { users: ProdShapeUsers; acl: string } {
+  const users: ProdShapeUsers = {
+    admin: { username: 'rl-admin', password: password() },
+    replication: { username: 'rl-replication', password: password() },
+    functions: { username: REDIS_ROLES.functions.username, password: password() },
+    operator: { username: REDIS_ROLES.operator.username, password: password() },
+  };
+  const acl = join(dir, 'users.acl');
+  writeFileSync(acl, aclFile(users));
+  return { users, acl };
+}
+
 /** Waits until every master has its replica online. */
 async function untilReplicated(nodes: readonly RedisProcess[], masters: number): Promise<void> {
   const deadline = Date.now() + 20_000;
@@ -138,15 +151,7 @@ export async function startProdShapeCluster(
   const masters = options.masters ?? 3;
   const dir = mkdtempSync(join(tmpdir(), 'rl-prod-shape-'));
   const tls = await certificates(dir);
-  const users: ProdShapeUsers = {
-    admin: { username: 'rl-admin', password: password() },
-    replication: { username: 'rl-replication', password: password() },
-    // the deployed store's users (ElastiCache RBAC), by the same names and rules
-    functions: { username: REDIS_ROLES.functions.username, password: password() },
-    operator: { username: REDIS_ROLES.operator.username, password: password() },
-  };
-  const acl = join(dir, 'users.acl');
-  writeFileSync(acl, aclFile(users));
+  const { users, acl } = writeProdShapeUsers(dir);
   const nodes: RedisProcess[] = [];
   try {
     for (let i = 0; i < masters * 2; i++) {

@@ -9,16 +9,14 @@
  * copies the keys each region writes to the others through the links.
  */
 
-import { randomBytes } from 'node:crypto';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createRedisClient, type RedisClient } from '@platform/rate-limit';
 import { parseRedisCredentials, useRedisCredentials } from '@platform/rate-limit/redis';
-import { REDIS_ROLES } from '../config/redis-roles.ts';
 import { type DelayProxy, startDelayProxy } from './delay-proxy.ts';
 import { type RedisProcess, startRedis, type TlsFiles } from './redis-process.ts';
-import { aclFile, certificates, type ProdShapeUsers } from './redis-prod-shape.ts';
+import { certificates, type ProdShapeUsers, writeProdShapeUsers } from './redis-prod-shape.ts';
 import { type Replicator, startReplicator } from './region-replicator.ts';
 
 export interface LocalRegion {
@@ -50,8 +48,6 @@ export interface LocalRegions {
   stop(): Promise<void>;
 }
 
-const password = () => randomBytes(18).toString('base64url');
-
 export async function startLocalRegions(options: {
   names: readonly string[];
   latencyMs?: number;
@@ -60,14 +56,7 @@ export async function startLocalRegions(options: {
 }): Promise<LocalRegions> {
   const dir = mkdtempSync(join(tmpdir(), 'rl-regions-'));
   const tls = await certificates(dir);
-  const users: ProdShapeUsers = {
-    admin: { username: 'rl-admin', password: password() },
-    replication: { username: 'rl-replication', password: password() },
-    functions: { username: REDIS_ROLES.functions.username, password: password() },
-    operator: { username: REDIS_ROLES.operator.username, password: password() },
-  };
-  const acl = join(dir, 'users.acl');
-  writeFileSync(acl, aclFile(users));
+  const { users, acl } = writeProdShapeUsers(dir);
   const secret = (name: string, body: object) => {
     const path = join(dir, `${name}.secret.json`);
     writeFileSync(path, JSON.stringify(body));
