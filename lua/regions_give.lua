@@ -1,9 +1,12 @@
 -- regions_give: this region's rebalancer gives unused share of one `shares`
 -- limit to the regions that report demand (a `refused` it has not answered
 -- yet). It gives only share unused in the current window (share less the
--- events in it), and lowers its own share in the same step it raises the
--- monotone `to:<region>` counter the receiver will see: a grant in flight is
--- share nobody holds, so the shares never sum above the limit.
+-- events in it), and only what the receiver gave it (raising the monotone
+-- `back:<region>`) or its own initial split (raising `to:<region>`), never
+-- share a third region gave (it lives only as long as that giver's record).
+-- It lowers its own share in the same step it raises the counter the
+-- receiver will see: a grant in flight is share nobody holds, so the shares
+-- never sum above the limit.
 -- fragments: lib/sliding_window lib/regions
 -- KEYS[1]        this region's ring
 -- KEYS[2..1+R]   the grants hash of every region (ARGV's region order)
@@ -24,9 +27,11 @@ local window_us = tonumber(ARGV[4 + regions])
 local base = tonumber(ARGV[5 + regions])
 
 local now = now_us()
-local share = rg_share(grants, names, me, base, now, window_us)
+local share = rg_share(grants, names, me, base, limit, now, window_us)
 local in_window = rg_in_window(KEYS[1], limit, window_us, now)
 local unused = share - in_window
+-- a gift is what it gives back of the receiver's own gifts, then out of its own split: never share a third gave
+local own_left = rg_own_left(grants, names, me, base)
 local given = 0
 for s = 1, regions do
   if s ~= me then
@@ -35,12 +40,17 @@ for s = 1, regions do
     local seen = tonumber(redis.call('HGET', grants[me], seen_field)) or 0
     if refused > seen then
       local gift = math.min(unused - given, refused - seen)
-      if gift > 0 then
-        local to_field = 'to:' .. names[s]
-        local total = tonumber(redis.call('HGET', grants[me], to_field)) or 0
-        redis.call('HSET', grants[me], to_field, total + gift)
-        given = given + gift
+      local returned = math.max(0, math.min(gift, rg_returnable(grants, names, me, s, now, window_us)))
+      local own = math.max(0, math.min(gift - returned, own_left))
+      local function raise(field, by)
+        redis.call('HSET', grants[me], field, (tonumber(redis.call('HGET', grants[me], field)) or 0) + by)
       end
+      if returned > 0 then raise('back:' .. names[s], returned) end
+      if own > 0 then
+        raise('to:' .. names[s], own)
+        own_left = own_left - own
+      end
+      given = given + returned + own
       -- demand answered (or not answerable now): only new refusals ask again
       redis.call('HSET', grants[me], seen_field, refused)
       rg_touch(grants[me], now, window_us)

@@ -31,7 +31,7 @@ for i = 1, limits do
   local k = (1 + regions) * (i - 1)
   local grants = {}
   for s = 1, regions do grants[s] = KEYS[k + 1 + s] end
-  local share = rg_share(grants, names, me, base, now, window_us)
+  local share = rg_share(grants, names, me, base, limit, now, window_us)
   -- the ring holds up to `limit` events: a region's events never exceed its share
   local r = sw_eval(KEYS[k + 1], limit, window_us, cost, now)
   local in_window = r.n - r.e

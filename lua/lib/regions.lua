@@ -3,7 +3,8 @@
 -- replicated whole to the others (one writer per key, so last-writer-wins
 -- never loses a write): its ring of admission times (lib/sliding_window) and
 -- its grants hash, with fields
---   to:<region>  share given to that region, in total (monotone)
+--   to:<region>  share of its own split given to that region, in total (monotone)
+--   back:<region> share given back to that region of what it gave, in total (monotone)
 --   refused      cost refused here, in total (monotone): the demand it reports
 --   seen:<region> the other region's `refused` this region has answered
 --   until        µs (its writer's clock) before which the hash is kept: every
@@ -26,21 +27,51 @@ end
 -- This region's share of one limit, as its own store sees it: its initial
 -- split, less what it gave, plus what it has seen given to it. Its own gifts
 -- are always current here and another's arrive late, so each region's view is
--- at most its true share, and the views sum to at most the limit.
+-- at most its true share, and the views sum to at most the limit. Never
+-- above the limit itself (a limit lowered while gifts are out): the ring
+-- holds `limit` events, and a share above it would let a check overwrite
+-- events still in the window.
 --   grants   the grants hashes of every region, in `names` order
 --   me       this region's index in `names`
-local function rg_share(grants, names, me, base, now, window_us)
+local function rg_share(grants, names, me, base, limit, now, window_us)
   local share = base
   for s = 1, #names do
     if s ~= me then
-      share = share - (tonumber(redis.call('HGET', grants[me], 'to:' .. names[s])) or 0)
-      local theirs = redis.call('HMGET', grants[s], 'to:' .. names[me], 'until')
-      if (tonumber(theirs[2]) or 0) > now + window_us + RG_CLOCK_MARGIN_US then
-        share = share + (tonumber(theirs[1]) or 0)
+      local mine = redis.call('HMGET', grants[me], 'to:' .. names[s], 'back:' .. names[s])
+      share = share - (tonumber(mine[1]) or 0) - (tonumber(mine[2]) or 0)
+      local theirs = redis.call('HMGET', grants[s], 'to:' .. names[me], 'back:' .. names[me], 'until')
+      if (tonumber(theirs[3]) or 0) > now + window_us + RG_CLOCK_MARGIN_US then
+        share = share + (tonumber(theirs[1]) or 0) + (tonumber(theirs[2]) or 0)
       end
     end
   end
-  return share
+  return math.min(share, limit)
+end
+
+-- What this region may give back to region `s` of what `s` gave it: `s`'s
+-- `to:<me>` as long as it counts here, less what was given back already
+-- (`back:<s>`). Given back, it is counted by `s` only while this record
+-- lives, and `s`'s own record keeps its gift counted against it: if that
+-- record expires first, `s` has its split back and this region still holds
+-- the return against its own (never above the sum of the splits).
+local function rg_returnable(grants, names, me, s, now, window_us)
+  local theirs = redis.call('HMGET', grants[s], 'to:' .. names[me], 'until')
+  if (tonumber(theirs[2]) or 0) <= now + window_us + RG_CLOCK_MARGIN_US then return 0 end
+  local back = tonumber(redis.call('HGET', grants[me], 'back:' .. names[s])) or 0
+  return math.max(0, (tonumber(theirs[1]) or 0) - back)
+end
+
+-- What is left of this region's own initial split (its base less all it has
+-- given of it): the most it may still give a region beyond a return. Share
+-- received is never passed on to a third region, or a gift could outlive the
+-- record of the region it came from (its giver's hash expiring gives that
+-- region its split back while the share lives on elsewhere).
+local function rg_own_left(grants, names, me, base)
+  local left = base
+  for s = 1, #names do
+    if s ~= me then left = left - (tonumber(redis.call('HGET', grants[me], 'to:' .. names[s])) or 0) end
+  end
+  return left
 end
 
 -- Events in a ring's window now (0 for no key): read only.

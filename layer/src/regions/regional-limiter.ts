@@ -5,6 +5,7 @@
  * `approximate` policies are decided on this region's store instead
  * (regional-checks.ts). A check names policies of one mode.
  */
+import type { CheckClaim, Duplicate } from '../core/claim.ts';
 import type { Decision } from '../core/decision.ts';
 import { InvalidCheckError, MisconfiguredCheckError } from '../core/errors.ts';
 import {
@@ -81,6 +82,27 @@ export class RegionalLimiter extends Limiter {
     const mode = this.#regionalMode(requests);
     if (mode === undefined) return await super.checkAll(requests, options);
     return await this.#checks.decide(mode, this.#resolve(requests, options), true);
+  }
+
+  /** The once-only claim lives in the home store's check script: a regional policy there would be counted twice. */
+  override async checkOnce(
+    requests: readonly CheckRequest[],
+    claim: CheckClaim,
+    options?: CheckOptions,
+  ): Promise<ShadowedDecisions | Duplicate> {
+    this.#homeOnly(requests, 'a claimed check');
+    return await super.checkOnce(requests, claim, options);
+  }
+
+  /** Its limits tried in order in one home-store script: a regional policy there would bypass its region's share. */
+  override async checkFirst(requests: readonly CheckRequest[], options?: CheckOptions): Promise<Decision> {
+    this.#homeOnly(requests, 'a first-of check');
+    return await super.checkFirst(requests, options);
+  }
+
+  #homeOnly(requests: readonly CheckRequest[], what: string): void {
+    const mode = this.#regionalMode(requests);
+    if (mode !== undefined) throw new MisconfiguredCheckError(`${what} takes home-mode policies only, not ${mode}`);
   }
 
   override async peek(requests: readonly CheckRequest[], options?: CheckOptions): Promise<Decision> {

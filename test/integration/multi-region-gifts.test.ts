@@ -1,0 +1,99 @@
+/**
+ * The two rules that keep `shares` under the limit whatever the records'
+ * lifetimes (a review found both missing): a region gives only out of its
+ * own initial split, never share it received (a gift passed on would outlive
+ * the record of the region it came from: when that record expires its giver
+ * has its split back while the passed-on share lives on elsewhere); and a
+ * share is never above the limit (a limit lowered while gifts are out), or
+ * the ring, which holds `limit` events, would let a check overwrite events
+ * still in the window. Both regions on one store: replication is instant,
+ * and what another region wrote is set directly, as its replicated record.
+ */
+import assert from 'node:assert/strict';
+import { after, before, describe, it } from 'node:test';
+import { compilePolicies, MisconfiguredCheckError, type RedisClient, staticPolicies } from '@platform/rate-limit';
+import { counterKey } from '@platform/rate-limit/policy';
+import { createRegionalLimiter, grantsKey, productionRegionScripts, rebalance } from '@platform/rate-limit/regions';
+import { connected, targets, unique } from '../support/targets.ts';
+
+const REGIONS = ['eu', 'us', 'ap'] as const;
+const LIMIT = 9;
+
+describe('Multi-region shares: gifts and the limit', () => {
+  const redis: RedisClient = (targets[0] as (typeof targets)[number]).client();
+  before(() => connected(redis));
+  after(() => redis.disconnect());
+
+  const setup = () => {
+    const name = unique('gift');
+    const catalogue = compilePolicies({
+      [name]: { strategy: 'slidingWindow', limit: LIMIT, window: '1 h', regions: 'shares', failureMode: 'closed' },
+    });
+    const policies = staticPolicies(catalogue);
+    const settings = (region: string) => ({ region, homeRegion: 'eu', regions: REGIONS });
+    const limiter = (region: string) =>
+      createRegionalLimiter({ redis, regionalRedis: redis, regions: settings(region), policies });
+    const counter = counterKey(catalogue.get(name) ?? assert.fail(name), 'k');
+    /** `from`'s replicated record: `to:eu` given, kept 10 hours (every gift of it counts). */
+    const gaveEu = async (from: string, units: number) => {
+      const [seconds] = await redis.time();
+      const untilUs = (Number(seconds) + 10 * 3600) * 1_000_000;
+      await redis.hset(grantsKey(counter, from), 'to:eu', String(units), 'until', String(untilUs));
+    };
+    return { name, policies, settings, limiter, gaveEu };
+  };
+
+  it('gives only out of its own split or back to its giver, never share a third region gave it', async () => {
+    // Prepare: splits of 3; ap gave eu its 3, so eu holds 6 unused; us (which gave nothing) asks for 6
+    const { name, policies, settings, limiter, gaveEu } = setup();
+    await gaveEu('ap', 3);
+    const us = limiter('us');
+    const decisions = [];
+    for (let i = 0; i < 9; i++) decisions.push(await us.check({ policy: name, key: 'k' }));
+    assert.equal(decisions.filter((d) => !d.allowed).length, 6, 'us refused past its split of 3');
+
+    // Act: eu's rebalancer answers the demand
+    const report = await rebalance({ redis, regions: settings('eu'), policies, scripts: productionRegionScripts() });
+
+    // Assess: eu gave its own 3, not ap's (which lives only as long as ap's record)
+    assert.equal(report.given, 3);
+  });
+
+  it('gives back to a region what it gave, beyond its own split', async () => {
+    // Prepare: us gave eu 3; us asks for 6
+    const { name, policies, settings, limiter, gaveEu } = setup();
+    await gaveEu('us', 3);
+    const us = limiter('us');
+    for (let i = 0; i < 6; i++) assert.equal((await us.check({ policy: name, key: 'k' })).allowed, false);
+
+    // Act
+    const report = await rebalance({ redis, regions: settings('eu'), policies, scripts: productionRegionScripts() });
+
+    // Assess: us's 3 back, and 3 of eu's own
+    assert.equal(report.given, 6);
+  });
+
+  it('admits at most the limit in a window when the gifts it sees sum above it', async () => {
+    // Prepare: us's record says it gave eu 50, above the limit (a limit lowered since)
+    const { name, limiter, gaveEu } = setup();
+    await gaveEu('us', 50);
+    const eu = limiter('eu');
+
+    // Act
+    const decisions = [];
+    for (let i = 0; i < 15; i++) decisions.push(await eu.check({ policy: name, key: 'k' }));
+
+    // Assess
+    assert.equal(decisions.filter((d) => d.allowed).length, LIMIT);
+  });
+
+  it("refuses a shares policy in the home store's own scripts (first-of, claimed), which would bypass its share", async () => {
+    const { name, limiter } = setup();
+    const eu = limiter('eu');
+    await assert.rejects(eu.checkFirst([{ policy: name, key: 'k' }]), MisconfiguredCheckError);
+    await assert.rejects(
+      eu.checkOnce([{ policy: name, key: 'k' }], { key: `wh:{${name}:k}:seen:1`, ttlMs: 60_000 }),
+      MisconfiguredCheckError,
+    );
+  });
+});
