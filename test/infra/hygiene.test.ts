@@ -5,7 +5,6 @@
  * switch with a sampling rule, the API Gateway account role as a switch.
  */
 import assert from 'node:assert/strict';
-import { execFileSync } from 'node:child_process';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -16,6 +15,7 @@ import { BUDGET_NOTIFICATIONS } from '../../infra/budget.ts';
 import { InvalidContextError } from '../../infra/context.ts';
 import { SAMPLING } from '../../infra/tracing.ts';
 import { buildAll } from '../../scripts/build.ts';
+import { tagPropertyOf } from '../support/cfn-schemas.ts';
 
 type Resource = { Type: string; Properties?: Record<string, unknown> };
 type Resources = Record<string, Resource>;
@@ -60,30 +60,6 @@ function synth(stage: string, file: Record<string, unknown>): Resources[] {
     [stacks.data, stacks.platform].map((s) => s.tags.tagValues()),
   );
   return [stacks.data, stacks.platform].map((s) => Template.fromStack(s).toJSON().Resources as Resources);
-}
-
-/**
- * Each type's tag property by CloudFormation's registry schema (cfn-lint's
- * copy, preinstalled like `npm run lint:cfn` needs): the property named by
- * `tagging.tagProperty` when `tagging.taggable`, else none.
- */
-function tagPropertyOf(types: readonly string[]): Record<string, string | null> {
-  const script = `
-import json, sys, os, cfnlint.data.schemas.providers.eu_west_1 as p
-base = os.path.join(os.path.dirname(p.__file__), '..', 'resources')
-out = {}
-for t in json.loads(sys.argv[1]):
-    h = p.types.get(t)
-    if h is None:
-        out[t] = None if t.startswith('Custom::') or t.startswith('AWS::CDK::') else 'UNKNOWN'
-        continue
-    s = json.load(open(os.path.join(base, h + '.json')))
-    tagging = s.get('tagging') or {}
-    prop = tagging.get('tagProperty', '/properties/Tags').split('/')[-1]
-    out[t] = prop if tagging.get('taggable', 'Tags' in s.get('properties', {})) and prop in s.get('properties', {}) else None
-print(json.dumps(out))
-`;
-  return JSON.parse(execFileSync('python3', ['-c', script, JSON.stringify(types)], { encoding: 'utf8' }));
 }
 
 /** A tag list ([{Key, Value}]) or map, as the resource's schema spells it. */

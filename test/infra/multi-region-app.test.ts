@@ -6,7 +6,6 @@
  * stage's hygiene, and the refusals of a stage file it cannot deploy.
  */
 import assert from 'node:assert/strict';
-import { execFileSync } from 'node:child_process';
 import { cpSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -18,6 +17,7 @@ import { MEMORYDB_MULTI_REGION_ENGINE_VERSION } from '../../infra/global-stores.
 import { PLACEHOLDER_METADATA } from '../../infra/rebalancer.ts';
 import { buildAll } from '../../scripts/build.ts';
 import { DeployRefusedError, preflight, refusePlaceholders } from '../../scripts/deploy.ts';
+import { tagPropertyOf } from '../support/cfn-schemas.ts';
 
 type Resource = {
   Type: string;
@@ -569,23 +569,3 @@ const FIXED_NAME_PROPERTIES = [
   'SnapshotName',
   'BucketName',
 ] as const;
-
-/** Each type's tag property by CloudFormation's registry schema (cfn-lint's copy), as test/infra/hygiene.test.ts reads it. */
-function tagPropertyOf(types: readonly string[]): Record<string, string | null> {
-  const script = `
-import json, sys, os, cfnlint.data.schemas.providers.eu_west_1 as p
-base = os.path.join(os.path.dirname(p.__file__), '..', 'resources')
-out = {}
-for t in json.loads(sys.argv[1]):
-    h = p.types.get(t)
-    if h is None:
-        out[t] = None if t.startswith('Custom::') or t.startswith('AWS::CDK::') else 'UNKNOWN'
-        continue
-    s = json.load(open(os.path.join(base, h + '.json')))
-    tagging = s.get('tagging') or {}
-    prop = tagging.get('tagProperty', '/properties/Tags').split('/')[-1]
-    out[t] = prop if tagging.get('taggable', 'Tags' in s.get('properties', {})) and prop in s.get('properties', {}) else None
-print(json.dumps(out))
-`;
-  return JSON.parse(execFileSync('python3', ['-c', script, JSON.stringify(types)], { encoding: 'utf8' }));
-}

@@ -1,0 +1,29 @@
+/**
+ * CloudFormation's resource schemas as cfn-lint ships them (preinstalled, as
+ * `npm run lint:cfn` needs): which property of a type holds its tags.
+ */
+import { execFileSync } from 'node:child_process';
+
+/**
+ * Each type's tag property by CloudFormation's registry schema (cfn-lint's
+ * copy, preinstalled like `npm run lint:cfn` needs): the property named by
+ * `tagging.tagProperty` when `tagging.taggable`, else none.
+ */
+export function tagPropertyOf(types: readonly string[]): Record<string, string | null> {
+  const script = `
+import json, sys, os, cfnlint.data.schemas.providers.eu_west_1 as p
+base = os.path.join(os.path.dirname(p.__file__), '..', 'resources')
+out = {}
+for t in json.loads(sys.argv[1]):
+    h = p.types.get(t)
+    if h is None:
+        out[t] = None if t.startswith('Custom::') or t.startswith('AWS::CDK::') else 'UNKNOWN'
+        continue
+    s = json.load(open(os.path.join(base, h + '.json')))
+    tagging = s.get('tagging') or {}
+    prop = tagging.get('tagProperty', '/properties/Tags').split('/')[-1]
+    out[t] = prop if tagging.get('taggable', 'Tags' in s.get('properties', {})) and prop in s.get('properties', {}) else None
+print(json.dumps(out))
+`;
+  return JSON.parse(execFileSync('python3', ['-c', script, JSON.stringify(types)], { encoding: 'utf8' }));
+}
