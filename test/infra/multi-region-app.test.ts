@@ -17,7 +17,7 @@ import { MEMORYDB_MULTI_REGION_ENGINE_VERSION } from '../../infra/global-stores.
 import { PLACEHOLDER_METADATA } from '../../infra/rebalancer.ts';
 import { buildAll } from '../../scripts/build.ts';
 import { DeployRefusedError, preflight, refusePlaceholders } from '../../scripts/deploy.ts';
-import { tagPropertyOf } from '../support/cfn-schemas.ts';
+import { FIXED_NAME_PROPERTIES, tagPropertyOf } from '../support/cfn-schemas.ts';
 
 type Resource = {
   Type: string;
@@ -544,28 +544,3 @@ describe('A two-region stage file the app cannot deploy', () => {
     refused({}, /region: a two-region stage takes it from its stage file's regions/, { region: 'eu-west-1' });
   });
 });
-
-/** Properties that give a resource a name unique in its account or region: a kept one blocks the next create. */
-const FIXED_NAME_PROPERTIES = [
-  'LogGroupName',
-  'RoleName',
-  'Name',
-  'AliasName',
-  'ReplicationGroupId',
-  'GlobalReplicationGroupIdSuffix',
-  'MultiRegionClusterNameSuffix',
-  'ClusterName',
-  'UserName',
-  'UserId',
-  'UserGroupId',
-  'ACLName',
-  'ParameterGroupName',
-  'SubnetGroupName',
-  'FunctionName',
-  'QueueName',
-  'TopicName',
-  'EventBusName',
-  'FinalSnapshotName',
-  'SnapshotName',
-  'BucketName',
-] as const;

@@ -36,6 +36,7 @@ import { reservedConcurrencyOf } from '../../scripts/deploy.ts';
 import { startHarvestSource } from '../../scripts/harvest-source.ts';
 import { startMattermostServer } from '../../scripts/mattermost-server.ts';
 import { startRedis } from '../../scripts/redis-process.ts';
+import { FIXED_NAME_PROPERTIES } from '../support/cfn-schemas.ts';
 import { consumers } from '../support/consumers.ts';
 import { call, loopbackAddress } from '../support/http.ts';
 import { sampleRequest } from '../support/route-sample.ts';
@@ -1307,26 +1308,6 @@ describe('The alarms (all consumers deployed)', () => {
   });
 });
 
-/** Properties that give a resource a name unique in its account or region: a kept one blocks the next create. */
-const FIXED_NAME_PROPERTIES = [
-  'LogGroupName',
-  'RoleName',
-  'Name',
-  'AliasName',
-  'ReplicationGroupId',
-  'ClusterName',
-  'UserName',
-  'ACLName',
-  'ParameterGroupName',
-  'SubnetGroupName',
-  'FunctionName',
-  'QueueName',
-  'TopicName',
-  'EventBusName',
-  'FinalSnapshotName',
-  'SnapshotName',
-  'BucketName',
-] as const;
 /**
  * A name that carries the stack's id (`Ref: AWS::StackId`) is new with every
  * created stack, so one a failed create or a destroy leaves never collides

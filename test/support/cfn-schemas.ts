@@ -1,6 +1,7 @@
 /**
  * CloudFormation's resource schemas as cfn-lint ships them (preinstalled, as
- * `npm run lint:cfn` needs): which property of a type holds its tags.
+ * `npm run lint:cfn` needs): which property of a type holds its tags; and
+ * the properties that give a resource a fixed name.
  */
 import { execFileSync } from 'node:child_process';
 
@@ -27,3 +28,28 @@ print(json.dumps(out))
 `;
   return JSON.parse(execFileSync('python3', ['-c', script, JSON.stringify(types)], { encoding: 'utf8' }));
 }
+
+/** Properties that give a resource a name unique in its account or region: a kept one blocks the next create. */
+export const FIXED_NAME_PROPERTIES = [
+  'LogGroupName',
+  'RoleName',
+  'Name',
+  'AliasName',
+  'ReplicationGroupId',
+  'GlobalReplicationGroupIdSuffix',
+  'MultiRegionClusterNameSuffix',
+  'ClusterName',
+  'UserName',
+  'UserId',
+  'UserGroupId',
+  'ACLName',
+  'ParameterGroupName',
+  'SubnetGroupName',
+  'FunctionName',
+  'QueueName',
+  'TopicName',
+  'EventBusName',
+  'FinalSnapshotName',
+  'SnapshotName',
+  'BucketName',
+] as const;
