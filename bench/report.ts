@@ -3,6 +3,7 @@ import { renderSvg } from '../scripts/chart.ts';
 import type { BundleFigures } from './lambda-figures.ts';
 import type { BenchLimiter } from './limiters.ts';
 import type { LoadRoundTrips } from './load.ts';
+import type { LoadRoute } from './load-driver.ts';
 import type { RunFigures } from './measure.ts';
 import { costRatio, SHAPES, type ShapeCost, type ShapeId } from './script-cost.ts';
 
@@ -55,6 +56,34 @@ function shapeHeading(shape: string): string {
  * Round trips and Redis CPU per request per route, from the newest `npm run bench:load` (its Lambda shape):
  * a route's round trips are what the platform's requests cost beyond one check's script.
  */
+/** Issue 30's round trips per request, per route of bench:load (a route's answered requests, whatever their outcome). */
+export const ROUND_TRIP_TARGETS: Readonly<Record<LoadRoute, number>> = {
+  'api-standard': 1,
+  'api-partner': 1,
+  login: 2,
+  slack: 2,
+  telegram: 2,
+  llm: 2,
+};
+
+/** The round-trip bars: each route of the newest bench:load against its target (the Lambda shape). */
+export function roundTripBars(load: LoadRoundTrips | undefined): string[] {
+  if (!load) return [];
+  const rows = load.routes.map((r) => {
+    const target = (ROUND_TRIP_TARGETS as Readonly<Record<string, number | undefined>>)[r.route];
+    const met = target !== undefined && r.roundTrips <= target + 0.005;
+    return `| ${r.route}: round trips per request ≤ ${target ?? '?'} | ${r.roundTrips.toFixed(2)} (Redis CPU ${r.redisCpuUsPerRequest.toFixed(1)} µs/request) | ${met ? 'yes' : '**no**'} |`;
+  });
+  return [
+    '',
+    `### round trips per route (npm run bench:load ${load.date}: ${load.connections} connections × 1 in flight, the Lambda shape)`,
+    '',
+    '| bar | figure | met |',
+    '|---|---|---|',
+    ...rows,
+  ];
+}
+
 export function roundTripsSection(load: LoadRoundTrips | undefined): string[] {
   if (!load) return ['## Round trips per route', '', 'No `npm run bench:load` result in this directory yet.', ''];
   return [
@@ -93,6 +122,7 @@ export function markdown(results: BenchResults, load?: LoadRoundTrips): string {
       lines.push(`| ${b.bar} | ${b.figure} | ${b.met ? 'yes' : '**no**'} |`);
     }
   }
+  lines.push(...roundTripBars(load));
   lines.push('', '![throughput per shape](chart.svg)', '');
   for (const scenario of scenarios) {
     lines.push(`## ${scenario}`, '');
