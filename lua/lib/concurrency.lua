@@ -51,3 +51,13 @@ local function cc_unwritten(r)
   r.remaining = r.limit - r.held
   if r.held == 0 then r.reset_us = 0 end
 end
+
+-- Gives back one lease (lua/release.lua, lua/settle_in_flight.lua): 1 when it
+-- was held until now, 0 otherwise (released already, or lapsed). Writes only
+-- a ZREM, which is not deny-OOM: a release works at maxmemory.
+local function cc_release(key, lease, now)
+  local expires = redis.call('ZSCORE', key, lease)
+  redis.call('ZREM', key, lease)
+  if expires and tonumber(expires) > now then return 1 end
+  return 0
+end
