@@ -41,8 +41,10 @@ end
 
 local function cc_apply(r, now)
   if r.again then return end
-  redis.call('ZREMRANGEBYSCORE', r.key, '-inf', string.format('%d', now))
+  -- the ZADD first: it is deny-OOM, so at maxmemory the admission is refused before anything is written
+  -- (Redis refuses no write of a script after its first, and ZREMRANGEBYSCORE is not deny-OOM)
   redis.call('ZADD', r.key, string.format('%d', now + r.ttl_us), r.lease)
+  redis.call('ZREMRANGEBYSCORE', r.key, '-inf', string.format('%d', now))
   -- every lease has the same TTL: the set lives as long as the one just taken
   redis.call('PEXPIRE', r.key, key_ttl_ms(math.max(1, math.ceil(r.ttl_us / 1000))))
 end

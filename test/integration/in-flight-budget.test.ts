@@ -7,7 +7,8 @@
  * crash between the two is impossible by construction: there is no between).
  * And its end in one script (lua/settle_in_flight.lua, Limiter.settleInFlight):
  * the settle and the slot given back together, idempotent, the release done
- * even at maxmemory.
+ * even at maxmemory. At maxmemory an admission takes neither (an in-flight
+ * check's ZADD is its first write, and deny-OOM).
  */
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
@@ -245,7 +246,7 @@ for (const target of targets) {
   });
 }
 
-describe('the end of a call at maxmemory under noeviction (a private single node)', () => {
+describe('an LLM call at maxmemory under noeviction (a private single node)', () => {
   it("gives the slot back and settles (the lease's ZREM, not deny-OOM, is the first write); a settle alone whose first write is deny-OOM is refused, its hold kept", async (t) => {
     const server = await startRedis();
     const redis = createRedisClient({ url: server.url });
@@ -300,6 +301,62 @@ describe('the end of a call at maxmemory under noeviction (a private single node
     const later = await limiter.settle('llm-budget', tenant, running, 120, scope);
     assert.equal(later.decided && later.result, 'settled', 'settled once memory is free');
     assert.equal(later.decided && later.status.remaining, 1000 - 120 - 120);
+  });
+
+  it("takes neither a slot nor a hold at maxmemory: the slot's ZADD, deny-OOM, is the first write", async (t) => {
+    const server = await startRedis();
+    const redis = createRedisClient({ url: server.url });
+    const admin = createRedisClient({ url: server.url });
+    t.after(async () => {
+      redis.disconnect();
+      admin.disconnect();
+      await server.stop();
+    });
+    await Promise.all([connected(redis), connected(admin)]);
+    const catalogued = policies({
+      'llm-in-flight': { strategy: 'concurrency', limit: 4, leaseTtl: '95 s', group: 'llm' },
+      'llm-budget': {
+        strategy: 'tokenBucket',
+        capacity: 1000,
+        refill: { tokens: 1, every: '1 h' },
+        reservation: { hold: '2 m', remember: '5 m' },
+        group: 'llm',
+      },
+      slots: { strategy: 'concurrency', limit: 4, leaseTtl: '95 s' },
+    });
+    const limiter = createLimiter({ redis, policies: catalogued, onDegraded: () => {} });
+    const tenant = unique('tenant');
+    const take = (id: string) =>
+      limiter.reserveInFlight(
+        { policy: 'llm-in-flight', key: tenant },
+        { policy: 'llm-budget', key: tenant, units: 10, id },
+        { scope: tenant },
+      );
+    assert.equal((await take(unique('call'))).outcome, 'allowed');
+    assert.equal((await limiter.check({ policy: 'slots', key: tenant })).outcome, 'allowed');
+    const keys = async () => {
+      const all = await admin.keys('*');
+      const sizes = await Promise.all(
+        all.map((k) => admin.type(k).then((type) => (type === 'zset' ? admin.zcard(k) : 1))),
+      );
+      return Object.fromEntries(all.map((k, i) => [k, sizes[i]]));
+    };
+    const before = await keys();
+    // Act
+    await admin.config('SET', 'maxmemory', '1');
+    const reserved = await take(unique('call'));
+    const checked = await limiter.check({ policy: 'slots', key: tenant });
+    await admin.config('SET', 'maxmemory', '0');
+    // Assess
+    assert.deepEqual(
+      [reserved.outcome, reserved.outcome === 'degraded' && reserved.reason],
+      ['degraded', 'out-of-memory'],
+    );
+    assert.deepEqual(
+      [checked.outcome, checked.outcome === 'degraded' && checked.reason],
+      ['degraded', 'out-of-memory'],
+    );
+    assert.deepEqual(await keys(), before, 'no lease, no hold written');
   });
 });
 
