@@ -1,7 +1,8 @@
 /**
  * POST /auth/login through the local gateway, over real HTTP, real Redis.
  * The account backoff is shortened in this file's parameters (base 200 ms,
- * like an operator's override would) so waiting its Retry-After is quick.
+ * like an operator's override would) so waiting its Retry-After is quick,
+ * and its email pepper is its own (its accounts' keys are no other file's).
  */
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
@@ -12,7 +13,12 @@ import { type Answer, call, loopbackAddress } from '../support/http.ts';
 let platform: TestPlatform;
 before(async () => {
   platform = await consumers({
-    parameters: { '/ratelimit/local/overrides/login-account': { base: '200 ms', max: '800 ms' } },
+    parameters: {
+      '/ratelimit/local/overrides/login-account': { base: '200 ms', max: '800 ms' },
+      // this file's own pepper, so its accounts' backoffs are its own: nothing clears a counted attempt, and
+      // other files log alice in on the suite's shared Redis
+      '/ratelimit/local/secrets/login/email-pepper': 'e2e-login-own-pepper-not-a-secret',
+    },
   });
 });
 after(() => platform.close());
