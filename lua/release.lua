@@ -7,8 +7,4 @@
 local leases_key = KEYS[1] -- the in-flight limit's leases: id -> µs its lease lapses
 local lease = ARGV[1] -- the lease id the acquire answered
 
-local now = now_us()
-local expires = redis.call('ZSCORE', leases_key, lease)
-redis.call('ZREM', leases_key, lease)
-if expires and tonumber(expires) > now then return 1 end
-return 0
+return cc_release(leases_key, lease, now_us())

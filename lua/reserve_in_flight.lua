@@ -61,7 +61,9 @@ if not (slot.allowed and admitted) then
   return { 0, binding, retry, slot.remaining, slot.reset_us, slot.retry_us, remaining, reset_us, retry_us }
 end
 
--- both admit: the slot, then the hold (the first write is deny-OOM: at maxmemory neither is taken)
+-- both admit: the slot, then the hold. The slot's ZADD is deny-OOM and the first write, so at maxmemory
+-- neither is taken, unless holds_forget above forgot lapsed ids in this call (its ZREM is a write, after
+-- which Redis refuses none of this script's)
 cc_apply(slot, now)
 if not held then
   tb_write(budget_key, reset_us, now, nil)

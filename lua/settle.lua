@@ -19,20 +19,6 @@ local interval_us = tonumber(ARGV[4])
 local retention_us = tonumber(ARGV[5])
 
 local now = now_us()
-holds_forget(holds_key, amounts_key, settled_key, retention_us, now)
-local outcome = 4
-if redis.call('ZSCORE', settled_key, id) then
-  outcome = 3
-else
-  local held = tonumber(redis.call('HGET', amounts_key, id))
-  if held then
-    outcome = (tonumber(redis.call('ZSCORE', holds_key, id)) or now) > now and 1 or 2
-    holds_true_up(budget_key, held, actual, interval_us, now)
-    redis.call('ZREM', holds_key, id)
-    redis.call('HDEL', amounts_key, id)
-    redis.call('ZADD', settled_key, now, id)
-    holds_keep({ settled_key }, math.ceil(retention_us / 1000))
-  end
-end
+local outcome = holds_settle(budget_key, holds_key, amounts_key, settled_key, id, actual, interval_us, retention_us, now)
 local remaining, reset_us = holds_standing(budget_key, capacity, interval_us, now)
 return { outcome, remaining, reset_us }

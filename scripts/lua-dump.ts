@@ -17,6 +17,8 @@ const SHARED_EXAMPLES: Record<keyof typeof ENTRY_SCRIPTS, string> = {
     "'rl:{demo-u:a}:d:x' 'rl:{demo-u:a}:a:a' , 2 1 bo 1 5 1000000 5000000 9 900000000 1 bo 1 5 1000000 300000000 3 900000000 1",
   reserveInFlight:
     "'rl:{llm:t}:f:t' 'rl:{llm:t}:b:t' 'rl:{llm:t}:b:t:holds' 'rl:{llm:t}:b:t:amounts' 'rl:{llm:t}:b:t:settled' , 5d5c9a0e-lease 4 95000000 r1 300 1000 3600 120000000 300000000",
+  settleInFlight:
+    "'rl:{llm:t}:f:t' 'rl:{llm:t}:b:t' 'rl:{llm:t}:b:t:holds' 'rl:{llm:t}:b:t:amounts' 'rl:{llm:t}:b:t:settled' , 5d5c9a0e-lease r1 120 1000 3600 300000000",
 };
 
 /** Each entry file's `redis-cli --eval` example: the shared scripts', then each strategy's own scripts'. */

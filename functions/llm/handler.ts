@@ -23,7 +23,10 @@
  *    STOP_GRACE_MS of the abort keeps its slot until the lease's TTL.
  * 4. Settle: the answer's usage (input, output, cache read and write
  *    tokens) at the model's prices; a failure at what it spent (nothing when
- *    refused before any work, its usage when known, else the estimate).
+ *    refused before any work, its usage when known, else the estimate). A
+ *    call that has stopped settles and gives its slot back in one script
+ *    (`Limiter.settleInFlight`: two round trips per call in all); one still
+ *    running settles alone and keeps its slot.
  */
 import { randomUUID } from 'node:crypto';
 import {
@@ -139,6 +142,12 @@ async function callProvider(call: Call, deadlineMs: number): Promise<CallOutcome
   }
 }
 
+/**
+ * Settles the call's reservation at `actualUnits`; `stopped` says whether the
+ * provider call has ended (its slot is then given back in the same script).
+ */
+type Settle = (actualUnits: number, stopped: boolean) => Promise<SettleOutcome>;
+
 /** What a failed call is charged: never 0 unless nothing was produced. */
 function chargeOf(call: Call, spent: Spent): number {
   if (spent.kind === 'nothing') return 0;
@@ -146,63 +155,53 @@ function chargeOf(call: Call, spent: Spent): number {
   return call.estimate;
 }
 
-/**
- * The call within its reservation (taken with its slot), then its cost
- * settled. `stopped` says whether the provider call has ended (the slot may
- * be given back).
- */
+/** The call within its reservation (taken with its slot), then its cost settled. */
 async function completeWithinBudget(
-  tenant: string,
   call: Call,
   remainingMs: () => number,
-  id: string,
   budget: LimitStatus | undefined,
-): Promise<{ response: HttpResponse; stopped: boolean }> {
-  const { limiter } = platform();
-  const scope = { scope: tenant };
+  settle: Settle,
+): Promise<HttpResponse> {
   const headersOf = (settled: SettleOutcome) =>
     settled.decided ? budgetHeaders(settled.status) : budget ? budgetHeaders(budget) : {};
   const costBody = (charged: number) => ({ reservedMicroUsd: call.estimate, chargedMicroUsd: charged });
   const deadlineMs = remainingMs() - ABORT_MARGIN_MS;
   if (deadlineMs <= 0) {
-    const settled = await limiter.settle(BUDGET, tenant, id, 0, scope);
-    return {
-      response: json(
-        504,
-        { error: 'no_time', message: 'No time was left for the call; nothing was charged.', cost: costBody(0) },
-        headersOf(settled),
-      ),
-      stopped: true,
-    };
+    const settled = await settle(0, true);
+    return json(
+      504,
+      { error: 'no_time', message: 'No time was left for the call; nothing was charged.', cost: costBody(0) },
+      headersOf(settled),
+    );
   }
   const outcome = await callProvider(call, deadlineMs);
   if (outcome.kind === 'answered') {
     const actual = costOf(call.entry, outcome.completion.usage);
-    const settled = await limiter.settle(BUDGET, tenant, id, actual, scope);
+    const settled = await settle(actual, true);
     const body = {
       model: call.model,
       text: outcome.completion.text,
       usage: outcome.completion.usage,
       cost: { reservedMicroUsd: call.estimate, actualMicroUsd: actual },
     };
-    return { response: json(200, body, headersOf(settled)), stopped: true };
+    return json(200, body, headersOf(settled));
   }
   if (outcome.kind === 'still-running') {
     // it may still produce (at most max_tokens): charged its estimate, and its slot kept until the lease lapses
-    const settled = await limiter.settle(BUDGET, tenant, id, call.estimate, scope);
+    const settled = await settle(call.estimate, false);
     const message = `The model did not answer in time; ${call.estimate} µUSD (the estimate) was charged.`;
     const body = { error: 'provider_timeout', message, cost: costBody(call.estimate) };
-    return { response: json(504, body, headersOf(settled)), stopped: false };
+    return json(504, body, headersOf(settled));
   }
   const charged = chargeOf(call, outcome.spent);
-  const settled = await limiter.settle(BUDGET, tenant, id, charged, scope);
+  const settled = await settle(charged, true);
   const headers = headersOf(settled);
   const what =
     charged === 0
       ? 'nothing was charged'
       : `${charged} µUSD (${outcome.spent.kind === 'usage' ? 'what it produced' : 'the estimate'}) was charged`;
   const cost = costBody(charged);
-  const response = outcome.aborted
+  return outcome.aborted
     ? json(504, { error: 'provider_timeout', message: `The model did not answer in time; ${what}.`, cost }, headers)
     : outcome.throttled
       ? json(
@@ -211,7 +210,6 @@ async function completeWithinBudget(
           { ...headers, 'Retry-After': '1' },
         )
       : json(502, { error: 'provider_failed', message: `The model provider failed; ${what}.`, cost }, headers);
-  return { response, stopped: true };
 }
 
 export const handler = routeHandler<AuthenticatedContext>(
@@ -257,13 +255,29 @@ export const handler = routeHandler<AuthenticatedContext>(
     // undefined when the failure mode let it through undecided (degraded open): no headers to give
     const budget = reserved.outcome === 'degraded' ? undefined : reserved.limits.find((l) => l.policy === BUDGET);
     const lease = holdLeases(limiter, slot, verdict, { scope: tenant });
+    // none when the failure mode let the call through undecided (degraded open): then the settle is all there is
+    const leaseId = verdict.limits.find((l) => l.policy === IN_FLIGHT)?.lease;
+    const scope = { scope: tenant };
+    // a stopped call's slot is given back by its settle, in the same script; `lease.release` (idempotent) only
+    // when that settle did not run or Redis could not answer it
     let stopped = true;
+    let slotGiven = false;
+    const settle: Settle = async (actualUnits, callStopped) => {
+      stopped = callStopped;
+      if (!callStopped) return limiter.settle(BUDGET, tenant, id, actualUnits, scope);
+      const budgetEnd = { policy: BUDGET, key: tenant, id, actualUnits };
+      const settled = await limiter.settleInFlight(
+        budgetEnd,
+        { policy: IN_FLIGHT, key: tenant, lease: leaseId },
+        scope,
+      );
+      slotGiven = settled.decided;
+      return settled;
+    };
     try {
-      const result = await completeWithinBudget(tenant, call, remainingMs, id, budget);
-      stopped = result.stopped;
-      return result.response;
+      return await completeWithinBudget(call, remainingMs, budget, settle);
     } finally {
-      if (stopped) await lease.release();
+      if (stopped && !slotGiven) await lease.release();
     }
   },
   { before: [apiKeyAuth] },

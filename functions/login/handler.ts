@@ -12,8 +12,12 @@
  *    account-wide backoff `login-account`, keyed by the peppered hash of the
  *    normalised email. Both count the attempt as a failure in the check that
  *    reads the wait (`countAttempts`), before the password is verified, so
- *    concurrent guesses queue; a success clears it, a failure leaves it. A
- *    revoked device's attempt is an untrusted one.
+ *    concurrent guesses queue. Nothing clears it, not even a success (two
+ *    round trips on every path): a success issues a fresh device cookie, so
+ *    that browser's next attempts count on their own device's backoff, and
+ *    an untrusted success's attempt stays on the account until the backoff
+ *    forgets it (docs/consumers.md, "Login"). A revoked device's attempt is
+ *    an untrusted one.
  * 3. No account enumeration: unknown and known accounts get byte-identical
  *    answers in every state, and the same work (scrypt against a dummy hash,
  *    or Cognito with PreventUserExistenceErrors and an answer floor; one HMAC
@@ -91,15 +95,11 @@ function deviceLifetimeS(): number {
  * account's, tried in one script (`checkFirst`; both keys under the
  * account's hash tag); without a cookie the account's alone.
  */
-async function admit(
-  accountKey: string,
-  deviceKey: string | undefined,
-): Promise<{ verdict: Verdict; policy: string; key: string }> {
+async function admit(accountKey: string, deviceKey: string | undefined): Promise<Verdict> {
   const { limiter, observer } = platform();
   const scope = { scope: accountKey };
   if (deviceKey === undefined) {
-    const verdict = await enforce(limiter, [{ policy: ACCOUNT, key: accountKey }], { observer, ...scope });
-    return { verdict, policy: ACCOUNT, key: accountKey };
+    return enforce(limiter, [{ policy: ACCOUNT, key: accountKey }], { observer, ...scope });
   }
   const requests = [
     { policy: DEVICE, key: deviceKey },
@@ -111,13 +111,12 @@ async function admit(
     decision = await limiter.checkFirst(requests, scope);
   } catch (error) {
     if (!(error instanceof MisconfiguredCheckError)) throw error;
-    return { verdict: misconfiguredVerdict(limiter, requests, error, { observer }), policy: DEVICE, key: deviceKey };
+    return misconfiguredVerdict(limiter, requests, error, { observer });
   }
   const policy = decision.outcome === 'degraded' ? DEVICE : decision.binding.policy;
-  const key = policy === DEVICE ? deviceKey : accountKey;
-  const verdict = verdictFor(decision, DEVICE, performance.now() - started, key);
+  const verdict = verdictFor(decision, DEVICE, performance.now() - started, policy === DEVICE ? deviceKey : accountKey);
   observer.observe(verdict);
-  return { verdict, policy, key };
+  return verdict;
 }
 
 export const handler = routeHandler(route, async (event) => {
@@ -137,7 +136,7 @@ export const handler = routeHandler(route, async (event) => {
   // a cookie's lifetime is its policy's memory: read for any well-formed cookie, account known or not
   const device =
     cookie === undefined ? undefined : verifyDeviceCookie(cookie, cookieKey, email, nowS, deviceLifetimeS());
-  const { verdict, policy, key } = await admit(accountKey, device?.key);
+  const verdict = await admit(accountKey, device?.key);
   if (!verdict.proceed) throw rateLimitRefusal(verdict);
 
   const verification = await credentialStore().verify(email, password);
@@ -152,8 +151,8 @@ export const handler = routeHandler(route, async (event) => {
         'Retry-After': String(Math.max(1, Math.ceil(verification.retryAfterMs / 1000))),
       });
     case 'challenge':
-      // the password was right: not a guess to hold against the account; but no session and no device cookie
-      await limiter.clearFailures(policy, key, { scope: accountKey });
+      // the password was right, but no session and no device cookie: its counted attempt stays, as a success's
+      // (a clear would be a third round trip; this endpoint cannot complete a challenge anyway)
       return json(403, {
         error: 'challenge_required',
         challenge: verification.challenge,
@@ -161,10 +160,11 @@ export const handler = routeHandler(route, async (event) => {
           'The password is right, but the account must complete another step (such as setting a new password) that this endpoint does not offer.',
       });
     case 'accepted': {
-      // a trusted attempt's pending failure stays on its device, which the new cookie replaces (a fresh device
-      // id: the old one is not presented again by this browser), so only an untrusted one is cleared: a
-      // success costs two round trips with a device cookie, three without
-      if (policy === ACCOUNT) await limiter.clearFailures(policy, key, { scope: accountKey });
+      // no clear (two round trips, cookie or not): the pending failure stays where it was counted. On a trusted
+      // attempt that is the device the new cookie replaces (a fresh device id: this browser does not present the
+      // old one again); on an untrusted one the account, whose backoff forgets it 15 minutes after its last
+      // attempt (4 attempts, successes included, pass before any wait), while the new cookie takes this browser
+      // off the account's backoff: what an attacker pushed up there cannot delay it
       const value = issueDeviceCookie(cookieKey, email, nowS);
       const tokens = verification.tokens ?? {};
       return json(

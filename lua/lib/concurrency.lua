@@ -41,8 +41,10 @@ end
 
 local function cc_apply(r, now)
   if r.again then return end
-  redis.call('ZREMRANGEBYSCORE', r.key, '-inf', string.format('%d', now))
+  -- the ZADD first: it is deny-OOM, so at maxmemory the admission is refused before anything is written
+  -- (Redis refuses no write of a script after its first, and ZREMRANGEBYSCORE is not deny-OOM)
   redis.call('ZADD', r.key, string.format('%d', now + r.ttl_us), r.lease)
+  redis.call('ZREMRANGEBYSCORE', r.key, '-inf', string.format('%d', now))
   -- every lease has the same TTL: the set lives as long as the one just taken
   redis.call('PEXPIRE', r.key, key_ttl_ms(math.max(1, math.ceil(r.ttl_us / 1000))))
 end
@@ -50,4 +52,14 @@ end
 local function cc_unwritten(r)
   r.remaining = r.limit - r.held
   if r.held == 0 then r.reset_us = 0 end
+end
+
+-- Gives back one lease (lua/release.lua, lua/settle_in_flight.lua): 1 when it
+-- was held until now, 0 otherwise (released already, or lapsed). Writes only
+-- a ZREM, which is not deny-OOM: a release works at maxmemory.
+local function cc_release(key, lease, now)
+  local expires = redis.call('ZSCORE', key, lease)
+  redis.call('ZREM', key, lease)
+  if expires and tonumber(expires) > now then return 1 end
+  return 0
 end

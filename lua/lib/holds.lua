@@ -74,3 +74,24 @@ end
 local function holds_keep(keys, ms)
   for _, key in ipairs(keys) do redis.call('PEXPIRE', key, key_ttl_ms(ms)) end
 end
+
+-- Settles reservation `id` with its actual cost: the hold replaced by it
+-- (the difference refunded or debited) and the id remembered as settled.
+-- Answers 1 settled, 2 late (the hold had lapsed, charged), 3 duplicate
+-- (settled already: nothing changes), 4 unknown (nothing held: nothing
+-- changes). Its first write is the bucket's SET (deny-OOM: refused at
+-- maxmemory when nothing was written before it) when the actual cost differs
+-- from the hold, else the hold's ZREM.
+local function holds_settle(budget_key, holds_key, amounts_key, settled_key, id, actual, interval_us, retention_us, now)
+  holds_forget(holds_key, amounts_key, settled_key, retention_us, now)
+  if redis.call('ZSCORE', settled_key, id) then return 3 end
+  local held = tonumber(redis.call('HGET', amounts_key, id))
+  if not held then return 4 end
+  local outcome = (tonumber(redis.call('ZSCORE', holds_key, id)) or now) > now and 1 or 2
+  holds_true_up(budget_key, held, actual, interval_us, now)
+  redis.call('ZREM', holds_key, id)
+  redis.call('HDEL', amounts_key, id)
+  redis.call('ZADD', settled_key, now, id)
+  holds_keep({ settled_key }, math.ceil(retention_us / 1000))
+  return outcome
+end

@@ -1,7 +1,8 @@
 /**
  * POST /auth/login through the local gateway, over real HTTP, real Redis.
  * The account backoff is shortened in this file's parameters (base 200 ms,
- * like an operator's override would) so waiting its Retry-After is quick.
+ * like an operator's override would) so waiting its Retry-After is quick,
+ * and its email pepper is its own (its accounts' keys are no other file's).
  */
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
@@ -12,7 +13,12 @@ import { type Answer, call, loopbackAddress } from '../support/http.ts';
 let platform: TestPlatform;
 before(async () => {
   platform = await consumers({
-    parameters: { '/ratelimit/local/overrides/login-account': { base: '200 ms', max: '800 ms' } },
+    parameters: {
+      '/ratelimit/local/overrides/login-account': { base: '200 ms', max: '800 ms' },
+      // this file's own pepper, so its accounts' backoffs are its own: nothing clears a counted attempt, and
+      // other files log alice in on the suite's shared Redis
+      '/ratelimit/local/secrets/login/email-pepper': 'e2e-login-own-pepper-not-a-secret',
+    },
   });
 });
 after(() => platform.close());
@@ -47,7 +53,7 @@ describe('Login (POST /auth/login)', () => {
     assert.equal(refused.json().policy, 'login-ip');
   });
 
-  it('makes an account wait longer after each failure past the free ones, and a success clears them', async () => {
+  it("makes an account wait longer after each failure past the free ones; a success's new cookie counts that browser's next attempts on its own device", async () => {
     const from = loopbackAddress();
     const email = 'alice@example.com';
     for (let i = 0; i < 3; i++) assert.equal((await attempt(from, email, 'wrong')).status, 401, 'free failures');
@@ -60,8 +66,14 @@ describe('Login (POST /auth/login)', () => {
     const longer = await attempt(from, email, 'wrong');
     assert.equal(longer.status, 429);
     await wait(400);
-    assert.equal((await attempt(from, email, 'correct horse battery staple')).status, 200, 'success after the wait');
-    for (let i = 0; i < 3; i++) assert.equal((await attempt(from, email, 'wrong')).status, 401, 'free failures again');
+    const success = await attempt(from, email, 'correct horse battery staple');
+    assert.equal(success.status, 200, 'success after the wait');
+    // nothing was cleared (the account's count stays until it is forgotten): the new cookie is a device of its own
+    const setCookie = success.headers['set-cookie'] as unknown as string | string[];
+    const header = Array.isArray(setCookie) ? (setCookie[0] as string) : setCookie;
+    const cookie = header.slice(0, header.indexOf(';'));
+    for (let i = 0; i < 3; i++)
+      assert.equal((await attempt(from, email, 'wrong', cookie)).status, 401, "the device's own free failures");
   });
 
   it('answers a known and an unknown account byte for byte alike, in every state', async () => {

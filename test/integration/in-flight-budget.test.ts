@@ -5,12 +5,23 @@
  * no slot is taken, under concurrency the leases held always equal the holds
  * taken, and no code path of the LLM handler takes one without the other (a
  * crash between the two is impossible by construction: there is no between).
+ * And its end in one script (lua/settle_in_flight.lua, Limiter.settleInFlight):
+ * the settle and the slot given back together, idempotent, the release done
+ * even at maxmemory. At maxmemory an admission takes neither (an in-flight
+ * check's ZADD is its first write, and deny-OOM).
  */
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import { describe, it } from 'node:test';
-import { createLimiter, InvalidCheckError, type RedisClient } from '@platform/rate-limit';
+import {
+  createLimiter,
+  createRedisClient,
+  InvalidCheckError,
+  MisconfiguredCheckError,
+  type RedisClient,
+} from '@platform/rate-limit';
 import { budgetKeys, counterKey } from '@platform/rate-limit/policy';
+import { startRedis } from '../../scripts/redis-process.ts';
 import { connected, policies, targets, unique } from '../support/targets.ts';
 
 const catalogue = (slots: number, capacity: number) =>
@@ -56,7 +67,13 @@ for (const target of targets) {
           { policy: 'llm-budget', key: tenant, units, id },
           { scope: tenant },
         );
-      return { limiter, tenant, take, state, admin };
+      const end = (id: string, actualUnits: number, lease: string | undefined) =>
+        limiter.settleInFlight(
+          { policy: 'llm-budget', key: tenant, id, actualUnits },
+          { policy: 'llm-in-flight', key: tenant, lease },
+          { scope: tenant },
+        );
+      return { limiter, tenant, take, end, state, admin, leasesKey };
     }
 
     it('takes both in one round trip, and names the lease to give back', async (t) => {
@@ -125,6 +142,94 @@ for (const target of targets) {
       assert.deepEqual(await s.state(), { leases: 1, holds: 0 });
     });
 
+    it('ends a stopped call in one round trip: the settle as lua/settle.lua answers it, and the lease given back in the same script', async (t) => {
+      const redis = target.client();
+      const s = setup(redis, 2, 1000);
+      t.after(() => {
+        redis.disconnect();
+        s.admin.disconnect();
+      });
+      await connected(redis);
+      const other = await s.take(100); // a second call's slot, which must stay taken
+      const id = unique('call');
+      const decision = await s.take(300, id);
+      const lease = decision.outcome === 'allowed' ? decision.limits[0]?.lease : undefined;
+      assert.ok(lease);
+      assert.equal(other.outcome, 'allowed');
+      await s.end(unique('warm'), 0, 'no-such-lease'); // the script loaded: no NOSCRIPT below
+      const sent = counted(redis);
+      const ended = await s.end(id, 120, lease);
+      assert.deepEqual(sent(), ['evalsha']);
+      assert.ok(ended.decided);
+      assert.equal(ended.result, 'settled');
+      assert.equal(ended.released, true);
+      assert.equal(ended.status.remaining, 1000 - 100 - 120, '300 reserved, 120 spent: 180 refunded');
+      assert.equal(await s.admin.zscore(s.leasesKey, lease), null, 'the lease is gone from the leases');
+      assert.deepEqual(await s.state(), { leases: 1, holds: 1 }, "only the other call's slot and hold remain");
+    });
+
+    it('is idempotent: ending the call again answers duplicate and gives nothing back twice', async (t) => {
+      const redis = target.client();
+      const s = setup(redis, 2, 1000);
+      t.after(() => {
+        redis.disconnect();
+        s.admin.disconnect();
+      });
+      const id = unique('call');
+      const decision = await s.take(300, id);
+      const lease = decision.outcome === 'allowed' ? decision.limits[0]?.lease : undefined;
+      assert.ok(lease);
+      const first = await s.end(id, 120, lease);
+      const later = await s.take(100); // a slot taken after the first end: a repeated release must not free it
+      assert.equal(later.outcome, 'allowed');
+      const again = await s.end(id, 120, lease);
+      assert.ok(first.decided && again.decided);
+      assert.equal(again.result, 'duplicate');
+      assert.equal(again.released, false);
+      assert.equal(
+        again.status.remaining,
+        first.status.remaining - 100,
+        'no second refund: only the later call charged',
+      );
+      assert.deepEqual(await s.state(), { leases: 1, holds: 1 }, "the later call's slot and hold are untouched");
+      const settledAlone = await s.limiter.settle('llm-budget', s.tenant, id, 0, { scope: s.tenant });
+      assert.equal(settledAlone.decided && settledAlone.result, 'duplicate', 'settle.lua sees it settled once');
+    });
+
+    it('without a lease (an admission the failure mode let through took none) it is the settle alone', async (t) => {
+      const redis = target.client();
+      const s = setup(redis, 2, 1000);
+      t.after(() => {
+        redis.disconnect();
+        s.admin.disconnect();
+      });
+      const id = unique('call');
+      assert.equal((await s.take(300, id)).outcome, 'allowed');
+      const ended = await s.end(id, 300, undefined);
+      assert.ok(ended.decided);
+      assert.equal(ended.result, 'settled');
+      assert.equal(ended.released, false);
+      assert.deepEqual(await s.state(), { leases: 1, holds: 0 }, 'the slot it did not name is not touched');
+    });
+
+    it('refuses a lease or a budget of another group before anything is sent', async (t) => {
+      const redis = target.client();
+      const s = setup(redis, 2, 1000);
+      t.after(() => {
+        redis.disconnect();
+        s.admin.disconnect();
+      });
+      await assert.rejects(
+        s.limiter.settleInFlight(
+          { policy: 'llm-budget', key: s.tenant, id: unique('call'), actualUnits: 1 },
+          { policy: 'llm-budget', key: s.tenant, lease: 'l' },
+          { scope: s.tenant },
+        ),
+        MisconfiguredCheckError,
+      );
+      await assert.rejects(s.end(unique('call'), -1, 'l'), InvalidCheckError);
+    });
+
     it('under 40 concurrent calls, every slot taken has its hold and every hold its slot', async (t) => {
       const redis = target.client();
       const s = setup(redis, 4, 1000);
@@ -140,6 +245,120 @@ for (const target of targets) {
     });
   });
 }
+
+describe('an LLM call at maxmemory under noeviction (a private single node)', () => {
+  it("gives the slot back and settles (the lease's ZREM, not deny-OOM, is the first write); a settle alone whose first write is deny-OOM is refused, its hold kept", async (t) => {
+    const server = await startRedis();
+    const redis = createRedisClient({ url: server.url });
+    const admin = createRedisClient({ url: server.url });
+    t.after(async () => {
+      redis.disconnect();
+      admin.disconnect();
+      await server.stop();
+    });
+    await Promise.all([connected(redis), connected(admin)]);
+    const catalogued = catalogue(2, 1000);
+    const limiter = createLimiter({ redis, policies: catalogued, onDegraded: () => {} });
+    const tenant = unique('tenant');
+    const scope = { scope: tenant };
+    const compiled = (name: string) => catalogued.resolve(name) as NonNullable<ReturnType<typeof catalogued.resolve>>;
+    const leasesKey = counterKey(compiled('llm-in-flight'), tenant, tenant);
+    const [, holdsKey] = budgetKeys(counterKey(compiled('llm-budget'), tenant, tenant));
+    const take = async (id: string) => {
+      const decision = await limiter.reserveInFlight(
+        { policy: 'llm-in-flight', key: tenant },
+        { policy: 'llm-budget', key: tenant, units: 300, id },
+        scope,
+      );
+      const lease = decision.outcome === 'allowed' ? decision.limits[0]?.lease : undefined;
+      assert.ok(lease);
+      return lease;
+    };
+    const [stopped, running] = [unique('call'), unique('call')];
+    const lease = await take(stopped);
+    await take(running);
+    // Act: used memory is far above one byte: every deny-OOM command is refused while a script has written nothing
+    await admin.config('SET', 'maxmemory', '1');
+    const ended = await limiter.settleInFlight(
+      { policy: 'llm-budget', key: tenant, id: stopped, actualUnits: 120 },
+      { policy: 'llm-in-flight', key: tenant, lease },
+      scope,
+    );
+    const alone = await limiter.settle('llm-budget', tenant, running, 120, scope);
+    await admin.config('SET', 'maxmemory', '0');
+    // Assess
+    assert.ok(ended.decided, JSON.stringify(ended));
+    assert.equal(ended.result, 'settled');
+    assert.equal(ended.released, true);
+    assert.equal(await admin.zscore(leasesKey, lease), null, 'the slot was given back at maxmemory');
+    assert.deepEqual(
+      alone,
+      { decided: false, reason: 'out-of-memory' },
+      "settle.lua's first write is the bucket's SET",
+    );
+    assert.ok(await admin.zscore(holdsKey, running), 'the refused settle left its hold: charged its estimate');
+    assert.equal(await admin.zscore(holdsKey, stopped), null);
+    const later = await limiter.settle('llm-budget', tenant, running, 120, scope);
+    assert.equal(later.decided && later.result, 'settled', 'settled once memory is free');
+    assert.equal(later.decided && later.status.remaining, 1000 - 120 - 120);
+  });
+
+  it("takes neither a slot nor a hold at maxmemory: the slot's ZADD, deny-OOM, is the first write", async (t) => {
+    const server = await startRedis();
+    const redis = createRedisClient({ url: server.url });
+    const admin = createRedisClient({ url: server.url });
+    t.after(async () => {
+      redis.disconnect();
+      admin.disconnect();
+      await server.stop();
+    });
+    await Promise.all([connected(redis), connected(admin)]);
+    const catalogued = policies({
+      'llm-in-flight': { strategy: 'concurrency', limit: 4, leaseTtl: '95 s', group: 'llm' },
+      'llm-budget': {
+        strategy: 'tokenBucket',
+        capacity: 1000,
+        refill: { tokens: 1, every: '1 h' },
+        reservation: { hold: '2 m', remember: '5 m' },
+        group: 'llm',
+      },
+      slots: { strategy: 'concurrency', limit: 4, leaseTtl: '95 s' },
+    });
+    const limiter = createLimiter({ redis, policies: catalogued, onDegraded: () => {} });
+    const tenant = unique('tenant');
+    const take = (id: string) =>
+      limiter.reserveInFlight(
+        { policy: 'llm-in-flight', key: tenant },
+        { policy: 'llm-budget', key: tenant, units: 10, id },
+        { scope: tenant },
+      );
+    assert.equal((await take(unique('call'))).outcome, 'allowed');
+    assert.equal((await limiter.check({ policy: 'slots', key: tenant })).outcome, 'allowed');
+    const keys = async () => {
+      const all = await admin.keys('*');
+      const sizes = await Promise.all(
+        all.map((k) => admin.type(k).then((type) => (type === 'zset' ? admin.zcard(k) : 1))),
+      );
+      return Object.fromEntries(all.map((k, i) => [k, sizes[i]]));
+    };
+    const before = await keys();
+    // Act
+    await admin.config('SET', 'maxmemory', '1');
+    const reserved = await take(unique('call'));
+    const checked = await limiter.check({ policy: 'slots', key: tenant });
+    await admin.config('SET', 'maxmemory', '0');
+    // Assess
+    assert.deepEqual(
+      [reserved.outcome, reserved.outcome === 'degraded' && reserved.reason],
+      ['degraded', 'out-of-memory'],
+    );
+    assert.deepEqual(
+      [checked.outcome, checked.outcome === 'degraded' && checked.reason],
+      ['degraded', 'out-of-memory'],
+    );
+    assert.deepEqual(await keys(), before, 'no lease, no hold written');
+  });
+});
 
 describe('the LLM handler takes its slot and its reservation only together', () => {
   it('has no path that takes one without the other: no separate enforce of the slot, no separate reserve', () => {

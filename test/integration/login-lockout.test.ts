@@ -9,6 +9,9 @@
  *   at its 5-minute cap, which delays only new devices;
  * - a returning victim (device cookie from an earlier login) with the right
  *   password from its own IP is admitted at its first try, during the attack;
+ * - a success clears nothing (two round trips on every path): after an
+ *   untrusted success the account's delay stays, and the browser it logged
+ *   in is admitted at once on its new cookie;
  * - forged, foreign and revoked cookies are untrusted attempts;
  * - 40 concurrent guesses verify at most the attempts the backoff leaves free.
  */
@@ -41,7 +44,7 @@ class CountingStore implements CredentialStore {
 
 const target = targets.find((t) => t.name === 'cluster') ?? (targets[0] as (typeof targets)[number]);
 const redis = target.client();
-/** Commands the limiter sends (each its own round trip): scripts and the DEL of a clear. */
+/** Commands the limiter sends (each its own round trip): scripts, and the DEL a clear would send. */
 const sent = { commands: 0 };
 const counting = new Proxy(redis, {
   get(client, property) {
@@ -239,7 +242,34 @@ describe('Login lockout: an attacker delays new devices, never a returning one',
     assert.ok(delayed.retryAfterS > 0 && delayed.retryAfterS <= 300, `Retry-After ${delayed.retryAfterS}`);
     clock.nowUs += delayed.retryAfterS * S;
     const admitted = await attempt(newDevice, ALICE);
-    assert.equal(admitted.status, 200, 'first after the wait: the right password gets in, and clears the delay');
+    assert.equal(admitted.status, 200, 'first after the wait: the right password gets in');
+  });
+
+  it('an untrusted success clears nothing: the delay the attacker pushed up stays on the account, and the browser it logged in is admitted at once on its new cookie', async () => {
+    freshWindow();
+    await attack(['203.0.113.10'], 1800);
+    const newDevice = '198.51.100.98';
+    const delayed = await attempt(newDevice, ALICE);
+    assert.equal(delayed.status, 429);
+    clock.nowUs += delayed.retryAfterS * S;
+    const success = await attempt(newDevice, ALICE); // no cookie: the account's backoff admitted and counted it
+    assert.equal(success.status, 200);
+    assert.ok(success.cookie);
+    const other = await attempt('198.51.100.97', ALICE);
+    assert.equal(other.status, 429, 'another new device still waits: the success did not clear the account');
+    assert.equal(other.policy, 'login-account');
+    assert.ok(other.retryAfterS >= 60, `the attacker's delay, not a fresh one (Retry-After ${other.retryAfterS})`);
+    // the attacker keeps the account at its cap; the logged-in browser comes back on its cookie, at once each time
+    let cookie = success.cookie;
+    const { refusedBy } = await attack(['203.0.113.10'], 1800, {
+      everyS: 5 * 60 + 7,
+      onTick: async () => {
+        const again = await attempt(newDevice, ALICE, cookie);
+        assert.equal(again.status, 200, again.body);
+        cookie = again.cookie as string;
+      },
+    });
+    assert.ok(refusedBy.has('login-account'), 'the account stayed in its backoff all along');
   });
 
   it('forged, foreign (another account) and revoked cookies are untrusted attempts', async () => {
@@ -317,7 +347,7 @@ describe('Login: attempts are counted before they are verified', () => {
 });
 
 describe('Login: Redis round trips per attempt', () => {
-  it('2 for a refused or failed attempt, 2 for a success with a device cookie, 3 without (its clear), 2 for a revoked cookie', async (t) => {
+  it('2 on every path: a refused or failed attempt, a success with or without a device cookie, a challenge, an outage, a revoked cookie', async (t) => {
     freshWindow();
     const roundTrips = async (run: () => Promise<Attempt>, expected: number) => {
       const before = sent.commands;
@@ -327,7 +357,9 @@ describe('Login: Redis round trips per attempt', () => {
     };
     await attempt('198.51.100.80', ALICE); // scripts loaded (a NOSCRIPT retry is not a round trip of the design)
     await roundTrips(() => attempt('198.51.100.80', { ...ALICE, password: 'wrong' }), 2);
-    const ok = await roundTrips(() => attempt('198.51.100.80', ALICE), 3);
+    // no clear: the pending failure stays on the account, the new cookie takes this browser off it
+    const ok = await roundTrips(() => attempt('198.51.100.80', ALICE), 2);
+    assert.equal(ok.status, 200);
     await roundTrips(() => attempt('198.51.100.80', { ...ALICE, password: 'wrong' }, ok.cookie), 2);
     // the device's backoff decides; its pending failure stays with the device the new cookie replaces
     const again = await roundTrips(() => attempt('198.51.100.80', ALICE, ok.cookie), 2);
@@ -335,12 +367,30 @@ describe('Login: Redis round trips per attempt', () => {
     assert.notEqual(again.cookie, ok.cookie, 'a new device cookie');
     loginModule.useCredentials(rejecting);
     t.after(() => loginModule.useCredentials(store));
+    // the account forgets the three attempts above (successes included, none cleared) 15 minutes after the last
+    clock.nowUs += 16 * 60 * S;
     for (let i = 0; i < 10; i++) await attempt(`198.51.100.${90 + i}`, ALICE, ok.cookie); // revokes it
     // the device's backoff refuses, the account's admits: one script tries both
     const revoked = await roundTrips(() => attempt('198.51.100.81', ALICE, ok.cookie), 2);
     assert.equal(revoked.status, 401, 'untrusted now: the account backoff admitted and counted it');
+    // a right password the directory answers with a challenge, and an outage: with a cookie or without
+    freshWindow();
+    loginModule.useCredentials(store);
+    const trusted = await roundTrips(() => attempt('198.51.100.82', ALICE), 2);
+    const challenging: CredentialStore = {
+      verify: async () => ({ outcome: 'challenge', challenge: 'NEW_PASSWORD_REQUIRED' }),
+    };
+    const down: CredentialStore = { verify: async () => ({ outcome: 'unavailable', retryAfterMs: 1000 }) };
+    for (const [directory, status] of [
+      [challenging, 403],
+      [down, 503],
+    ] as const) {
+      loginModule.useCredentials(directory);
+      assert.equal((await roundTrips(() => attempt('198.51.100.82', ALICE, trusted.cookie), 2)).status, status);
+      assert.equal((await roundTrips(() => attempt('198.51.100.83', ALICE), 2)).status, status);
+    }
     console.log(
-      '# round trips per login attempt: failure 2, success 2 with a device cookie and 3 without, revoked cookie 2',
+      '# round trips per login attempt: failure 2, success 2 with a device cookie and 2 without, challenge 2, outage 2, revoked cookie 2',
     );
   });
 });
@@ -398,6 +448,7 @@ describe('Login: what the user directory answered', () => {
     assert.equal(JSON.parse(challenge.body).challenge, 'NEW_PASSWORD_REQUIRED');
     assert.equal(challenge.cookie, undefined);
 
+    freshWindow(); // the success and the challenge above each left their counted attempt on the account
     module.useCredentials(answering({ outcome: 'unavailable', retryAfterMs: 1000 }));
     const statuses: number[] = [];
     for (let i = 0; i < 5; i++) {

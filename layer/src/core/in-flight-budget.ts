@@ -2,15 +2,18 @@
  * An in-flight slot and a cost budget's reservation taken in one script
  * (lua/reserve_in_flight.lua), both or neither: the LLM call's admission in
  * one round trip, and no moment at which a caller holds one without the other.
- * The packer and the reply reader of that script; Limiter.reserveInFlight
- * puts them together.
+ * Its end in one script too (lua/settle_in_flight.lua): the slot given back
+ * and the reservation settled. The packers and the reply readers of those
+ * scripts; Limiter.reserveInFlight and Limiter.settleInFlight put them together.
  */
 
 import { parseCheckReply, type ResolvedLimit, type ScriptCall } from '../lua/contract.ts';
 import { ENTRY_SCRIPTS } from '../lua/scripts.ts';
 import type { CompiledPolicy, CompiledTokenBucket } from '../policy/policy.ts';
+import { leaseOperations } from '../strategies/concurrency.ts';
 import { int } from '../strategies/strategy.ts';
-import { budgetKeys } from '../strategies/token-bucket.ts';
+import { bucketOperations, budgetKeys, type SettleResult } from '../strategies/token-bucket.ts';
+import type { LimitStatus } from './decision.ts';
 
 type CompiledConcurrency = Extract<CompiledPolicy, { strategy: 'concurrency' }>;
 
@@ -65,4 +68,41 @@ export function asResolved(slot: SlotRequest, budget: BudgetRequest, key: string
     { policy: slot.policy, key, counter: slot.counter, cost: 1, lease: slot.lease },
     { policy: budget.policy, key, counter: budget.counter, cost: budget.units },
   ];
+}
+
+/** The end of a stopped call: the budget's counter, the reservation's id and the call's actual cost. */
+export interface SettleRequest {
+  readonly policy: CompiledTokenBucket;
+  readonly counter: string;
+  readonly id: string;
+  readonly actualUnits: number;
+}
+
+/**
+ * lua/settle_in_flight.lua: leases, budget keys; lease, then lua/settle.lua's
+ * ARGV. Packed by the two operations it joins (concurrency's `release`, the
+ * bucket's `settle`), so their inputs are checked alike.
+ */
+export function settleInFlightCall(slot: SlotRequest, settle: SettleRequest): ScriptCall {
+  const release = leaseOperations.release.pack(slot.policy, slot.counter, slot.lease);
+  const { id, actualUnits } = settle;
+  const settled = bucketOperations.settle.pack(settle.policy, settle.counter, { id, actualUnits });
+  return {
+    script: ENTRY_SCRIPTS.settleInFlight,
+    keys: [...release.keys, ...settled.keys],
+    args: [...release.args, ...settled.args],
+  };
+}
+
+/** Its reply: lua/settle.lua's three, then the release's 1|0. */
+export function parseSettleInFlightReply(
+  slot: SlotRequest,
+  settle: SettleRequest,
+  reply: unknown,
+): { result: SettleResult; status: LimitStatus; released: boolean } {
+  if (!Array.isArray(reply) || reply.length !== 4) {
+    throw new TypeError(`unexpected settle_in_flight reply: ${JSON.stringify(reply)}`);
+  }
+  const settled = bucketOperations.settle.reply(settle.policy, reply.slice(0, 3));
+  return { ...settled, released: leaseOperations.release.reply(slot.policy, reply[3]) };
 }

@@ -26,7 +26,13 @@ import {
   type LimitStatus,
 } from './decision.ts';
 import { InvalidCheckError, MisconfiguredCheckError } from './errors.ts';
-import { asResolved, parseReserveInFlightReply, reserveInFlightCall } from './in-flight-budget.ts';
+import {
+  asResolved,
+  parseReserveInFlightReply,
+  parseSettleInFlightReply,
+  reserveInFlightCall,
+  settleInFlightCall,
+} from './in-flight-budget.ts';
 
 export type { RateChange } from '../strategies/token-bucket.ts';
 
@@ -88,6 +94,14 @@ export type RateOutcome = Answer<{ readonly ratePerSecond: number }>;
 
 /** What a settle did (see lua/settle.lua), and where the budget stands. */
 export type SettleOutcome = Answer<{ readonly result: SettleResult; readonly status: LimitStatus }>;
+
+/** A settle and the release of the call's slot done together (see lua/settle_in_flight.lua). */
+export type SettleInFlightOutcome = Answer<{
+  readonly result: SettleResult;
+  readonly status: LimitStatus;
+  /** The lease was held until now (false: released already, lapsed, or none was taken). */
+  readonly released: boolean;
+}>;
 
 /** The enforced and the shadow decision of a check whose policies may be in shadow (either absent when it has none). */
 export interface ShadowedDecisions {
@@ -381,11 +395,7 @@ export class Limiter {
         `an estimate must be a whole number from 1 to ${budgetPolicy.capacity} for budget "${budgetPolicy.name}"`,
       );
     }
-    if (slotPolicy.group === undefined || slotPolicy.group !== budgetPolicy.group) {
-      throw new MisconfiguredCheckError(
-        `an in-flight slot and a reservation taken together must share a policy group (one hash slot): ${slotPolicy.name}, ${budgetPolicy.name}`,
-      );
-    }
+    assertSharedGroup(slotPolicy, budgetPolicy);
     const s = { policy: slotPolicy, counter: counterKey(slotPolicy, slot.key, options.scope), lease: randomUUID() };
     const counter = counterKey(budgetPolicy, budget.key, options.scope);
     const b = { policy: budgetPolicy, counter, id: budget.id, units: budget.units };
@@ -417,6 +427,36 @@ export class Limiter {
   ): Promise<SettleOutcome> {
     const answer = await this.operate(bucketOperations.settle, policyName, key, { id, actualUnits }, options);
     return answer.decided ? { decided: true, ...answer.result } : answer;
+  }
+
+  /**
+   * The end of an in-flight call that has stopped, in one script: settles
+   * reservation `budget.id` (as `settle`) and gives back the slot's lease
+   * (as `release`; the release first, so it is done at maxmemory too, see
+   * lua/settle_in_flight.lua). A call still running settles alone (`settle`)
+   * and keeps its slot. Without a lease (an admission the failure mode let
+   * through undecided took none) it is `settle`, `released` false. Idempotent
+   * like both: a second call answers 'duplicate' and `released` false.
+   */
+  async settleInFlight(
+    budget: { readonly policy: string; readonly key: string; readonly id: string; readonly actualUnits: number },
+    slot: { readonly policy: string; readonly key: string; readonly lease: string | undefined },
+    options: CheckOptions = {},
+  ): Promise<SettleInFlightOutcome> {
+    const { policy, key, id, actualUnits } = budget;
+    if (slot.lease === undefined) {
+      const settled = await this.settle(policy, key, id, actualUnits, options);
+      return settled.decided ? { ...settled, released: false } : settled;
+    }
+    const slotPolicy = this.#policy(slot.policy, slot.key, 'concurrency');
+    const budgetPolicy = this.#policy(policy, key, 'tokenBucket');
+    assertSharedGroup(slotPolicy, budgetPolicy);
+    const s = { policy: slotPolicy, counter: counterKey(slotPolicy, slot.key, options.scope), lease: slot.lease };
+    const b = { policy: budgetPolicy, counter: counterKey(budgetPolicy, key, options.scope), id, actualUnits };
+    const result = await this.#run('settle', [slotPolicy, budgetPolicy], settleInFlightCall(s, b), (reply) =>
+      parseSettleInFlightReply(s, b, reply),
+    );
+    return result.ok ? { decided: true, ...result.reply } : { decided: false, reason: result.reason };
   }
 
   /** The refill rate in force for a key (its runtime rate, or the policy's once lapsed). */
@@ -527,6 +567,15 @@ function withLeases(decision: Allowed, limits: readonly ResolvedLimit[]): Allowe
     return lease === undefined ? status : { ...status, lease };
   });
   return allowedBy(statuses);
+}
+
+/** An in-flight slot and a budget run in one script share a policy group (one hash slot). */
+function assertSharedGroup(slot: CompiledPolicy, budget: CompiledPolicy): void {
+  if (slot.group === undefined || slot.group !== budget.group) {
+    throw new MisconfiguredCheckError(
+      `an in-flight slot and a reservation taken together must share a policy group (one hash slot): ${slot.name}, ${budget.name}`,
+    );
+  }
 }
 
 /** Limits decided in one script share one hash slot: one group, one scope, no counter twice. */

@@ -26,6 +26,7 @@ export const ENTRY_SCRIPTS = {
   check: 'check',
   checkFirst: 'check_first',
   reserveInFlight: 'reserve_in_flight',
+  settleInFlight: 'settle_in_flight',
 } as const;
 
 /** The scripts of one clock: every entry file's, and lua/check.lua narrowed to the strategies a check uses. */
