@@ -5,7 +5,7 @@
  * bundled code still behaves as the source does.
  */
 import assert from 'node:assert/strict';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, it } from 'node:test';
 import { pathToFileURL } from 'node:url';
@@ -16,6 +16,8 @@ const NODE_MODULES = new URL('../../node_modules/', import.meta.url).pathname;
 const BANNER = "import { createRequire as __cr } from 'node:module'; const require = __cr(import.meta.url);";
 
 async function bundled(source: string): Promise<{ text: string; file: string; dispose: () => void }> {
+  // under node_modules, so the bundle resolves the packages; .cache is not there on a fresh install
+  mkdirSync(join(NODE_MODULES, '.cache'), { recursive: true });
   const dir = mkdtempSync(join(NODE_MODULES, '.cache', 'rl-plugins-'));
   const entry = join(dir, 'entry.mjs');
   writeFileSync(entry, source);
