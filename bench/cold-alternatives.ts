@@ -2,7 +2,9 @@
  * The cold-start alternatives measured side by side (issue 30 item 5): the
  * Redis clients the layer could bundle (ioredis as one module, minified or
  * not, or left in node_modules as its many CommonJS files; iovalkey;
- * `@redis/client`), the Node built-ins a client loads, and Node's module
+ * `@redis/client`), the Node built-ins a client loads, the layer's ioredis
+ * as it ships (one CommonJS bundle run with the V8 code cache made for it at
+ * build, scripts/bundle.ts) with and without that cache, and Node's module
  * compile cache (NODE_COMPILE_CACHE) over the same modules. Each variant is
  * imported in fresh processes, the variants interleaved run by run (this host
  * is shared: a burst of load then hits every variant alike), and each reports
@@ -10,11 +12,18 @@
  */
 import { execFile } from 'node:child_process';
 import { mkdtempSync, readdirSync, rmSync, statSync, writeFileSync } from 'node:fs';
-import { join } from 'node:path';
+import { dirname, join } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { promisify } from 'node:util';
 import { build, type Plugin } from 'esbuild';
-import { assertForRedisErrors, builtinsByRequire } from '../scripts/bundle.ts';
+import { lambdaV8Flags } from '../config/lambda-runtime.ts';
+import {
+  assertForRedisErrors,
+  builtinsByRequire,
+  bundleLayer,
+  commandTableInDictionaryMode,
+  IOREDIS_VENDOR,
+} from '../scripts/bundle.ts';
 
 const ROOT = new URL('..', import.meta.url).pathname;
 const NODE_MODULES = join(ROOT, 'node_modules');
@@ -39,6 +48,7 @@ export interface Variant {
 }
 
 const run = promisify(execFile);
+const size = (file: string) => statSync(file).size;
 
 /** One fresh process: the time from the first `import()` to the last one's settlement. */
 async function importOnce(variant: Variant): Promise<number> {
@@ -147,13 +157,28 @@ export async function withCompileCache(variant: Variant, dir: string): Promise<V
     ],
     { cwd: ROOT, env: { ...process.env, ...env } },
   );
-  return { ...variant, name: `${variant.name}, with a compile cache`, env };
+  return { ...variant, name: `${variant.name}, with Node's compile cache`, env };
 }
 
 /** The Redis clients and the compile cache, side by side. */
-export async function clientAlternatives(dir: string, runs: number): Promise<AlternativeFigures[]> {
+export async function clientAlternatives(
+  dir: string,
+  runs: number,
+  /** The layer's vendor/ioredis.mjs (a layer is built into `dir` if not given). */
+  vendorModule?: string,
+): Promise<AlternativeFigures[]> {
+  const vendor = vendorModule ?? join(dirname((await bundleLayer(join(dir, 'layer'))).index), IOREDIS_VENDOR.module);
+  const vendorBytes = size(join(dirname(vendor), 'ioredis.cjs')) + size(vendor);
   const layerPlugins = { plugins: [builtinsByRequire, assertForRedisErrors] };
   const ioredis = await bundleAlone(dir, 'ioredis', "export { Redis, Cluster } from 'ioredis';\n", layerPlugins);
+  const ioredisDictionary = await bundleAlone(
+    dir,
+    'ioredis-dictionary',
+    "export { Redis, Cluster } from 'ioredis';\n",
+    {
+      plugins: [builtinsByRequire, assertForRedisErrors, commandTableInDictionaryMode],
+    },
+  );
   const ioredisBefore = await bundleAlone(dir, 'ioredis-before', "export { Redis, Cluster } from 'ioredis';\n");
   const ioredisPlain = await bundleAlone(dir, 'ioredis-plain', "export { Redis, Cluster } from 'ioredis';\n", {
     ...layerPlugins,
@@ -167,9 +192,8 @@ export async function clientAlternatives(dir: string, runs: number): Promise<Alt
   );
   // The unbundled client as a layer's node_modules would hold it: the repository's own copy.
   const unbundledEntry = new URL(import.meta.resolve('ioredis')).pathname;
-  const size = (file: string) => statSync(file).size;
   const oneModule: Variant = {
-    name: 'ioredis 6.0.0, one minified module, as the layer bundles it (redis-errors without node:assert)',
+    name: 'ioredis 6.0.0, one minified module, as the layer bundled it before (redis-errors without node:assert)',
     imports: [ioredis],
     bytes: size(ioredis),
   };
@@ -205,6 +229,28 @@ export async function clientAlternatives(dir: string, runs: number): Promise<Alt
         .reduce((a, b) => a + b, 0),
     },
     await withCompileCache(oneModule, dir),
+    {
+      name: 'ioredis 6.0.0, one minified module, its command table added in dictionary mode (no code cache)',
+      imports: [ioredisDictionary],
+      bytes: size(ioredisDictionary),
+    },
+    {
+      name: 'ioredis 6.0.0 as the layer ships it: one CommonJS bundle run with its V8 code cache (vendor/ioredis.mjs)',
+      imports: [vendor],
+      bytes: vendorBytes,
+    },
+    {
+      name: "the same under Lambda's V8 flags (its own cache: config/lambda-runtime.ts)",
+      imports: [vendor],
+      bytes: vendorBytes,
+      nodeArgs: lambdaV8Flags(),
+    },
+    {
+      name: 'the same with its code cache off (RATE_LIMIT_CODE_CACHE=off: what a rejected cache costs)',
+      imports: [vendor],
+      bytes: vendorBytes,
+      env: { RATE_LIMIT_CODE_CACHE: 'off' },
+    },
     { name: 'iovalkey 0.4.0, one minified module', imports: [iovalkey], bytes: size(iovalkey) },
     { name: '@redis/client 6.3.1, one minified module', imports: [nodeRedis], bytes: size(nodeRedis) },
     {

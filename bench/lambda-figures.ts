@@ -18,9 +18,8 @@ import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { promisify } from 'node:util';
-import { build } from 'esbuild';
 import { buildAll } from '../scripts/build.ts';
-import { assertForRedisErrors, builtinsByRequire, bundleLayer, LAYER_PACKAGE } from '../scripts/bundle.ts';
+import { bundleLayer, IOREDIS_VENDOR, LAYER_PACKAGE } from '../scripts/bundle.ts';
 import { lambdaNodeArgs, layOutLikeLambda } from '../scripts/lambda-layout.ts';
 import {
   type AlternativeFigures,
@@ -56,7 +55,12 @@ function timing(times: number[]): Timing {
   };
 }
 
-async function coldImportMs(files: readonly string[], runs: number, nodePath: string): Promise<Timing> {
+async function coldImportMs(
+  files: readonly string[],
+  runs: number,
+  nodePath: string,
+  env: Readonly<Record<string, string>> = {},
+): Promise<Timing> {
   const imports = files.map((file) => `await import(${JSON.stringify(pathToFileURL(file).href)});`).join(' ');
   const times: number[] = [];
   for (let i = 0; i < runs; i++) {
@@ -68,14 +72,14 @@ async function coldImportMs(files: readonly string[], runs: number, nodePath: st
         '-e',
         `const t = performance.now(); ${imports} console.log(performance.now() - t); process.exit(0);`,
       ],
-      { env: { ...process.env, NODE_PATH: nodePath } },
+      { env: { ...process.env, ...env, NODE_PATH: nodePath } },
     );
     times.push(Number(stdout.trim()));
   }
   return timing(times);
 }
 
-/** Bytes of the modules a cold start loads from `files`: each file, its relative chunks and the layer modules it imports. */
+/** Bytes of the modules a cold start loads from `files`: each file, its relative chunks, the layer modules it imports and the layer's ioredis. */
 function loadedBytes(files: readonly string[], layerDir: string, seen = new Set<string>()): number {
   let bytes = 0;
   for (const file of files) {
@@ -83,10 +87,13 @@ function loadedBytes(files: readonly string[], layerDir: string, seen = new Set<
     seen.add(file);
     const text = readFileSync(file, 'utf8');
     bytes += statSync(file).size;
+    // the layer's ioredis module reads its CommonJS bundle (its code cache not counted)
+    if (file === join(layerDir, IOREDIS_VENDOR.module)) bytes += statSync(join(layerDir, IOREDIS_VENDOR.bundle)).size;
     for (const match of text.matchAll(/(?:from|import)\s*["']([^"']+)["']/g)) {
       const specifier = match[1] as string;
       if (specifier.startsWith('./') || specifier.startsWith('../'))
         bytes += loadedBytes([join(dirname(file), specifier)], layerDir, seen);
+      else if (specifier === '#ioredis') bytes += loadedBytes([join(layerDir, IOREDIS_VENDOR.module)], layerDir, seen);
       else if (specifier === LAYER_PACKAGE || specifier.startsWith(`${LAYER_PACKAGE}/`)) {
         const entry = specifier === LAYER_PACKAGE ? 'index' : specifier.slice(LAYER_PACKAGE.length + 1);
         bytes += loadedBytes([join(layerDir, `${entry}.mjs`)], layerDir, seen);
@@ -94,26 +101,6 @@ function loadedBytes(files: readonly string[], layerDir: string, seen = new Set<
     }
   }
   return bytes;
-}
-
-/** ioredis bundled alone, as the layer bundles it: what the Redis client costs by itself. */
-async function ioredisAlone(dir: string): Promise<string> {
-  const entry = join(dir, 'ioredis-entry.mjs');
-  writeFileSync(entry, "export { default } from 'ioredis';\n");
-  const outfile = join(dir, 'ioredis.mjs');
-  await build({
-    entryPoints: [entry],
-    outfile,
-    bundle: true,
-    platform: 'node',
-    format: 'esm',
-    minify: true,
-    nodePaths: [new URL('../node_modules', import.meta.url).pathname],
-    banner: { js: "import { createRequire as __cr } from 'node:module'; const require = __cr(import.meta.url);" },
-    plugins: [builtinsByRequire, assertForRedisErrors],
-    logLevel: 'error',
-  });
-  return outfile;
 }
 
 /**
@@ -151,6 +138,8 @@ async function layerOwnPart(runs: number): Promise<BundleFigures> {
   }
 }
 
+const OFF = { RATE_LIMIT_CODE_CACHE: 'off' };
+
 export async function bundleFigures(runs = 9): Promise<BundleFigures[]> {
   const out = mkdtempSync(join(tmpdir(), 'rl-bundles-'));
   const built = await buildAll(out);
@@ -158,11 +147,11 @@ export async function bundleFigures(runs = 9): Promise<BundleFigures[]> {
   const { layer } = built;
   const layerDir = dirname(layer.index as string);
   const figures: BundleFigures[] = [];
-  const measure = async (name: string, files: string[]) =>
+  const measure = async (name: string, files: string[], env: Record<string, string> = {}) =>
     figures.push({
       name,
       bytes: loadedBytes(files, layerDir),
-      ...(await coldImportMs(files, runs, lambda.nodePath)),
+      ...(await coldImportMs(files, runs, lambda.nodePath, env)),
     });
   for (const [entry, file] of Object.entries(layer)) {
     const name = entry === 'index' ? LAYER_PACKAGE : `${LAYER_PACKAGE}/${entry}`;
@@ -171,12 +160,17 @@ export async function bundleFigures(runs = 9): Promise<BundleFigures[]> {
       [file],
     );
   }
-  await measure('layer: limiter + middleware + config (what every HTTP function loads)', [
-    layer.index as string,
-    layer.middleware as string,
-    layer.config as string,
-  ]);
-  await measure('ioredis alone (bundled as in the layer)', [await ioredisAlone(out)]);
+  const part = [layer.index as string, layer.middleware as string, layer.config as string];
+  await measure('layer: limiter + middleware + config (what every HTTP function loads)', part);
+  // What the part costs when its code cache is not used (another Node than the build's, other V8 flags).
+  await measure('layer without its code cache: limiter + middleware + config (RATE_LIMIT_CODE_CACHE=off)', part, OFF);
+  const vendor = join(dirname(layer.index as string), IOREDIS_VENDOR.module);
+  await measure("ioredis alone (the layer's vendor/ioredis.mjs, with its code cache)", [vendor]);
+  await measure(
+    "ioredis alone without the code cache (the layer's vendor/ioredis.mjs, RATE_LIMIT_CODE_CACHE=off)",
+    [vendor],
+    OFF,
+  );
   figures.push(await layerOwnPart(runs));
   for (const [route, file] of Object.entries(lambda.handlers)) await measure(`function: ${route} (+ layer)`, [file]);
   // What the first use then loads (not the cold start): the admin's first command, the LLM's first admitted call.
@@ -202,23 +196,25 @@ export function figuresTable(figures: readonly BundleFigures[], runs: number): s
 }
 
 /**
- * The cold start's split: what every HTTP function's layer part costs, the
- * Redis client's share of it (ioredis bundled alone: its module evaluation
- * and the Node built-ins it loads), the layer's own part (measured with
- * ioredis loaded first; the difference of the first two is noisier), and the
- * slowest function bundle.
+ * The cold start's split: what every HTTP function's layer part costs (with
+ * the code cache, and without: what a rejected cache costs), the Redis
+ * client's share of it (the layer's ioredis alone: its module evaluation and
+ * the Node built-ins it loads), the layer's own part (measured with ioredis
+ * loaded first; the difference of the first two is noisier), and the slowest
+ * function bundle.
  */
 export function coldStartSplit(figures: readonly BundleFigures[]) {
   const cold = (prefix: string) => figures.find((f) => f.name.startsWith(prefix))?.coldImportMs ?? Number.NaN;
   const layerMs = cold('layer: limiter + middleware + config');
-  const redisClientMs = cold('ioredis alone');
+  const layerWithoutCacheMs = cold('layer without its code cache');
+  const redisClientMs = cold('ioredis alone (');
   const layerOwnMs = cold("layer's own part");
   const functions = figures.filter((f) => f.name.startsWith('function:'));
   const slowest = functions.reduce((a, b) => (b.coldImportMs > a.coldImportMs ? b : a));
-  return { layerMs, redisClientMs, layerOwnMs, slowest };
+  return { layerMs, layerWithoutCacheMs, redisClientMs, layerOwnMs, slowest };
 }
 
-/** The alternatives of bench/cold-alternatives.ts, and the layer's part with Node's compile cache beside it without. */
+/** The alternatives of bench/cold-alternatives.ts, and the layer's part with and without its code cache, and with Node's compile cache on top. */
 export async function alternativeFigures(runs: number): Promise<AlternativeFigures[]> {
   const cache = new URL('../node_modules/.cache/', import.meta.url).pathname;
   mkdirSync(cache, { recursive: true });
@@ -226,12 +222,20 @@ export async function alternativeFigures(runs: number): Promise<AlternativeFigur
   try {
     const layer = await bundleLayer(join(dir, 'layer'));
     const part: Variant = {
-      name: 'layer: limiter + middleware + config (as built)',
+      name: 'layer: limiter + middleware + config (as built: ioredis with its code cache)',
       imports: [layer.index, layer.middleware, layer.config],
       bytes: loadedBytes([layer.index, layer.middleware, layer.config], dirname(layer.index)),
     };
-    const layerRows = await measureVariants([part, await withCompileCache(part, dir)], runs);
-    return [...(await clientAlternatives(dir, runs)), ...layerRows];
+    const withoutCache: Variant = {
+      ...part,
+      name: 'layer: limiter + middleware + config, its code cache off (RATE_LIMIT_CODE_CACHE=off)',
+      env: { RATE_LIMIT_CODE_CACHE: 'off' },
+    };
+    const layerRows = await measureVariants(
+      [part, withoutCache, await withCompileCache(withoutCache, dir), await withCompileCache(part, dir)],
+      runs,
+    );
+    return [...(await clientAlternatives(dir, runs, join(dirname(layer.index), IOREDIS_VENDOR.module))), ...layerRows];
   } finally {
     rmSync(dir, { recursive: true, force: true });
   }
@@ -240,8 +244,8 @@ export async function alternativeFigures(runs: number): Promise<AlternativeFigur
 if (import.meta.url === pathToFileURL(process.argv[1] ?? '').href) {
   const runs = Number(process.env.BENCH_COLD_RUNS ?? 9);
   const figures = await bundleFigures(runs);
-  const { layerMs, redisClientMs, layerOwnMs, slowest } = coldStartSplit(figures);
-  const summary = `layer part ${layerMs.toFixed(1)} ms; ioredis alone ${redisClientMs.toFixed(1)} ms (${((100 * redisClientMs) / layerMs).toFixed(0)} %); the layer's own part ${layerOwnMs.toFixed(1)} ms; slowest ${slowest.name} ${slowest.coldImportMs.toFixed(1)} ms`;
+  const { layerMs, layerWithoutCacheMs, redisClientMs, layerOwnMs, slowest } = coldStartSplit(figures);
+  const summary = `layer part ${layerMs.toFixed(1)} ms (without its code cache ${layerWithoutCacheMs.toFixed(1)} ms); ioredis alone ${redisClientMs.toFixed(1)} ms (${((100 * redisClientMs) / layerMs).toFixed(0)} %); the layer's own part ${layerOwnMs.toFixed(1)} ms; slowest ${slowest.name} ${slowest.coldImportMs.toFixed(1)} ms`;
   const alternatives = await alternativeFigures(runs);
   const stamp = new Date().toISOString().replace(/:/g, '-').slice(0, 19);
   const lines = [

@@ -209,12 +209,13 @@ try {
     // the webhooks' grouped check: two sliding windows (workspace + channel, bot + chat)
     admitted("two windows (a Slack or Telegram event): script time vs one window's", twoWindows, window, 1.5);
   }
-  const { layerMs, redisClientMs, layerOwnMs, slowest } = coldStartSplit(results.bundles);
+  const { layerMs, layerWithoutCacheMs, redisClientMs, layerOwnMs, slowest } = coldStartSplit(results.bundles);
   bar(
     'both',
     "cold start: the layer's part of an HTTP function, Redis client included ≤ 40 ms",
-    `${layerMs.toFixed(1)} ms (ioredis alone ${redisClientMs.toFixed(1)} ms, ${((100 * redisClientMs) / layerMs).toFixed(0)} %; the layer's own ${layerOwnMs.toFixed(1)} ms)`,
-    layerMs <= 40,
+    // Judged without the code cache: it is made by the build's Node on the build's architecture, which Lambda's is not unless the layer is built on arm64 with the runtime's Node (docs/deploy.md, "Cold start").
+    `${layerWithoutCacheMs.toFixed(1)} ms without its code cache (what Lambda loads unless built on its Node and arch), ${layerMs.toFixed(1)} ms with it (ioredis alone ${redisClientMs.toFixed(1)} ms with it; the layer's own ${layerOwnMs.toFixed(1)} ms)`,
+    layerWithoutCacheMs <= 40,
   );
   bar(
     'both',

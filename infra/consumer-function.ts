@@ -15,6 +15,7 @@ import {
 } from 'aws-cdk-lib/aws-lambda';
 import { LogGroup, RetentionDays } from 'aws-cdk-lib/aws-logs';
 import type { Construct } from 'constructs';
+import { FUNCTION_MEMORY_MB } from '../config/lambda-runtime.ts';
 import type { TracingMode } from './stage-hygiene.ts';
 import { lambdaTracing } from './tracing.ts';
 
@@ -32,7 +33,8 @@ export function consumerFunctionBase(
     handler: 'handler.handler',
     code: Code.fromAsset(join(options.dist, 'functions', id)),
     layers: [options.layer],
-    memorySize: 512,
+    // the layer's V8 code cache is made for this memory's heap flags (config/lambda-runtime.ts)
+    memorySize: FUNCTION_MEMORY_MB,
     // the stage's switch (infra/tracing.ts): off, or following the API's sampled decision
     tracing: lambdaTracing(options.tracing),
     logGroup: new LogGroup(scope, `Logs-${id}`, { retention: RetentionDays.ONE_MONTH }),

@@ -2,9 +2,12 @@
  * esbuild bundles for Lambda (nodejs24.x, ESM): the shared layer, with its Lua
  * inlined, and the consumer functions, which take the layer as external.
  */
+import { execFile } from 'node:child_process';
 import { readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join, relative } from 'node:path';
+import { promisify } from 'node:util';
 import { build, type Plugin } from 'esbuild';
+import { lambdaV8Flags } from '../config/lambda-runtime.ts';
 
 const ROOT = new URL('..', import.meta.url).pathname;
 const LUA_DIR = join(ROOT, 'lua');
@@ -84,6 +87,34 @@ module.exports = assert;`,
   },
 };
 
+/**
+ * ioredis adds its ~600 command methods (each command and its Buffer form) to
+ * Commander.prototype one by one at import. V8 keeps an object used as a
+ * prototype in fast mode and copies its descriptors on each added property, so
+ * that loop is quadratic: 17-21 ms of ioredis's ~50 ms import here (timed in
+ * the bundle). A property added and deleted first puts the prototype in
+ * dictionary mode, where each add is constant time (the loop then takes
+ * 1-7 ms); the methods, their names and the prototype they are own properties
+ * of are unchanged. Fails the build if ioredis's loop is no longer there.
+ */
+export const commandTableInDictionaryMode: Plugin = {
+  name: 'command-table-in-dictionary-mode',
+  setup(b) {
+    b.onLoad({ filter: /node_modules\/ioredis\/built\/utils\/Commander\.js$/ }, (args) => {
+      const source = readFileSync(args.path, 'utf8');
+      const loop = 'commands.forEach(function (commandName) {';
+      if (!source.includes(loop)) throw new Error(`ioredis's command loop not found in ${args.path}`);
+      return {
+        loader: 'js',
+        contents: source.replace(
+          loop,
+          `Commander.prototype.__dictionaryMode = 0;\ndelete Commander.prototype.__dictionaryMode;\n${loop}`,
+        ),
+      };
+    });
+  },
+};
+
 const common = {
   bundle: true,
   platform: 'node',
@@ -92,10 +123,87 @@ const common = {
   minify: true,
   sourcemap: false,
   legalComments: 'none',
-  plugins: [builtinsByRequire, assertForRedisErrors] as Plugin[],
+  plugins: [builtinsByRequire, assertForRedisErrors, commandTableInDictionaryMode] as Plugin[],
   // ESM output still meets CommonJS dependencies (ioredis): give them require.
   banner: { js: "import { createRequire as __cr } from 'node:module'; const require = __cr(import.meta.url);" },
 } as const;
+
+/**
+ * The layer's ioredis, inside its package: one CommonJS bundle, the V8 code
+ * caches made for it at build, and the ES module the layer imports it through
+ * (the package's private import `#ioredis`, so no public subpath).
+ */
+export const IOREDIS_VENDOR = { bundle: 'vendor/ioredis.cjs', module: 'vendor/ioredis.mjs' } as const;
+
+/** The layer's `import … from 'ioredis'` taken to the package's own `#ioredis` (vendor/ioredis.mjs). */
+export const ioredisFromVendor: Plugin = {
+  name: 'ioredis-from-vendor',
+  setup(b) {
+    b.onResolve({ filter: /^ioredis$/ }, () => ({ path: '#ioredis', external: true }));
+  },
+};
+
+/**
+ * What vendor/ioredis.mjs does at import: runs the bundle with the code cache
+ * for this process's V8 flags (layer/src/redis/code-cache.ts). In Lambda, a
+ * cache not used is said once in the init's log (INFO when its stamp names
+ * another Node, architecture or flags, WARN if V8 refused a matching one): it
+ * then costs the compile it would have saved, nothing more.
+ * RATE_LIMIT_CODE_CACHE=off runs without it.
+ */
+const IOREDIS_MODULE = `import { fileURLToPath } from 'node:url';
+import { runWithCodeCache } from './code-cache.ts';
+const loaded = runWithCodeCache(fileURLToPath(new URL('./ioredis.cjs', import.meta.url)), {
+  off: process.env.RATE_LIMIT_CODE_CACHE === 'off',
+});
+if (process.env.AWS_LAMBDA_FUNCTION_NAME && loaded.outcome !== 'accepted' && loaded.outcome !== 'off')
+  console.log(JSON.stringify({ level: loaded.outcome === 'rejected' ? 'WARN' : 'INFO', message: "the layer's ioredis code cache was not used", outcome: loaded.outcome, node: process.version, arch: process.arch, execArgv: process.execArgv }));
+export const codeCache = loaded.outcome;
+export const { Redis, Cluster } = loaded.exports;
+export default loaded.exports.default;
+`;
+
+/**
+ * Runs the bundle once under each V8 flag set its processes start with (none:
+ * local runs, the bench; Lambda's for the functions' memory) and writes the
+ * code cache of each; a constructed client (not connected) compiles the
+ * constructors the init runs.
+ */
+const PRODUCE_CACHE = (
+  file: string,
+) => `import { produceCodeCache } from ${JSON.stringify(join(ROOT, 'layer/src/redis/code-cache.ts'))};
+produceCodeCache(${JSON.stringify(file)}, ({ Redis, Cluster }) => {
+  new Redis({ lazyConnect: true, enableOfflineQueue: false, maxRetriesPerRequest: 0 });
+  new Cluster([{ host: 'localhost', port: 6379 }], { lazyConnect: true, enableOfflineQueue: false });
+});`;
+
+export const CODE_CACHE_FLAG_SETS: readonly (readonly string[])[] = [[], lambdaV8Flags()];
+
+async function bundleIoredis(packageDir: string): Promise<void> {
+  const file = join(packageDir, IOREDIS_VENDOR.bundle);
+  await build({
+    stdin: { contents: "module.exports = require('ioredis');\n", resolveDir: ROOT, loader: 'js' },
+    outfile: file,
+    bundle: true,
+    platform: 'node',
+    target: 'node24',
+    format: 'cjs',
+    minify: true,
+    legalComments: 'none',
+    plugins: [assertForRedisErrors, commandTableInDictionaryMode],
+    logLevel: 'error',
+  });
+  await build({
+    ...common,
+    stdin: { contents: IOREDIS_MODULE, resolveDir: join(ROOT, 'layer/src/redis'), loader: 'js' },
+    outfile: join(packageDir, IOREDIS_VENDOR.module),
+  });
+  // The build's Node makes the caches: V8 takes them only from its own version (the stamp says which).
+  for (const flags of CODE_CACHE_FLAG_SETS)
+    await promisify(execFile)(process.execPath, [...flags, '--input-type=module', '-e', PRODUCE_CACHE(file)], {
+      cwd: ROOT,
+    });
+}
 
 /** The layer's entry points: the root, and the subpaths that keep optional parts out of it. */
 export const LAYER_ENTRIES = {
@@ -131,14 +239,15 @@ export async function bundleLayer(
     chunkNames: 'chunks/[name]-[hash]',
     // The runtime ships the SDK (as for the functions); Powertools and ioredis are the layer's own.
     external: ['@aws-sdk/*', ...alsoExternal],
-    plugins: [inlineLua, ...common.plugins],
+    plugins: [inlineLua, ...(alsoExternal.includes('ioredis') ? [] : [ioredisFromVendor]), ...common.plugins],
   });
+  if (!alsoExternal.includes('ioredis')) await bundleIoredis(packageDir);
   const exports = Object.fromEntries(
     Object.keys(LAYER_ENTRIES).map((name) => [name === 'index' ? '.' : `./${name}`, `./${name}.mjs`]),
   );
   writeFileSync(
     join(packageDir, 'package.json'),
-    `${JSON.stringify({ name: LAYER_PACKAGE, type: 'module', exports }, null, 2)}\n`,
+    `${JSON.stringify({ name: LAYER_PACKAGE, type: 'module', exports, imports: { '#ioredis': `./${IOREDIS_VENDOR.module}` } }, null, 2)}\n`,
   );
   return Object.fromEntries(
     Object.keys(LAYER_ENTRIES).map((name) => [name, join(packageDir, `${name}.mjs`)]),

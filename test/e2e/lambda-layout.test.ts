@@ -2,18 +2,23 @@
  * The built artefacts as Lambda runs them: each function bundle alone in a
  * folder like /var/task, the layer only in a folder like /opt/nodejs/node_modules,
  * reached through NODE_PATH the way Lambda's runtime resolves ES module
- * imports (scripts/lambda-resolve.ts); and the built layer reads no file once
- * its modules are loaded (the Lua and everything else are inlined).
+ * imports (scripts/lambda-resolve.ts); the built layer reads no file once
+ * its modules are loaded (the Lua and everything else are inlined); and it
+ * ships ioredis with the V8 code caches the build made for it, used under the
+ * local and Lambda's V8 flags, while a cold start without them (absent,
+ * rejected) loads and answers all the same.
  */
 import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { cpSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { dirname, join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { pathToFileURL } from 'node:url';
 import { promisify } from 'node:util';
+import { lambdaV8Flags } from '../../config/lambda-runtime.ts';
 import { buildAll } from '../../scripts/build.ts';
+import { IOREDIS_VENDOR, LAYER_PACKAGE } from '../../scripts/bundle.ts';
 import { type LambdaLayout, lambdaNodeArgs, layOutLikeLambda } from '../../scripts/lambda-layout.ts';
 
 const run = promisify(execFile);
@@ -31,13 +36,25 @@ after(() => {
 });
 
 /** Runs `script` (an ES module) in a fresh Node whose only route to the layer is NODE_PATH. */
-async function inLambda(script: string, options: { hooks?: boolean; env?: Record<string, string> } = {}) {
-  const args = [...(options.hooks === false ? [] : lambdaNodeArgs), '--input-type=module', '-e', script];
+async function inLambda(
+  script: string,
+  options: { hooks?: boolean; env?: Record<string, string>; v8Flags?: readonly string[]; nodePath?: string } = {},
+) {
+  const args = [
+    ...(options.v8Flags ?? []),
+    ...(options.hooks === false ? [] : lambdaNodeArgs),
+    '--input-type=module',
+    '-e',
+    script,
+  ];
   const { stdout } = await run(process.execPath, args, {
     cwd: lambda.root,
-    env: { PATH: process.env.PATH ?? '', NODE_PATH: lambda.nodePath, ...options.env },
+    env: { PATH: process.env.PATH ?? '', NODE_PATH: options.nodePath ?? lambda.nodePath, ...options.env },
   });
-  return JSON.parse(stdout.trim().split('\n').at(-1) as string) as Record<string, unknown>;
+  const lines = stdout.trim().split('\n');
+  const result: Record<string, unknown> = JSON.parse(lines.at(-1) as string);
+  result.logged = lines.slice(0, -1);
+  return result;
 }
 
 /** A REST API (v1 proxy) event, as API Gateway sends it. */
@@ -144,9 +161,89 @@ describe('The built functions, laid out as in Lambda', () => {
     for (const read of result.loading as string[]) {
       assert.match(
         read,
-        /\/opt\/nodejs\/node_modules\/@platform\/rate-limit\/.+\.mjs$/,
+        /\/opt\/nodejs\/node_modules\/@platform\/rate-limit\/(.+\.mjs|vendor\/ioredis\.cjs(\.[0-9a-f]{12})?(\.v8cache(\.json)?)?)$/,
         `only the layer's modules: ${read}`,
       );
+    }
+  });
+
+  it("ships ioredis with the code caches the build's Node made, one for the local flags and one for Lambda's, each used", async () => {
+    const vendor = join(lambda.root, 'opt', 'nodejs', 'node_modules', LAYER_PACKAGE, 'vendor');
+    const files = readdirSync(vendor).sort();
+    assert.deepEqual(
+      files.filter((f) => f.endsWith('.v8cache')).length,
+      2,
+      `a cache for no V8 flags and for Lambda's: ${files.join(', ')}`,
+    );
+    for (const stamp of files.filter((f) => f.endsWith('.v8cache.json'))) {
+      const { node } = JSON.parse(readFileSync(join(vendor, stamp), 'utf8')) as { node: string };
+      assert.equal(node, process.version, 'made by the Node that built the layer');
+    }
+    // The vendor module is the package's private import (#ioredis): the probe imports its file.
+    const probe = `const { codeCache, Redis, Cluster } = await import(${JSON.stringify(pathToFileURL(join(dirname(vendor), IOREDIS_VENDOR.module)).href)});
+       console.log(JSON.stringify({ codeCache, client: typeof Redis, cluster: typeof Cluster }));`;
+    for (const v8Flags of [[], lambdaV8Flags()]) {
+      const result = await inLambda(probe, { v8Flags });
+      assert.deepEqual(
+        { codeCache: result.codeCache, client: result.client, cluster: result.cluster },
+        { codeCache: 'accepted', client: 'function', cluster: 'function' },
+        `under ${v8Flags.join(' ') || 'no V8 flags'}`,
+      );
+    }
+  });
+
+  it('loads and answers from Redis when the cache is absent or V8 rejects it, and says so once in Lambda', async () => {
+    const root = mkdtempSync(join(tmpdir(), 'rl-opt-'));
+    try {
+      const modules = join(root, 'nodejs', 'node_modules');
+      cpSync(join(lambda.root, 'opt', 'nodejs', 'node_modules'), modules, { recursive: true });
+      const vendor = join(modules, LAYER_PACKAGE, 'vendor');
+      const nodePath = [modules, ...lambda.nodePath.split(':').slice(1)].join(':');
+      const check = `const { codeCache } = await import(${JSON.stringify(pathToFileURL(join(vendor, 'ioredis.mjs')).href)});
+         const { createLimiter, createRedisClient } = await import('@platform/rate-limit');
+         const { createPolicyStore } = await import('@platform/rate-limit/config');
+         const policies = createPolicyStore({
+           defaults: { probe: { strategy: 'tokenBucket', capacity: 1, refill: { tokens: 1, every: '1 h' }, failureMode: 'closed', timeBudget: '2 s' } },
+           source: { fetchAll: async () => ({}) },
+           prefix: '/probe',
+         });
+         const redis = createRedisClient({ url: process.env.REDIS_URL });
+         const limiter = createLimiter({ redis, policies });
+         const key = 'no-cache-' + process.pid + '-' + Math.random();
+         const outcomes = [(await limiter.check({ policy: 'probe', key })).outcome, (await limiter.check({ policy: 'probe', key })).outcome];
+         redis.disconnect();
+         console.log(JSON.stringify({ codeCache, outcomes }));`;
+      const env = { REDIS_URL: process.env.REDIS_URL as string, AWS_LAMBDA_FUNCTION_NAME: 'probe' };
+      // Rejected: the bytes are not a cache V8 made (as another V8 build's would be refused).
+      for (const cache of readdirSync(vendor).filter((f) => f.endsWith('.v8cache')))
+        writeFileSync(join(vendor, cache), Buffer.alloc(readFileSync(join(vendor, cache)).length, 1));
+      const rejected = await inLambda(check, { env, nodePath, v8Flags: lambdaV8Flags() });
+      assert.deepEqual(
+        { codeCache: rejected.codeCache, outcomes: rejected.outcomes },
+        {
+          codeCache: 'rejected',
+          outcomes: ['allowed', 'limited'],
+        },
+      );
+      assert.deepEqual(
+        (rejected.logged as string[])
+          .filter((l) => l.includes('code cache was not used'))
+          .map((l) => JSON.parse(l).level),
+        ['WARN'],
+        'said once, in the init log',
+      );
+      // Absent: no cache at all (a layer built without, or other V8 flags than any the build made one for).
+      for (const file of readdirSync(vendor).filter((f) => /\.v8cache(\.json)?$/.test(f))) rmSync(join(vendor, file));
+      const absent = await inLambda(check, { env, nodePath });
+      assert.deepEqual(
+        { codeCache: absent.codeCache, outcomes: absent.outcomes },
+        {
+          codeCache: 'absent',
+          outcomes: ['allowed', 'limited'],
+        },
+      );
+    } finally {
+      rmSync(root, { recursive: true, force: true });
     }
   });
 });

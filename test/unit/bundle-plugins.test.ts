@@ -10,7 +10,7 @@ import { join } from 'node:path';
 import { describe, it } from 'node:test';
 import { pathToFileURL } from 'node:url';
 import { build } from 'esbuild';
-import { assertForRedisErrors, builtinsByRequire } from '../../scripts/bundle.ts';
+import { assertForRedisErrors, builtinsByRequire, commandTableInDictionaryMode } from '../../scripts/bundle.ts';
 
 const NODE_MODULES = new URL('../../node_modules/', import.meta.url).pathname;
 const BANNER = "import { createRequire as __cr } from 'node:module'; const require = __cr(import.meta.url);";
@@ -30,7 +30,7 @@ async function bundled(source: string): Promise<{ text: string; file: string; di
     format: 'esm',
     banner: { js: BANNER },
     nodePaths: [NODE_MODULES],
-    plugins: [builtinsByRequire, assertForRedisErrors],
+    plugins: [builtinsByRequire, assertForRedisErrors, commandTableInDictionaryMode],
     write: true,
     metafile: true,
     logLevel: 'error',
@@ -73,5 +73,27 @@ describe('Plugin: assertForRedisErrors', () => {
     assert.throws(() => new ParserError('bad reply', undefined, 3), /assertion failed/);
     assert.throws(() => new ParserError('bad reply', Buffer.from('x'), '3'), /assertion failed/);
     assert.equal(new ReplyError('ERR x').message, 'ERR x');
+  });
+});
+
+describe('Plugin: commandTableInDictionaryMode', () => {
+  it("bundles ioredis with its command methods still own properties of the commander's prototype, each sending its command", async (t) => {
+    const out = await bundled("export { Redis, Cluster } from 'ioredis';\n");
+    t.after(out.dispose);
+    assert.match(out.text, /__dictionaryMode/);
+    const { Redis, Cluster } = (await import(pathToFileURL(out.file).href)) as {
+      Redis: new (options: object) => Record<string, unknown>;
+      Cluster: new (nodes: object[], options: object) => Record<string, unknown>;
+    };
+    const redis = new Redis({ lazyConnect: true, enableOfflineQueue: false });
+    const commander = Object.getPrototypeOf(Object.getPrototypeOf(redis)) as object;
+    for (const name of ['get', 'getBuffer', 'evalsha', 'evalshaBuffer', 'script', 'cluster', 'call'])
+      assert.ok(Object.hasOwn(commander, name), `${name} is an own method of the commander's prototype`);
+    assert.ok(!Object.hasOwn(commander, '__dictionaryMode'), 'the marker property is gone');
+    assert.equal(typeof new Cluster([{ host: '127.0.0.1', port: 1 }], { lazyConnect: true }).evalsha, 'function');
+    // What a command method hands the connection (taken here, so nothing connects): the command and its arguments.
+    redis.sendCommand = (command: unknown) => command;
+    const sent = (redis.evalsha as (...args: unknown[]) => { name: string; args: unknown[] })('abc', 1, 'k');
+    assert.deepEqual({ name: sent.name, args: sent.args }, { name: 'evalsha', args: ['abc', '1', 'k'] });
   });
 });

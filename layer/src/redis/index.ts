@@ -1,8 +1,9 @@
 /**
  * `@platform/rate-limit/redis`: the Redis client the limiter runs on: the
  * connection (ioredis, tuned for a Lambda's budget), credentials from a
- * secret, the hard deadline of one operation, and what the layer needs of
- * Redis for an ACL user (its key prefix and commands).
+ * secret, the hard deadline of one operation, what the layer needs of
+ * Redis for an ACL user (its key prefix and commands), and the V8 code cache
+ * the built layer runs its ioredis with (made by scripts/bundle.ts).
  */
 export { guardedRedis, RedisAccess } from './access.ts';
 export {
@@ -17,6 +18,14 @@ export {
   useRedisCredentials,
 } from './auth.ts';
 export { AWS_CLIENT_OPTIONS } from './aws-clients.ts';
+export {
+  type CodeCacheOutcome,
+  type CodeCacheStamp,
+  cacheFileOf,
+  produceCodeCache,
+  runWithCodeCache,
+  v8FlagsOf,
+} from './code-cache.ts';
 export {
   createRedisClient,
   ioredisConnection,
