@@ -4,7 +4,8 @@
  * 1): a token bucket in its own script, groups of 2 and 3 buckets in that
  * script, the same through
  * lua/check.lua's generic loop, the mixed shapes only check.lua decides, and
- * a flat two-bucket script with the same reply (bench/reference/, the floor);
+ * a flat two-bucket script with the same reply (bench/reference/, the floor)
+ * and one with both buckets in one key (what a layout change could reach);
  * one and two sliding windows in their own script and through check.lua, two
  * with a webhook's once-only claim (a new event each check).
  * Per shape: Redis CPU per check (INFO cpu, user + sys of the main thread,
@@ -64,6 +65,12 @@ function flatTwo(scope: string): { source: string; keys: string[]; args: string[
   return { source: FLAT, keys: [a.counter, b.counter], args };
 }
 
+const ONE_KEY = readFileSync(new URL('./reference/two_buckets_one_key.lua', import.meta.url), 'utf8');
+/** Two buckets in one key (bench/reference/two_buckets_one_key.lua): what a layout change could reach; the flat floor's ARGV. */
+function oneKeyTwo(scope: string): { source: string; keys: string[]; args: string[] } {
+  return { ...flatTwo(scope), source: ONE_KEY, keys: [`rl:{g:${scope}}:ab:${scope}`] };
+}
+
 const REFERENCE_BUCKET = readFileSync(new URL('./reference/token_bucket.lua', import.meta.url), 'utf8');
 const REFERENCE_LOG = readFileSync(new URL('./reference/zset_log.lua', import.meta.url), 'utf8');
 let member = 0;
@@ -119,6 +126,7 @@ export const SHAPES = {
   two: { name: '2 token buckets, their own script', call: own('a', 'b') },
   three: { name: '3 token buckets, their own script', call: own('a', 'b', 'd') },
   floor: { name: '2 token buckets, flat reference script (the floor)', call: flatTwo },
+  oneKey: { name: '2 token buckets in one key, flat reference script (a layout change)', call: oneKeyTwo },
   oneGeneric: { name: 'token bucket, through check.lua', call: generic('a') },
   twoGeneric: { name: '2 token buckets, through check.lua', call: generic('a', 'b') },
   bucketQuota: { name: 'token bucket + monthly quota, through check.lua', call: own('a', 'q') },
