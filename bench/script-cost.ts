@@ -71,6 +71,14 @@ function oneKeyTwo(scope: string): { source: string; keys: string[]; args: strin
   return { ...flatTwo(scope), source: ONE_KEY, keys: [`rl:{g:${scope}}:ab:${scope}`] };
 }
 
+const WINDOW_COMMANDS = readFileSync(new URL('./reference/window_commands.lua', import.meta.url), 'utf8');
+/** A steady window admit's commands alone, for one window or two (bench/reference/window_commands.lua). */
+const windowCommands = (count: 1 | 2) => (scope: string) => ({
+  source: WINDOW_COMMANDS,
+  keys: [`rl:{g:${scope}}:c:${scope}`, `rl:{g:${scope}}:e:${scope}`].slice(0, count),
+  args: [String(count)],
+});
+
 const REFERENCE_BUCKET = readFileSync(new URL('./reference/token_bucket.lua', import.meta.url), 'utf8');
 const REFERENCE_LOG = readFileSync(new URL('./reference/zset_log.lua', import.meta.url), 'utf8');
 let member = 0;
@@ -134,6 +142,8 @@ export const SHAPES = {
   window: { name: 'sliding window, its own script', call: own('c') },
   windowGeneric: { name: 'sliding window, through check.lua', call: generic('c') },
   twoWindows: { name: '2 sliding windows, their own script', call: own('c', 'e') },
+  windowCommands: { name: "a window admit's commands alone (reference, no logic)", call: windowCommands(1) },
+  twoWindowCommands: { name: "2 windows' admit commands alone (reference, no logic)", call: windowCommands(2) },
   twoWindowsGeneric: { name: '2 sliding windows, through check.lua', call: generic('c', 'e') },
   twoWindowsClaim: {
     name: '2 sliding windows + once-only claim (a Slack or Telegram event), their own script',
