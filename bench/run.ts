@@ -130,7 +130,7 @@ try {
   results.middlewareOverheadUs = await middlewareOverhead(server.url);
   results.grouped = await measureShapes(
     plain,
-    ['one', 'referenceBucket', 'two', 'three', 'floor', 'window', 'referenceLog', 'twoWindows'],
+    ['one', 'referenceBucket', 'two', 'three', 'floor', 'window', 'referenceLog', 'twoWindows', 'twoWindowsClaim'],
     GROUPED_CHECKS,
     GROUPED_ROUNDS,
   );
@@ -189,10 +189,8 @@ try {
   // script time on the admit path (bench/script-cost.ts, 1 connection × 128, every check admitted):
   // each ratio is the median of the rounds' own ratios (costRatio)
   for (const [scenario, byShape] of Object.entries(results.grouped)) {
-    const { one, referenceBucket, two, three, floor, window, referenceLog, twoWindows } = byShape as Record<
-      ShapeId,
-      ShapeCost
-    >;
+    const { one, referenceBucket, two, three, floor, window, referenceLog, twoWindows, twoWindowsClaim } =
+      byShape as Record<ShapeId, ShapeCost>;
     const script = (shape: ShapeCost, base: ShapeCost) => costRatio(shape, base, 'scriptUs');
     const cpu = (shape: ShapeCost, base: ShapeCost) => costRatio(shape, base, 'cpuUs').toFixed(2);
     const admitted = (text: string, shape: ShapeCost, base: ShapeCost, max: number, extra = '') =>
@@ -208,6 +206,8 @@ try {
     admitted("three buckets: script time vs one bucket's", three, one, 1.7);
     // the webhooks' grouped check: two sliding windows (workspace + channel, bot + chat)
     admitted("two windows (a Slack or Telegram event): script time vs one window's", twoWindows, window, 1.5);
+    // …and as the webhooks send it, with the event's once-only claim (a GET and a SET more)
+    admitted("two windows + the once-only claim: script time vs one window's", twoWindowsClaim, window, 1.5);
   }
   const { layerMs, layerWithoutCacheMs, redisClientMs, layerOwnMs, slowest } = coldStartSplit(results.bundles);
   bar(

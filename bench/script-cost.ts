@@ -4,7 +4,10 @@
  * 1): a token bucket in its own script, groups of 2 and 3 buckets in that
  * script, the same through
  * lua/check.lua's generic loop, the mixed shapes only check.lua decides, and
- * a flat two-bucket script with the same reply (bench/reference/, the floor).
+ * a flat two-bucket script with the same reply (bench/reference/, the floor)
+ * and one with both buckets in one key (what a layout change could reach);
+ * one and two sliding windows in their own script and through check.lua, two
+ * with a webhook's once-only claim (a new event each check).
  * Per shape: Redis CPU per check (INFO cpu, user + sys of the main thread,
  * over the run: reading, parsing, the script and the reply, what a shard's
  * capacity depends on) and the script time alone (INFO commandstats), as
@@ -17,8 +20,10 @@ import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { compilePolicies } from '@platform/rate-limit';
+import { withClaim } from '@platform/rate-limit/core';
 import {
   checkCall,
+  claimableCheckCall,
   genericCheckCall,
   productionScripts,
   type ResolvedLimit,
@@ -60,6 +65,20 @@ function flatTwo(scope: string): { source: string; keys: string[]; args: string[
   return { source: FLAT, keys: [a.counter, b.counter], args };
 }
 
+const ONE_KEY = readFileSync(new URL('./reference/two_buckets_one_key.lua', import.meta.url), 'utf8');
+/** Two buckets in one key (bench/reference/two_buckets_one_key.lua): what a layout change could reach; the flat floor's ARGV. */
+function oneKeyTwo(scope: string): { source: string; keys: string[]; args: string[] } {
+  return { ...flatTwo(scope), source: ONE_KEY, keys: [`rl:{g:${scope}}:ab:${scope}`] };
+}
+
+const WINDOW_COMMANDS = readFileSync(new URL('./reference/window_commands.lua', import.meta.url), 'utf8');
+/** A steady window admit's commands alone, for one window or two (bench/reference/window_commands.lua). */
+const windowCommands = (count: 1 | 2) => (scope: string) => ({
+  source: WINDOW_COMMANDS,
+  keys: [`rl:{g:${scope}}:c:${scope}`, `rl:{g:${scope}}:e:${scope}`].slice(0, count),
+  args: [String(count)],
+});
+
 const REFERENCE_BUCKET = readFileSync(new URL('./reference/token_bucket.lua', import.meta.url), 'utf8');
 const REFERENCE_LOG = readFileSync(new URL('./reference/zset_log.lua', import.meta.url), 'utf8');
 let member = 0;
@@ -98,6 +117,15 @@ const packedBy =
     );
 const own = packedBy(checkCall);
 const generic = packedBy(genericCheckCall);
+let event = 0;
+/** A webhook event's check: its windows with the once-only claim of a new event (as `enforceOnce` packs it, or through check.lua). */
+const claimed =
+  (through: 'own' | 'generic', ...names: string[]) =>
+  (scope: string) => {
+    const limits = names.map((n) => limit(n, scope));
+    const claim = { key: `rl:{g:${scope}}:once:${event++}`, ttlMs: 60_000 };
+    return production(withClaim((through === 'own' ? claimableCheckCall : genericCheckCall)(limits, true), claim));
+  };
 
 export const SHAPES = {
   one: { name: 'token bucket, its own script', call: own('a') },
@@ -106,13 +134,25 @@ export const SHAPES = {
   two: { name: '2 token buckets, their own script', call: own('a', 'b') },
   three: { name: '3 token buckets, their own script', call: own('a', 'b', 'd') },
   floor: { name: '2 token buckets, flat reference script (the floor)', call: flatTwo },
+  oneKey: { name: '2 token buckets in one key, flat reference script (a layout change)', call: oneKeyTwo },
   oneGeneric: { name: 'token bucket, through check.lua', call: generic('a') },
   twoGeneric: { name: '2 token buckets, through check.lua', call: generic('a', 'b') },
   bucketQuota: { name: 'token bucket + monthly quota, through check.lua', call: own('a', 'q') },
   mixedThree: { name: '3 limits (2 buckets + window), through check.lua', call: own('a', 'b', 'c') },
   window: { name: 'sliding window, its own script', call: own('c') },
   windowGeneric: { name: 'sliding window, through check.lua', call: generic('c') },
-  twoWindows: { name: '2 sliding windows (a Slack or Telegram event), through check.lua', call: own('c', 'e') },
+  twoWindows: { name: '2 sliding windows, their own script', call: own('c', 'e') },
+  windowCommands: { name: "a window admit's commands alone (reference, no logic)", call: windowCommands(1) },
+  twoWindowCommands: { name: "2 windows' admit commands alone (reference, no logic)", call: windowCommands(2) },
+  twoWindowsGeneric: { name: '2 sliding windows, through check.lua', call: generic('c', 'e') },
+  twoWindowsClaim: {
+    name: '2 sliding windows + once-only claim (a Slack or Telegram event), their own script',
+    call: claimed('own', 'c', 'e'),
+  },
+  twoWindowsClaimGeneric: {
+    name: '2 sliding windows + once-only claim, through check.lua',
+    call: claimed('generic', 'c', 'e'),
+  },
 } as const satisfies Record<string, Shape>;
 export type ShapeId = keyof typeof SHAPES;
 
@@ -213,15 +253,18 @@ if (import.meta.url === pathToFileURL(process.argv[1] ?? '').href) {
     ];
     for (const [scenario, byShape] of Object.entries(costs)) {
       const base = byShape.one as ShapeCost;
+      // the windows' bar is against one window: its column when the window was measured
+      const window = byShape.window;
+      const perWindow = (cost: ShapeCost) => (window ? ` ${costRatio(cost, window, 'scriptUs').toFixed(2)} |` : '');
       lines.push(
         `## ${scenario}`,
         '',
-        '| shape | Redis CPU µs/check | × | script µs/call | × |',
-        '|---|---|---|---|---|',
+        `| shape | Redis CPU µs/check | × | script µs/call | × |${window ? ' script × one window |' : ''}`,
+        `|---|---|---|---|---|${window ? '---|' : ''}`,
         ...ids.map((id) => {
           const { cpuUs, scriptUs } = byShape[id] as ShapeCost;
           const cost = byShape[id] as ShapeCost;
-          return `| ${SHAPES[id].name} | ${cpuUs.toFixed(2)} | ${costRatio(cost, base, 'cpuUs').toFixed(2)} | ${scriptUs.toFixed(2)} | ${costRatio(cost, base, 'scriptUs').toFixed(2)} |`;
+          return `| ${SHAPES[id].name} | ${cpuUs.toFixed(2)} | ${costRatio(cost, base, 'cpuUs').toFixed(2)} | ${scriptUs.toFixed(2)} | ${costRatio(cost, base, 'scriptUs').toFixed(2)} |${perWindow(cost)}`;
         }),
         '',
       );

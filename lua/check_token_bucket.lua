@@ -53,7 +53,9 @@ if plain then
     return new_debt
   end
   local values = redis.call('MGET', unpack(KEYS, 1, count))
-  local reply = { 1, 0, 0 }
+  -- two buckets (the common group) get the reply sized at once: a table
+  -- filled entry by entry is rehashed as it grows
+  local reply = count == 2 and { 1, 0, 0, 0, 0, 0, 0, 0, 0 } or { 1, 0, 0 }
   for i = 1, count do
     local at, value = 4 * i - 2, values[i]
     local cost, interval = tonumber(ARGV[at]), tonumber(ARGV[at + 2])
@@ -70,12 +72,16 @@ if plain then
       if reply[1] == 1 or retry_us > reply[3] then reply[1], reply[2], reply[3] = 0, i, retry_us end
     end
   end
+  if reply[1] == 1 and debit then
+    for i = 1, count do
+      local debt_us = reply[3 * i + 2]
+      redis.call('SET', KEYS[i], string.format('%d', now + debt_us), 'PX', key_ttl_ms(math.ceil(debt_us / 1000)))
+    end
+    return reply
+  end
   for i = 1, count do
     local r = 3 * i
-    if reply[1] == 1 and debit then
-      local debt_us = reply[r + 2]
-      redis.call('SET', KEYS[i], string.format('%d', now + debt_us), 'PX', key_ttl_ms(math.ceil(debt_us / 1000)))
-    elseif reply[r + 3] == 0 then
+    if reply[r + 3] == 0 then
       -- nothing was written: an admitted bucket reports what is left as it stands
       local cost, interval = tonumber(ARGV[4 * i - 2]), tonumber(ARGV[4 * i])
       reply[r + 1], reply[r + 2] = reply[r + 1] + cost, reply[r + 2] - cost * interval

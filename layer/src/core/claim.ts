@@ -1,6 +1,6 @@
 /**
  * A once-only claim decided in the same script as a check (lua/check.lua,
- * the ARGV after the records): a sender's event id that a retry or a
+ * or a strategy's own script that `claims`: the ARGV after the records): a sender's event id that a retry or a
  * redelivery must not count again. The caller names the key (its own key
  * family, in the check's hash slot); the layer knows only "a claim key".
  * One round trip instead of two, and no window between the claim and the

@@ -1,5 +1,12 @@
 import { randomUUID } from 'node:crypto';
-import { checkCall, genericCheckCall, parseCheckReply, type ResolvedLimit, type ScriptCall } from '../lua/contract.ts';
+import {
+  checkCall,
+  claimableCheckCall,
+  genericCheckCall,
+  parseCheckReply,
+  type ResolvedLimit,
+  type ScriptCall,
+} from '../lua/contract.ts';
 import { ENTRY_SCRIPTS, type ScriptSet } from '../lua/scripts.ts';
 import { combinedFailureMode, DEFAULT_FAILURE_MODE, type FailureMode } from '../policy/failure-mode.ts';
 import { assertKeyPart, counterKey } from '../policy/keys.ts';
@@ -271,7 +278,7 @@ export class Limiter {
     // a claimed check asks Redis even for a key the cache knows is blocked: a duplicate is not a refusal
     const blocked = claim ? undefined : this.#blocks.refusal(limits);
     if (blocked) return blocked;
-    const call = claim ? withClaim(genericCheckCall(limits, debit), claim) : checkCall(limits, debit);
+    const call = claim ? withClaim(claimableCheckCall(limits, debit), claim) : checkCall(limits, debit);
     const result = await this.#run('check', policies, call, (reply) =>
       claim && isDuplicateReply(reply) ? DUPLICATE : parseCheckReply(policies, reply),
     );

@@ -39,6 +39,18 @@ export function checkCall(limits: readonly ResolvedLimit[], debit: boolean): Scr
   return { script: own.entry, keys, args };
 }
 
+/**
+ * The script call of a check that a once-only claim's record may follow
+ * (core/claim.ts `withClaim` appends it): their own script when it takes the
+ * group and the claim (a webhook's windows), else lua/check.lua's.
+ */
+export function claimableCheckCall(limits: readonly ResolvedLimit[], debit: boolean): ScriptCall {
+  const own = ownScriptOf(limits.map((l) => l.policy));
+  if (!own?.claims) return genericCheckCall(limits, debit);
+  const { keys, args } = own.pack(limits, debit);
+  return { script: own.entry, keys, args };
+}
+
 /** lua/check.lua's call, which decides any limits (a test holds a strategy's own grouped script to it). */
 export function genericCheckCall(limits: readonly ResolvedLimit[], debit: boolean): ScriptCall {
   const keys = limits.map((l) => l.counter);

@@ -9,6 +9,7 @@ export { assembleEntry } from './assembly.ts';
 export {
   checkCall,
   checkReplyLayout,
+  claimableCheckCall,
   genericCheckCall,
   parseCheckReply,
   type ResolvedLimit,

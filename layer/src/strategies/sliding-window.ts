@@ -9,7 +9,6 @@ import {
   commonEntries,
   count,
   duration,
-  flag,
   int,
   isInteger,
   POLICY_BOUNDS,
@@ -62,19 +61,43 @@ export const slidingWindow: StrategyUnit<'slidingWindow', typeof schema, Compile
     return `${config.limit} per ${config.window}`;
   },
 
-  /** lua/check_sliding_window.lua: an admission answers what remains, one integer (the reset is a whole window). */
+  /**
+   * lua/check_sliding_window.lua, for one window or a group of windows, and
+   * a once-only claim with them: no dispatch, no helper on the common paths.
+   * One window admitted answers what remains, one integer (the reset is a
+   * whole window); a refusal { remaining, reset µs, retry µs }; a group
+   * check.lua's reply.
+   */
   ownScript: {
     entry: 'check_sliding_window',
-    grouped: false,
-    pack([limit], debit) {
-      if (!limit) throw new RangeError('check_sliding_window decides one limit');
-      const { policy, counter, cost } = limit;
-      return { keys: [counter], args: [int(cost), int(policy.limit), int(policy.windowUs), flag(debit)] };
+    grouped: true,
+    claims: true,
+    // ±N (negative: a peek), then per window cost, limit, window µs
+    pack(limits, debit) {
+      const keys = limits.map((l) => l.counter);
+      const args = [int(debit ? limits.length : -limits.length)];
+      for (const { policy, cost } of limits) args.push(int(cost), ...windowFields(policy));
+      return { keys, args };
     },
     layout(policy, reply) {
       if (isInteger(reply)) return [1, 0, 0, reply, policy.windowUs, 0];
       return pairOrTriple(reply);
     },
-    example: "'rl:{demo-sw:k}' , 1 5 60000000 1",
+    example: "'rl:{demo-sw:k}' , 1 1 5 60000000",
   },
 };
+
+/**
+ * A window's fields after the cost in its own script: limit, window µs. The
+ * same for every check of a policy: stringified once per compiled policy
+ * (each check's client CPU is billed).
+ */
+const fieldsOf = new WeakMap<CompiledSlidingWindow, readonly string[]>();
+function windowFields(policy: CompiledSlidingWindow): readonly string[] {
+  let fields = fieldsOf.get(policy);
+  if (!fields) {
+    fields = [int(policy.limit), int(policy.windowUs)];
+    fieldsOf.set(policy, fields);
+  }
+  return fields;
+}

@@ -134,6 +134,13 @@ export interface OwnScript<P extends CompiledCommon> {
   readonly entry: string;
   /** It also decides 2..16 limits of this strategy together (all-or-nothing, check.lua's semantics and reply). */
   readonly grouped: boolean;
+  /**
+   * It also takes lua/check.lua's once-only claim record after its own ARGV
+   * (core/claim.ts `withClaim`), with check.lua's semantics: a claim taken
+   * answers { 2 }, nothing counted; set after the counters' writes with an
+   * admission, or a refusal when kept.
+   */
+  readonly claims: boolean;
   /** KEYS and ARGV in the order the entry script binds them. */
   pack(limits: readonly ResolvedLimit<P>[], debit: boolean): { keys: string[]; args: string[] };
   /** A one-limit reply as [allowed, binding, retry µs, remaining, reset µs, retry µs]; undefined for a shape it does not know. */

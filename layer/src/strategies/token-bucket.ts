@@ -207,6 +207,7 @@ export const tokenBucket: StrategyUnit<'tokenBucket', typeof schema, CompiledTok
   ownScript: {
     entry: 'check_token_bucket',
     grouped: true,
+    claims: false,
     // ±N (negative: a peek), then per bucket cost, capacity, interval, keep;
     // the adaptive buckets' rate keys after the buckets, in their order (the
     // script takes keep > 0 as "adaptive": an adaptive keep is longer than 0
