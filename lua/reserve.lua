@@ -7,7 +7,8 @@
 --   already: a retried reserve with the same id debits once); refused
 --   { 0, remaining, reset µs, retry-after µs }; an id already settled or
 --   whose hold lapsed: { 2, remaining, reset µs } and nothing more is held.
--- Complexity: O(log n + k) time (see lib/holds); the first write is SET or ZADD (deny-OOM).
+-- Complexity: O(log n + k) time (see lib/holds); the first write is SET or ZADD, or holds_forget's
+-- SETRANGE gate (deny-OOM): at maxmemory a reservation takes nothing.
 local budget_key = KEYS[1] -- the budget: a token bucket of cost units (its TAT)
 local holds_key = KEYS[2] -- reservation id -> µs its hold lapses
 local amounts_key = KEYS[3] -- reservation id -> units held
@@ -20,7 +21,8 @@ local hold_us = tonumber(ARGV[5]) -- how long the hold lasts unsettled
 local retention_us = tonumber(ARGV[6]) -- how long lapsed holds and settled ids are remembered
 
 local now = now_us()
-holds_forget(holds_key, amounts_key, settled_key, retention_us, now)
+-- the budget's bucket gates the housekeeping at maxmemory: a reservation fails whole there (lib/holds)
+holds_forget(holds_key, amounts_key, settled_key, retention_us, now, budget_key)
 local lapses = tonumber(redis.call('ZSCORE', holds_key, id))
 if lapses or redis.call('ZSCORE', settled_key, id) then
   local remaining, reset_us = holds_standing(budget_key, capacity, interval_us, now)

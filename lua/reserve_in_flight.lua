@@ -6,7 +6,7 @@
 -- fragments: lib/concurrency lib/token_bucket lib/holds
 --
 -- KEYS[1]      the in-flight limit's leases (id -> µs its lease lapses)
--- KEYS[2..5]   the budget's keys: bucket, holds, amounts, settled. All six
+-- KEYS[2..5]   the budget's keys: bucket, holds, amounts, settled. All five
 --              in one hash slot: the two policies share a group.
 -- ARGV[1]      the lease id
 -- ARGV[2]      the in-flight limit
@@ -36,7 +36,8 @@ local hold_us = tonumber(ARGV[8])
 local retention_us = tonumber(ARGV[9])
 
 local now = now_us()
-holds_forget(holds_key, amounts_key, settled_key, retention_us, now)
+-- the budget's bucket (a string) gates the housekeeping at maxmemory: an admission fails whole there
+holds_forget(holds_key, amounts_key, settled_key, retention_us, now, budget_key)
 local slot = cc_check(leases_key, nil, 1, now, in_flight_limit, lease_ttl_us, lease)
 local lapses = tonumber(redis.call('ZSCORE', holds_key, id))
 local held = lapses and lapses > now
@@ -61,9 +62,8 @@ if not (slot.allowed and admitted) then
   return { 0, binding, retry, slot.remaining, slot.reset_us, slot.retry_us, remaining, reset_us, retry_us }
 end
 
--- both admit: the slot, then the hold. The slot's ZADD is deny-OOM and the first write, so at maxmemory
--- neither is taken, unless holds_forget above forgot lapsed ids in this call (its ZREM is a write, after
--- which Redis refuses none of this script's)
+-- both admit: the slot, then the hold. The slot's ZADD is deny-OOM and the first write (or holds_forget's
+-- gate above was, when it forgot lapsed ids), so at maxmemory neither is taken
 cc_apply(slot, now)
 if not held then
   tb_write(budget_key, reset_us, now, nil)

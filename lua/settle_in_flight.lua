@@ -16,7 +16,8 @@
 -- Reply: { outcome, remaining, reset µs, released }: lua/settle.lua's three
 --   (1 settled, 2 late, 3 duplicate, 4 unknown), then 1 when the lease was
 --   held until now, 0 otherwise (released already, or lapsed). Idempotent: a
---   second call answers duplicate and 0, and changes nothing.
+--   second call answers duplicate (unknown once the settled id is
+--   forgotten) and 0, and changes nothing.
 -- Complexity: O(log n + k) (lib/holds) plus O(log limit) for the lease.
 -- No `#!lua` shebang, deliberately (as lua/check.lua): Redis then refuses a
 -- deny-OOM command at maxmemory only while the script has called no write
@@ -25,10 +26,11 @@
 -- maxmemory under noeviction the slot is given back AND the settle is
 -- applied: its writes replace a hold (ZREM, HDEL) by a settled id (ZADD) and
 -- rewrite the bucket's value, about as many bytes as they free, bounded per
--- call (lib/holds). A settle refused at maxmemory (lua/settle.lua alone, the
--- still-running path, when its first write is the bucket's SET) leaves the
--- hold as it was: charged its estimate, lapsing charged unless a later settle
--- trues it up ('late').
+-- call (lib/holds). lua/settle.lua alone (the still-running path) settles at
+-- the estimate, which is what is held: the bucket's value does not change
+-- and its first write is the hold's ZREM, so it too is applied at maxmemory;
+-- a settle alone whose actual cost differs writes the bucket's SET first and
+-- is refused there, its hold left charged (a later settle trues it up, 'late').
 local leases_key = KEYS[1]
 local budget_key, holds_key, amounts_key, settled_key = KEYS[2], KEYS[3], KEYS[4], KEYS[5]
 local lease = ARGV[1]

@@ -54,14 +54,21 @@ end
 
 -- Forgets lapsed holds and settled ids older than the retention, and the
 -- oldest of either past the cap (a forgotten hold stays charged).
-local function holds_forget(holds_key, amounts_key, settled_key, retention_us, now)
-  local ids = holds_to_forget(holds_key, now - retention_us)
-  if #ids > 0 then
-    redis.call('ZREM', holds_key, unpack(ids))
-    redis.call('HDEL', amounts_key, unpack(ids))
+-- `oom_gate` (a string key, or nil): for an admission, which must fail whole at
+-- maxmemory. Redis checks OOM only at a deny-OOM command called before the
+-- script's first write, and forgetting is a write (ZREM, not deny-OOM); so
+-- before forgetting anything an empty SETRANGE on that key goes first: it is
+-- deny-OOM (refused at maxmemory, with nothing written) and otherwise changes
+-- nothing (an empty SETRANGE neither creates a key nor alters one).
+local function holds_forget(holds_key, amounts_key, settled_key, retention_us, now, oom_gate)
+  local holds = holds_to_forget(holds_key, now - retention_us)
+  local settled = holds_to_forget(settled_key, now - retention_us)
+  if oom_gate and (#holds > 0 or #settled > 0) then redis.call('SETRANGE', oom_gate, 0, '') end
+  if #holds > 0 then
+    redis.call('ZREM', holds_key, unpack(holds))
+    redis.call('HDEL', amounts_key, unpack(holds))
   end
-  ids = holds_to_forget(settled_key, now - retention_us)
-  if #ids > 0 then redis.call('ZREM', settled_key, unpack(ids)) end
+  if #settled > 0 then redis.call('ZREM', settled_key, unpack(settled)) end
 end
 
 -- Where the budget stands now: whole units left (below 0 while owed) and its debt in µs.

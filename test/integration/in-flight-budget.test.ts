@@ -358,6 +358,50 @@ describe('an LLM call at maxmemory under noeviction (a private single node)', ()
     );
     assert.deepEqual(await keys(), before, 'no lease, no hold written');
   });
+
+  it('takes nothing at maxmemory even when the call forgets lapsed ids first (their ZREM would be a write before the deny-OOM ZADD)', async (t) => {
+    const server = await startRedis();
+    const redis = createRedisClient({ url: server.url });
+    const admin = createRedisClient({ url: server.url });
+    t.after(async () => {
+      redis.disconnect();
+      admin.disconnect();
+      await server.stop();
+    });
+    await Promise.all([connected(redis), connected(admin)]);
+    const catalogued = catalogue(4, 1000);
+    const limiter = createLimiter({ redis, policies: catalogued, onDegraded: () => {} });
+    const tenant = unique('tenant');
+    const compiled = (name: string) => catalogued.resolve(name) as NonNullable<ReturnType<typeof catalogued.resolve>>;
+    const [budgetKey, holdsKey, , settledKey] = budgetKeys(counterKey(compiled('llm-budget'), tenant, tenant));
+    const take = (id: string) =>
+      limiter.reserveInFlight(
+        { policy: 'llm-in-flight', key: tenant },
+        { policy: 'llm-budget', key: tenant, units: 10, id },
+        { scope: tenant },
+      );
+    assert.equal((await take(unique('call'))).outcome, 'allowed');
+    // an id settled long ago (score 0 µs): past the retention, so the next call forgets it
+    await admin.zadd(settledKey as string, 0, 'settled-long-ago');
+    const before = await admin.zrange(holdsKey as string, '0', '-1');
+    // Act
+    await admin.config('SET', 'maxmemory', '1');
+    const reserved = await take(unique('call'));
+    const alone = await limiter.reserve('llm-budget', tenant, 10, { scope: tenant, id: unique('call') });
+    await admin.config('SET', 'maxmemory', '0');
+    // Assess
+    assert.deepEqual(
+      [reserved.outcome, reserved.outcome === 'degraded' && reserved.reason],
+      ['degraded', 'out-of-memory'],
+    );
+    assert.deepEqual([alone.outcome, alone.outcome === 'degraded' && alone.reason], ['degraded', 'out-of-memory']);
+    assert.deepEqual(await admin.zrange(holdsKey as string, '0', '-1'), before, 'no hold taken');
+    assert.equal(await admin.zscore(settledKey as string, 'settled-long-ago'), '0', 'nothing forgotten either');
+    assert.ok(await admin.exists(budgetKey as string), "the empty SETRANGE left the budget's bucket as it was");
+    // once memory is free the same call is admitted and forgets the old id
+    assert.equal((await take(unique('call'))).outcome, 'allowed');
+    assert.equal(await admin.zscore(settledKey as string, 'settled-long-ago'), null);
+  });
 });
 
 describe('the LLM handler takes its slot and its reservation only together', () => {

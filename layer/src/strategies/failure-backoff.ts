@@ -87,7 +87,7 @@ export const failureBackoff: StrategyUnit<'failureBackoff', typeof schema, Compi
   },
 
   describe(config) {
-    const counted = config.countAttempts ? '; each attempt counted as a failure until cleared' : '';
+    const counted = config.countAttempts ? '; each attempt counted as a failure when admitted' : '';
     return `${config.freeFailures} free failures, then ${config.base} doubling to ${config.max}; forgotten after ${config.memory}${counted}`;
   },
 
