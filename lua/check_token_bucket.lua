@@ -6,16 +6,22 @@
 -- KEYS[1..N]   the buckets (their TATs), one hash slot
 -- KEYS[N+1..]  the runtime rates of the adaptive buckets, in their order
 -- ARGV[1]      N, the number of buckets (1..16); -N to only read (a peek)
--- ARGV[2..]    per bucket, 4 each: cost (1..capacity), capacity, interval µs
---              (whole µs per token), keep µs (how long a runtime rate stays
---              in force; 0: not adaptive, and no rate key)
--- (Every argument costs the client ~0.2 µs to send: the common bucket takes 5.)
+-- ARGV[2..3N+1]   per bucket, 3 each: cost (1..capacity), capacity, interval
+--              µs (whole µs per token)
+-- ARGV[3N+2..4N+1]  only when a bucket is adaptive (then KEYS holds rate
+--              keys: #KEYS > N): per bucket its keep µs (how long a runtime
+--              rate stays in force; 0: not adaptive, and no rate key)
+-- (Every argument costs the client ~0.2 µs to send: the common bucket takes 4.)
 -- Reply, one bucket: admitted, the bucket's debt after it (µs), one integer,
 --   from which the client derives what remains (it knows capacity and
 --   interval); an adaptive bucket (whose interval may be a runtime one)
---   answers an array { remaining, reset µs } instead. Refused: an array
---   { remaining, reset µs, retry-after µs }. (A table reply costs Redis
---   ~0.7 µs; one integer, almost nothing: the common case gets the integer.)
+--   answers an array { remaining, reset µs } instead. Refused at cost 1 (the
+--   common check, and a hot key's every refusal): -1 - the bucket's debt
+--   (µs), one negative integer, from which the client derives remaining,
+--   reset and retry-after as for an admission; refused at a larger cost (or
+--   an adaptive bucket): an array { remaining, reset µs, retry-after µs }.
+--   (A table reply costs Redis ~0.7 µs and the client more to read; one
+--   integer, almost nothing: the common cases get the integer.)
 --   A peek that would admit: { remaining, reset µs } of the bucket as it stands.
 -- Reply, N > 1: lua/check.lua's, with its semantics: allowed (1|0), binding
 --   bucket (1-based, 0 when admitted: the longest retry-after, the first of
@@ -26,19 +32,12 @@ local count = tonumber(ARGV[1])
 local debit = count > 0
 if not debit then count = -count end
 
--- The common case first, flat: no bucket adaptive (every keep is 0). It
+-- The common case first, flat: no bucket adaptive (no rate key, no keeps). It
 -- returns before lib/token_bucket's functions are defined below (Redis builds
 -- every function a script defines again on each call, ~0.15 µs each), with
 -- no helper call and no table but the reply; the same arithmetic as tb_eval
 -- and tb_store (GCRA: the bucket's debt at now, plus cost tokens).
-local plain = true
-for i = 1, count do
-  if ARGV[4 * i + 1] ~= '0' then
-    plain = false
-    break
-  end
-end
-if plain then
+if #KEYS == count then
   local now = now_us()
   if count == 1 then
     local value = redis.call('GET', KEYS[1])
@@ -47,7 +46,10 @@ if plain then
     local tat = value and tonumber(value) or now
     local debt = tat > now and tat - now or 0
     local new_debt = debt + cost * interval
-    if new_debt > burst then return { math.floor((burst - debt) / interval), debt, new_debt - burst } end
+    if new_debt > burst then
+      if cost == 1 then return -1 - debt end
+      return { math.floor((burst - debt) / interval), debt, new_debt - burst }
+    end
     if not debit then return { math.floor((burst - new_debt) / interval) + cost, debt } end
     redis.call('SET', KEYS[1], string.format('%d', now + new_debt), 'PX', key_ttl_ms(math.ceil(new_debt / 1000)))
     return new_debt
@@ -57,7 +59,7 @@ if plain then
   -- filled entry by entry is rehashed as it grows
   local reply = count == 2 and { 1, 0, 0, 0, 0, 0, 0, 0, 0 } or { 1, 0, 0 }
   for i = 1, count do
-    local at, value = 4 * i - 2, values[i]
+    local at, value = 3 * i - 1, values[i]
     local cost, interval = tonumber(ARGV[at]), tonumber(ARGV[at + 2])
     local burst = tonumber(ARGV[at + 1]) * interval
     local tat = value and tonumber(value) or now
@@ -83,7 +85,7 @@ if plain then
     local r = 3 * i
     if reply[r + 3] == 0 then
       -- nothing was written: an admitted bucket reports what is left as it stands
-      local cost, interval = tonumber(ARGV[4 * i - 2]), tonumber(ARGV[4 * i])
+      local cost, interval = tonumber(ARGV[3 * i - 1]), tonumber(ARGV[3 * i + 1])
       reply[r + 1], reply[r + 2] = reply[r + 1] + cost, reply[r + 2] - cost * interval
     end
   end
@@ -96,8 +98,8 @@ end
 -- and its runtime-rate key (nil: not adaptive; they follow the buckets in order).
 local rate_keys = count
 local function bucket(i)
-  local at = 2 + (i - 1) * 4
-  local keep_us = tonumber(ARGV[at + 3])
+  local at = 3 * i - 1
+  local keep_us = tonumber(ARGV[3 * count + 1 + i])
   local rate_key = nil
   if keep_us > 0 then
     rate_keys = rate_keys + 1

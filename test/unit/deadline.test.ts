@@ -94,6 +94,56 @@ describe('Class: DeadlineGuard', () => {
   });
 });
 
+describe('Method: DeadlineGuard.run', () => {
+  const same = <T>(value: T) => value;
+
+  it('reads the reply and answers in one go; a reply the reader refuses is a redis-error', async () => {
+    const guard = new DeadlineGuard(connection().fake, 10);
+    const read = (reply: number) => {
+      if (reply < 0) throw new TypeError(`unexpected reply: ${reply}`);
+      return reply * 2;
+    };
+    const answer = (outcome: { ok: boolean }) => (outcome.ok ? outcome : { ...outcome, answered: true });
+    assert.deepEqual(await guard.run(1000, async () => 21, read, answer), { ok: true, reply: 42 });
+    assert.deepEqual(await guard.run(1000, async () => -1, read, answer), {
+      ok: false,
+      reason: 'redis-error',
+      detail: 'unexpected reply: -1',
+      answered: true,
+    });
+  });
+
+  it('gives a failure the work can repair one more attempt, and only one', async () => {
+    const guard = new DeadlineGuard(connection().fake, 10);
+    const lost = () => Promise.reject(Object.assign(new Error('NOSCRIPT lost'), { name: 'ReplyError' }));
+    let repairs = 0;
+    const repaired = await guard.run(1000, lost, same, same, () => {
+      repairs++;
+      return Promise.resolve('again');
+    });
+    assert.deepEqual(repaired, { ok: true, reply: 'again' });
+    assert.equal(repairs, 1);
+    const twice = await guard.run(1000, lost, same, same, () => {
+      repairs++;
+      return lost();
+    });
+    assert.deepEqual(twice, { ok: false, reason: 'redis-error', detail: 'NOSCRIPT lost' });
+    assert.equal(repairs, 2, 'the second failure is answered, not repaired again');
+  });
+
+  it('rejects the caller when its answer throws, reply or deadline', async () => {
+    const guard = new DeadlineGuard(connection().fake, 10);
+    const answer = () => {
+      throw new Error('observer failed');
+    };
+    await assert.rejects(
+      guard.run(1000, async () => 1, same, answer),
+      /observer failed/,
+    );
+    await assert.rejects(guard.run(5, never, same, answer), /observer failed/);
+  });
+});
+
 describe('Function: classify', () => {
   it('sorts Redis errors into degraded reasons', () => {
     const reply = (message: string) => Object.assign(new Error(message), { name: 'ReplyError' });

@@ -56,10 +56,11 @@ export class BlockCache {
 
   /** Remembers every refusing limit of a limited decision. */
   remember(limits: readonly ResolvedLimit[], decision: Limited): void {
-    const now = this.#now();
+    let now: number | undefined; // read only for a policy that caches (most refusals are not)
     decision.limits.forEach((status, i) => {
       const limit = limits[i];
       if (!limit?.policy.blockCache || status.retryAfterMs <= 0) return;
+      now ??= this.#now();
       if (this.#blocks.size >= MAX_BLOCKED_KEYS) {
         const oldest = this.#blocks.keys().next().value;
         if (oldest !== undefined) this.#blocks.delete(oldest);

@@ -98,7 +98,9 @@ export function degradedBy(failureMode: FailureMode, reason: DegradedReason, ret
 
 /** Every limit admitted: the binding one is the closest to refusing (least remaining). */
 export function allowedBy(limits: readonly LimitStatus[]): Allowed {
-  const binding = limits.reduce((a, b) => (b.remaining < a.remaining ? b : a));
+  if (limits.length === 0) throw new TypeError('an admitted decision names its limits');
+  let binding = limits[0] as LimitStatus;
+  for (const status of limits) if (status.remaining < binding.remaining) binding = status;
   return { outcome: 'allowed', decided: true, allowed: true, degraded: false, binding, limits, retryAfterMs: 0 };
 }
 

@@ -13,7 +13,7 @@ import { assertKeyPart, counterKey } from '../policy/keys.ts';
 import type { CompiledPolicy, Strategy } from '../policy/policy.ts';
 import { DEFAULT_MAX_ABANDONED_COMMANDS, guardedRedis, type RedisAccess } from '../redis/access.ts';
 import type { Guarded } from '../redis/deadline.ts';
-import { type RedisClient, runScript } from '../redis/run-script.ts';
+import { type RedisClient, scriptSender } from '../redis/run-script.ts';
 import { leaseOperations } from '../strategies/concurrency.ts';
 import { backoffOperations } from '../strategies/failure-backoff.ts';
 import { unitOf } from '../strategies/index.ts';
@@ -169,15 +169,24 @@ export class Limiter {
    * the limit with the longest wait. Their policies must share a group, and
    * the check names its scope.
    */
-  async checkAll(requests: readonly CheckRequest[], options?: CheckOptions): Promise<Decision> {
-    // `return await`: an async function returning a promise takes two more
-    // microtask turns to adopt it (every check's client CPU is billed)
-    return await this.#decide(this.#resolve(requests, options), true);
+  checkAll(requests: readonly CheckRequest[], options?: CheckOptions): Promise<Decision> {
+    // not `async`: the decision's own promise is returned (each async layer
+    // costs every check a promise and microtask turns: its client CPU is
+    // billed); what it throws is a rejection, as from an async method
+    try {
+      return this.#decide(this.#resolve(requests, options), true);
+    } catch (error) {
+      return Promise.reject(error);
+    }
   }
 
   /** The decision a check would get now, without debiting anything; each `remaining` is what is left now. */
-  async peek(requests: readonly CheckRequest[], options?: CheckOptions): Promise<Decision> {
-    return await this.#decide(this.#resolve(requests, options), false);
+  peek(requests: readonly CheckRequest[], options?: CheckOptions): Promise<Decision> {
+    try {
+      return this.#decide(this.#resolve(requests, options), false);
+    } catch (error) {
+      return Promise.reject(error);
+    }
   }
 
   /**
@@ -189,6 +198,8 @@ export class Limiter {
     const enforced: ResolvedLimit[] = [];
     const shadow: ResolvedLimit[] = [];
     for (const limit of this.#resolve(requests, options)) (limit.policy.shadow ? shadow : enforced).push(limit);
+    // the common case, nothing in shadow: one decision, no Promise.all
+    if (shadow.length === 0) return { enforced: await this.#decide(enforced, true), shadow: undefined };
     const [enforcedDecision, shadowDecision] = await Promise.all([
       enforced.length > 0 ? this.#decide(enforced, true) : undefined,
       shadow.length > 0 ? this.#decide(shadow, true) : undefined,
@@ -246,7 +257,8 @@ export class Limiter {
   #resolve(requests: readonly CheckRequest[], options: CheckOptions = {}): ResolvedLimit[] {
     if (!Array.isArray(requests)) throw new MisconfiguredCheckError('a check takes a list of limits');
     if (options.scope !== undefined) assertKeyPart(options.scope, 'scope');
-    return requests.map((request) => {
+    const limits: ResolvedLimit[] = [];
+    for (const request of requests) {
       const policy = this.#policy(request?.policy, request?.key);
       // `undefined` is the default; any other value (null from a parsed JSON body) must be a whole cost
       const cost = request.cost === undefined ? 1 : request.cost;
@@ -256,10 +268,13 @@ export class Limiter {
         );
       }
       const counter = counterKey(policy, request.key, options.scope);
-      return unitOf(policy.strategy).leases
-        ? { policy, key: request.key, counter, cost, lease: randomUUID() }
-        : { policy, key: request.key, counter, cost };
-    });
+      limits.push(
+        unitOf(policy.strategy).leases
+          ? { policy, key: request.key, counter, cost, lease: randomUUID() }
+          : { policy, key: request.key, counter, cost },
+      );
+    }
+    return limits;
   }
 
   /**
@@ -267,27 +282,34 @@ export class Limiter {
    * `debit` is set. Throws MisconfiguredCheckError when they cannot be decided
    * together (none, too many, different groups, one counter twice).
    */
-  async #decide(limits: readonly ResolvedLimit[], debit: boolean): Promise<Decision>;
-  async #decide(limits: readonly ResolvedLimit[], debit: boolean, claim: CheckClaim): Promise<Decision | Duplicate>;
-  async #decide(limits: readonly ResolvedLimit[], debit: boolean, claim?: CheckClaim): Promise<Decision | Duplicate> {
+  #decide(limits: readonly ResolvedLimit[], debit: boolean): Promise<Decision>;
+  #decide(limits: readonly ResolvedLimit[], debit: boolean, claim: CheckClaim): Promise<Decision | Duplicate>;
+  #decide(limits: readonly ResolvedLimit[], debit: boolean, claim?: CheckClaim): Promise<Decision | Duplicate> {
     if (limits.length === 0 || limits.length > MAX_LIMITS_PER_CHECK) {
       throw new MisconfiguredCheckError(`a check takes 1 to ${MAX_LIMITS_PER_CHECK} limits`);
     }
     if (limits.length > 1) assertOneSlot(limits);
-    const policies = limits.map((l) => l.policy);
+    const policies: CompiledPolicy[] = [];
+    for (const limit of limits) policies.push(limit.policy);
     // a claimed check asks Redis even for a key the cache knows is blocked: a duplicate is not a refusal
     const blocked = claim ? undefined : this.#blocks.refusal(limits);
-    if (blocked) return blocked;
+    if (blocked) return Promise.resolve(blocked);
     const call = claim ? withClaim(claimableCheckCall(limits, debit), claim) : checkCall(limits, debit);
-    const result = await this.#run('check', policies, call, (reply) =>
-      claim && isDuplicateReply(reply) ? DUPLICATE : parseCheckReply(policies, reply),
-    );
-    if (!result.ok) return this.#degradedDecision(policies, result.reason);
-    if (result.reply === DUPLICATE) return DUPLICATE;
-    if (result.reply.outcome === 'limited') this.#blocks.remember(limits, result.reply);
-    if (result.reply.outcome === 'allowed' && debit && limits.some((l) => l.lease))
-      return withLeases(result.reply, limits);
-    return result.reply;
+    const read = claim
+      ? (reply: unknown) => (isDuplicateReply(reply) ? DUPLICATE : parseCheckReply(policies, reply))
+      : (reply: unknown) => parseCheckReply(policies, reply);
+    // the decision is made in the turn the reply arrives (see DeadlineGuard.run)
+    return this.#send(policies, call, read, (result): Decision | Duplicate => {
+      if (!result.ok) {
+        this.#reportDegraded('check', policies, result);
+        return this.#degradedDecision(policies, result.reason);
+      }
+      const decision = result.reply;
+      if (decision === DUPLICATE) return DUPLICATE;
+      if (decision.outcome === 'limited') this.#blocks.remember(limits, decision);
+      else if (debit && anyLease(limits)) return withLeases(decision, limits);
+      return decision;
+    });
   }
 
   /**
@@ -541,30 +563,64 @@ export class Limiter {
     call: ScriptCall,
     parse: (reply: unknown) => T,
   ): Promise<Guarded<T>> {
+    return this.#send(policies, call, parse, (result) => {
+      if (!result.ok) this.#reportDegraded(operation, policies, result);
+      return result;
+    });
+  }
+
+  /**
+   * A script call under the tightest time budget of the policies involved:
+   * its reply read by `read` and the outcome mapped by `answer` (which
+   * reports a degraded one), in the turn the reply arrives.
+   */
+  #send<T, R>(
+    policies: readonly CompiledPolicy[],
+    call: ScriptCall,
+    read: (reply: unknown) => T,
+    answer: (result: Guarded<T>) => R,
+  ): Promise<R> {
     const timeArgs = this.#timeArgs();
     const args = timeArgs.length === 0 ? call.args : [...call.args, ...timeArgs];
     const script = this.#scripts.named(call.script);
     if (!script) throw new TypeError(`no Lua script "${call.script}"`);
-    return this.#within(operation, policies, () => runScript(this.#redis, script, call.keys, args).then(parse));
+    const { send, resend } = scriptSender(this.#redis, script, call.keys, args);
+    return this.#access.run(budgetOf(policies), send, read, answer, resend);
   }
 
   /** One Redis operation under the tightest time budget of the policies involved. */
   #within<T>(operation: string, policies: readonly CompiledPolicy[], work: () => Promise<T>): Promise<Guarded<T>> {
-    let budgetMs = Number.POSITIVE_INFINITY;
-    for (const p of policies) budgetMs = Math.min(budgetMs, p.timeBudgetMs);
-    return this.#access.within(budgetMs, work).then((result) => {
-      if (!result.ok) {
-        this.#onDegraded({
-          operation,
-          policies: policies.map((p) => p.name),
-          reason: result.reason,
-          failureMode: combinedFailureMode(policies.map((p) => p.failureMode)),
-          detail: result.detail,
-        });
-      }
+    return this.#access.within(budgetOf(policies), work).then((result) => {
+      if (!result.ok) this.#reportDegraded(operation, policies, result);
       return result;
     });
   }
+
+  #reportDegraded(
+    operation: string,
+    policies: readonly CompiledPolicy[],
+    result: { readonly reason: DegradedReason; readonly detail: string },
+  ): void {
+    this.#onDegraded({
+      operation,
+      policies: policies.map((p) => p.name),
+      reason: result.reason,
+      failureMode: combinedFailureMode(policies.map((p) => p.failureMode)),
+      detail: result.detail,
+    });
+  }
+}
+
+/** The tightest time budget of the policies an operation involves. */
+function budgetOf(policies: readonly CompiledPolicy[]): number {
+  let budgetMs = Number.POSITIVE_INFINITY;
+  for (const p of policies) budgetMs = Math.min(budgetMs, p.timeBudgetMs);
+  return budgetMs;
+}
+
+function anyLease(limits: readonly ResolvedLimit[]): boolean {
+  for (const limit of limits) if (limit.lease !== undefined) return true;
+  return false;
 }
 
 /** An admitted decision whose in-flight limits name the lease each took. */

@@ -33,7 +33,7 @@ export interface ScriptCall {
  * fields.
  */
 export function checkCall(limits: readonly ResolvedLimit[], debit: boolean): ScriptCall {
-  const own = ownScriptOf(limits.map((l) => l.policy));
+  const own = ownScriptOf(limits, (l) => l.policy);
   if (!own) return genericCheckCall(limits, debit);
   const { keys, args } = own.pack(limits, debit);
   return { script: own.entry, keys, args };
@@ -45,7 +45,7 @@ export function checkCall(limits: readonly ResolvedLimit[], debit: boolean): Scr
  * group and the claim (a webhook's windows), else lua/check.lua's.
  */
 export function claimableCheckCall(limits: readonly ResolvedLimit[], debit: boolean): ScriptCall {
-  const own = ownScriptOf(limits.map((l) => l.policy));
+  const own = ownScriptOf(limits, (l) => l.policy);
   if (!own?.claims) return genericCheckCall(limits, debit);
   const { keys, args } = own.pack(limits, debit);
   return { script: own.entry, keys, args };
@@ -65,12 +65,17 @@ export function genericCheckCall(limits: readonly ResolvedLimit[], debit: boolea
 }
 
 /** The own script that decides a check of these policies, if their one strategy has one that can. */
-function ownScriptOf(policies: readonly CompiledPolicy[]): OwnScript<CompiledPolicy> | undefined {
-  const first = policies[0];
-  if (!first || policies.some((p) => p.strategy !== first.strategy)) return undefined;
+function ownScriptOf<T>(
+  items: readonly T[],
+  policyOf: (item: T) => CompiledPolicy,
+): OwnScript<CompiledPolicy> | undefined {
+  const first = items[0] === undefined ? undefined : policyOf(items[0]);
+  if (!first) return undefined;
+  for (let i = 1; i < items.length; i++) if (policyOf(items[i] as T).strategy !== first.strategy) return undefined;
   const own = unitOfPolicy(first).ownScript as OwnScript<CompiledPolicy> | undefined;
-  return own && (policies.length === 1 || own.grouped) ? own : undefined;
+  return own && (items.length === 1 || own.grouped) ? own : undefined;
 }
+const itself = (policy: CompiledPolicy) => policy;
 
 /**
  * A check's answer in µs, in lua/check.lua's layout: allowed (1|0), binding
@@ -81,29 +86,33 @@ function ownScriptOf(policies: readonly CompiledPolicy[]): OwnScript<CompiledPol
  */
 export function checkReplyLayout(policies: readonly CompiledPolicy[], reply: unknown): number[] {
   const only = policies.length === 1 ? (policies[0] as CompiledPolicy) : undefined;
-  const own = only && ownScriptOf(policies);
+  const own = only && ownScriptOf(policies, itself);
   const layout = (only && own?.layout(only, reply)) ?? generic(policies, reply);
   if (!layout) throw new TypeError(`unexpected check reply: ${JSON.stringify(reply)}`);
   return layout;
 }
 
 function generic(policies: readonly CompiledPolicy[], reply: unknown): number[] | undefined {
-  if (!Array.isArray(reply) || !reply.every(isInteger) || reply.length !== 3 + 3 * policies.length) return undefined;
+  if (!Array.isArray(reply) || reply.length !== 3 + 3 * policies.length || !reply.every(isInteger)) return undefined;
   return reply as number[];
 }
 
 /** A check's decision from its reply (any shape checkReplyLayout reads). */
 export function parseCheckReply(policies: readonly CompiledPolicy[], reply: unknown): Allowed | Limited {
   const n = checkReplyLayout(policies, reply);
-  const limits: LimitStatus[] = policies.map((policy, i) => ({
-    policy: policy.name,
-    strategy: policy.strategy,
-    limit: policy.limit,
-    remaining: Math.max(0, n[3 + 3 * i] as number),
-    resetAfterMs: usToMs(n[4 + 3 * i] as number),
-    retryAfterMs: usToMs(n[5 + 3 * i] as number),
-    windowSeconds: policy.windowSeconds,
-  }));
+  const limits: LimitStatus[] = [];
+  for (let i = 0; i < policies.length; i++) {
+    const policy = policies[i] as CompiledPolicy;
+    limits.push({
+      policy: policy.name,
+      strategy: policy.strategy,
+      limit: policy.limit,
+      remaining: Math.max(0, n[3 + 3 * i] as number),
+      resetAfterMs: usToMs(n[4 + 3 * i] as number),
+      retryAfterMs: usToMs(n[5 + 3 * i] as number),
+      windowSeconds: policy.windowSeconds,
+    });
+  }
   if (n[0] === 1) return allowedBy(limits);
   return limitedBy(limits[(n[1] as number) - 1] as LimitStatus, limits, usToMs(n[2] as number));
 }

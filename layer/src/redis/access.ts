@@ -30,6 +30,17 @@ export class RedisAccess {
   within<T>(budgetMs: number, work: (client: RedisClient) => Promise<T>): Promise<Guarded<T>> {
     return this.#guard.within(budgetMs, () => work(this.client));
   }
+
+  /** `within`, its reply read and answered in one turn (DeadlineGuard.run: what a check takes). */
+  run<Reply, T, R>(
+    budgetMs: number,
+    work: () => Promise<Reply>,
+    read: (reply: Reply) => T,
+    answer: (outcome: Guarded<T>) => R,
+    recover?: (error: unknown) => Promise<Reply> | undefined,
+  ): Promise<R> {
+    return this.#guard.run(budgetMs, work, read, answer, recover);
+  }
 }
 
 /** Commands left unanswered past their deadline before the connection is reset. */

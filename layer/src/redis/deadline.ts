@@ -33,6 +33,18 @@ export function classify(error: unknown): DegradedReason {
   return 'unavailable';
 }
 
+const same = <T>(value: T): T => value;
+
+/** The failed outcome of an operation: why, and a detail that never names a key. */
+function failure(error: unknown, budgetMs: number): { ok: false; reason: DegradedReason; detail: string } {
+  return {
+    ok: false,
+    reason: classify(error),
+    detail:
+      error === DEADLINE ? `no answer within ${budgetMs} ms` : error instanceof Error ? error.message : String(error),
+  };
+}
+
 /** An operation in flight: its deadline (performance.now() ms) and what happens at it. */
 interface Pending {
   readonly deadline: number;
@@ -95,48 +107,76 @@ export class DeadlineGuard {
   }
 
   within<T>(budgetMs: number, work: () => Promise<T>): Promise<Guarded<T>> {
+    return this.run(budgetMs, work, same, same);
+  }
+
+  /**
+   * `within`, with the reply read and the outcome answered in the turn the
+   * reply arrives: one promise per operation and one `.then` on the work
+   * (every further promise layer on a check's path costs its client CPU,
+   * `npm run bench:profile`). `read` turns the reply into T (a throw is a
+   * reply this code cannot read: a failure, classified like any); `recover`
+   * may answer a failure with one more attempt within the same deadline (a
+   * script the server lost); `answer` maps the outcome to what the caller gets
+   * (a throw rejects the caller's promise).
+   */
+  run<Reply, T, R>(
+    budgetMs: number,
+    work: () => Promise<Reply>,
+    read: (reply: Reply) => T,
+    answer: (outcome: Guarded<T>) => R,
+    recover?: (error: unknown) => Promise<Reply> | undefined,
+  ): Promise<R> {
     const connection = this.#connection;
-    return new Promise((resolve) => {
-      const fail = (error: unknown) =>
-        resolve({
-          ok: false,
-          reason: classify(error),
-          detail:
-            error === DEADLINE
-              ? `no answer within ${budgetMs} ms`
-              : error instanceof Error
-                ? error.message
-                : String(error),
-        });
+    return new Promise<R>((resolve, reject) => {
+      const settle = (outcome: Guarded<T>) => {
+        try {
+          resolve(answer(outcome));
+        } catch (error) {
+          reject(error);
+        }
+      };
       const operation: Pending = {
         deadline: performance.now() + budgetMs,
         settled: false,
         expire: () => {
           this.#abandon();
-          fail(DEADLINE);
+          settle(failure(DEADLINE, budgetMs));
         },
       };
       const queue = this.#enqueue(budgetMs, operation);
-      let attempt: Promise<T>;
+      let recovering = recover;
+      const onReply = (reply: Reply) => {
+        if (operation.settled) return this.#answeredLate();
+        operation.settled = true;
+        dropSettled(queue);
+        let outcome: Guarded<T>;
+        try {
+          outcome = { ok: true, reply: read(reply) };
+        } catch (error) {
+          outcome = failure(error, budgetMs);
+        }
+        settle(outcome);
+      };
+      const onError = (error: unknown) => {
+        if (operation.settled) return this.#answeredLate();
+        const again = recovering?.(error);
+        if (again) {
+          recovering = undefined;
+          again.then(onReply, onError);
+          return;
+        }
+        operation.settled = true;
+        dropSettled(queue);
+        settle(failure(error, budgetMs));
+      };
+      let attempt: Promise<Reply>;
       try {
         attempt = connection.isReady() ? work() : connection.whenReady().then(work);
       } catch (error) {
         attempt = Promise.reject(error);
       }
-      attempt.then(
-        (reply) => {
-          if (operation.settled) return this.#answeredLate();
-          operation.settled = true;
-          dropSettled(queue);
-          resolve({ ok: true, reply });
-        },
-        (error: unknown) => {
-          if (operation.settled) return this.#answeredLate();
-          operation.settled = true;
-          dropSettled(queue);
-          fail(error);
-        },
-      );
+      attempt.then(onReply, onError);
     });
   }
 

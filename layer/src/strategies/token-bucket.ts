@@ -201,34 +201,60 @@ export const tokenBucket: StrategyUnit<'tokenBucket', typeof schema, CompiledTok
    * lua/check_token_bucket.lua, for one bucket or a group of buckets: one
    * MGET, no dispatch. One bucket admitted
    * answers one integer, the debt in µs (a table reply costs Redis ~0.7 µs
-   * more), from which what remains is derived here; an adaptive bucket
-   * answers { remaining, reset µs }; a refusal { remaining, reset µs, retry µs }.
+   * more, and the client more to read), from which what remains is derived
+   * here; refused at cost 1, -1 - its debt; an adaptive bucket answers
+   * { remaining, reset µs }; any other refusal { remaining, reset µs, retry µs }.
    */
   ownScript: {
     entry: 'check_token_bucket',
     grouped: true,
     claims: false,
-    // ±N (negative: a peek), then per bucket cost, capacity, interval, keep;
-    // the adaptive buckets' rate keys after the buckets, in their order (the
-    // script takes keep > 0 as "adaptive": an adaptive keep is longer than 0
-    // by the schema, any other bucket's is 0)
+    // ±N (negative: a peek), then per bucket cost, capacity, interval; only
+    // when a bucket is adaptive, then per bucket its keep (0: not adaptive),
+    // and the adaptive buckets' rate keys after the buckets, in their order
     pack(limits, debit) {
-      const keys = limits.map((l) => l.counter);
+      if (limits.length === 1) {
+        // the common check: one array literal each, no loop
+        const { policy, counter, cost } = limits[0] as (typeof limits)[number];
+        const fields = bucketFields(policy);
+        return policy.adaptive
+          ? {
+              keys: [counter, rateKey(counter)],
+              args: [debit ? '1' : '-1', int(cost), fields[0] as string, fields[1] as string, fields[2] as string],
+            }
+          : { keys: [counter], args: [debit ? '1' : '-1', int(cost), fields[0] as string, fields[1] as string] };
+      }
+      const keys: string[] = [];
       const args = [int(debit ? limits.length : -limits.length)];
+      let adaptive = false;
       for (const { policy, counter, cost } of limits) {
-        args.push(int(cost), ...bucketFields(policy));
-        if (policy.adaptive) keys.push(rateKey(counter));
+        const fields = bucketFields(policy);
+        keys.push(counter);
+        args.push(int(cost), fields[0] as string, fields[1] as string);
+        if (policy.adaptive) adaptive = true;
+      }
+      if (adaptive) {
+        for (const { policy, counter } of limits) {
+          args.push(bucketFields(policy)[2] as string);
+          if (policy.adaptive) keys.push(rateKey(counter));
+        }
       }
       return { keys, args };
     },
     layout(policy, reply) {
       if (isInteger(reply)) {
-        const burst = policy.capacity * policy.intervalUs;
-        return [1, 0, 0, Math.floor((burst - reply) / policy.intervalUs), reply, 0];
+        const interval = policy.intervalUs;
+        const burst = policy.capacity * interval;
+        // admitted: the debt after the debit (at least one interval)
+        if (reply >= 0) return [1, 0, 0, Math.floor((burst - reply) / interval), reply, 0];
+        // refused at cost 1: -1 - the debt as it stands; one more token is owed past the burst
+        const debt = -1 - reply;
+        const retry = debt + interval - burst;
+        return [0, 1, retry, Math.floor((burst - debt) / interval), debt, retry];
       }
       return pairOrTriple(reply);
     },
-    example: "'rl:{demo:k}' , 1 1 10 100000 0",
+    example: "'rl:{demo:k}' , 1 1 10 100000",
   },
 
   async inspect(policy, counter, redis) {
@@ -251,9 +277,9 @@ export const tokenBucket: StrategyUnit<'tokenBucket', typeof schema, CompiledTok
 };
 
 /**
- * A bucket's fields, after the cost, in its own script and (followed by the
- * rate key's index) in its check.lua record: capacity, interval µs, keep µs
- * (0: not adaptive). The same for every check of a policy: stringified
+ * A bucket's fields, after the cost, in its check.lua record (followed by
+ * the rate key's index), and in its own script (the keep apart, only when a
+ * bucket is adaptive): capacity, interval µs, keep µs (0: not adaptive). The same for every check of a policy: stringified
  * once per compiled policy, not per check (each check's client CPU is billed).
  */
 const fieldsOf = new WeakMap<CompiledTokenBucket, readonly string[]>();
