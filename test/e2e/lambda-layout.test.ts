@@ -22,6 +22,7 @@ import { IOREDIS_VENDOR, LAYER_PACKAGE } from '../../scripts/bundle.ts';
 import { type LambdaLayout, lambdaNodeArgs, layOutLikeLambda } from '../../scripts/lambda-layout.ts';
 
 const run = promisify(execFile);
+const ROOT = new URL('../../', import.meta.url).pathname;
 const CONFIG = new URL('../../config/', import.meta.url).pathname;
 
 let dist: string;
@@ -245,5 +246,43 @@ describe('The built functions, laid out as in Lambda', () => {
     } finally {
       rmSync(root, { recursive: true, force: true });
     }
+  });
+});
+
+describe('The client the layer ships, in the production shape', () => {
+  it('passes the production-shape tests (TLS with host names, ACL users, replicas, rotation) with @platform/rate-limit resolved to this build', {
+    timeout: 240_000,
+  }, async () => {
+    const resolved = await run(
+      process.execPath,
+      [
+        '--import',
+        './test/support/built-layer.ts',
+        '--input-type=module',
+        '-e',
+        "console.log(import.meta.resolve('@platform/rate-limit'))",
+      ],
+      { cwd: ROOT, env: { ...process.env, RATE_LIMIT_BUILT_LAYER: dist } },
+    );
+    assert.ok(resolved.stdout.trim().startsWith(pathToFileURL(dist).href), resolved.stdout);
+    // the same test file as against the source, its own global setup (a TLS cluster of its own), the layer from this build
+    const { stdout } = await run(
+      process.execPath,
+      [
+        '--import',
+        './test/support/built-layer.ts',
+        '--test',
+        '--test-global-setup=test/support/global-setup.ts',
+        '--test-timeout=200000',
+        '--test-force-exit',
+        'test/integration/production-shape.test.ts',
+      ],
+      { cwd: ROOT, env: { ...process.env, RATE_LIMIT_BUILT_LAYER: dist }, maxBuffer: 16 * 1024 * 1024 },
+    ).catch((error: { stdout?: string }) =>
+      assert.fail(`the production-shape tests failed on the built layer:\n${error.stdout ?? error}`),
+    );
+    assert.match(stdout, /^ℹ fail 0$/m);
+    const passed = Number(/^ℹ pass (\d+)$/m.exec(stdout)?.[1]);
+    assert.ok(passed >= 5, `only ${passed} production-shape tests ran`);
   });
 });

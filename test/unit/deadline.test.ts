@@ -131,6 +131,15 @@ describe('Method: DeadlineGuard.run', () => {
     assert.equal(repairs, 2, 'the second failure is answered, not repaired again');
   });
 
+  it('answers a repair that throws instead of rejecting as the failure, at once (not at the deadline, never unhandled)', async () => {
+    const guard = new DeadlineGuard(connection().fake, 10);
+    const lost = () => Promise.reject(Object.assign(new Error('NOSCRIPT lost'), { name: 'ReplyError' }));
+    const answered = await guard.run(60_000, lost, same, same, () => {
+      throw new Error('eval threw synchronously');
+    });
+    assert.deepEqual(answered, { ok: false, reason: 'unavailable', detail: 'eval threw synchronously' });
+  });
+
   it('rejects the caller when its answer throws, reply or deadline', async () => {
     const guard = new DeadlineGuard(connection().fake, 10);
     const answer = () => {

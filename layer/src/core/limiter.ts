@@ -200,10 +200,16 @@ export class Limiter {
     for (const limit of this.#resolve(requests, options)) (limit.policy.shadow ? shadow : enforced).push(limit);
     // the common case, nothing in shadow: one decision, no Promise.all
     if (shadow.length === 0) return { enforced: await this.#decide(enforced, true), shadow: undefined };
-    const [enforcedDecision, shadowDecision] = await Promise.all([
-      enforced.length > 0 ? this.#decide(enforced, true) : undefined,
-      shadow.length > 0 ? this.#decide(shadow, true) : undefined,
-    ]);
+    // #decide throws synchronously on bad input: the enforced check, already sent, must not be left unhandled
+    const enforcedCheck = enforced.length > 0 ? this.#decide(enforced, true) : undefined;
+    let shadowCheck: Promise<Decision> | undefined;
+    try {
+      shadowCheck = this.#decide(shadow, true);
+    } catch (error) {
+      enforcedCheck?.catch(() => {});
+      throw error;
+    }
+    const [enforcedDecision, shadowDecision] = await Promise.all([enforcedCheck, shadowCheck]);
     return { enforced: enforcedDecision, shadow: shadowDecision };
   }
 

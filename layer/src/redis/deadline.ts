@@ -160,7 +160,14 @@ export class DeadlineGuard {
       };
       const onError = (error: unknown) => {
         if (operation.settled) return this.#answeredLate();
-        const again = recovering?.(error);
+        let again: Promise<Reply> | undefined;
+        try {
+          again = recovering?.(error);
+        } catch (thrown) {
+          // a repair that throws (rather than rejecting) is this operation's failure, answered now
+          recovering = undefined;
+          return onError(thrown);
+        }
         if (again) {
           recovering = undefined;
           again.then(onReply, onError);
