@@ -253,6 +253,9 @@ describe('The client the layer ships, in the production shape', () => {
   it('passes the production-shape tests (TLS with host names, ACL users, replicas, rotation) with @platform/rate-limit resolved to this build', {
     timeout: 240_000,
   }, async () => {
+    // a run of its own, not a child of this one (NODE_TEST_CONTEXT would make it report to this runner)
+    const { NODE_TEST_CONTEXT: _child, ...inherited } = process.env;
+    const testRunEnv = { ...inherited, RATE_LIMIT_BUILT_LAYER: dist };
     const resolved = await run(
       process.execPath,
       [
@@ -275,9 +278,10 @@ describe('The client the layer ships, in the production shape', () => {
         '--test-global-setup=test/support/global-setup.ts',
         '--test-timeout=200000',
         '--test-force-exit',
+        '--test-reporter=spec',
         'test/integration/production-shape.test.ts',
       ],
-      { cwd: ROOT, env: { ...process.env, RATE_LIMIT_BUILT_LAYER: dist }, maxBuffer: 16 * 1024 * 1024 },
+      { cwd: ROOT, env: testRunEnv, maxBuffer: 16 * 1024 * 1024 },
     ).catch((error: { stdout?: string }) =>
       assert.fail(`the production-shape tests failed on the built layer:\n${error.stdout ?? error}`),
     );
