@@ -12,7 +12,7 @@
  */
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
-import { describe, it } from 'node:test';
+import { describe, it, type TestContext } from 'node:test';
 import {
   createLimiter,
   createRedisClient,
@@ -49,6 +49,17 @@ function counted(redis: RedisClient): () => string[] {
 
 for (const target of targets) {
   describe(`an in-flight slot and a reservation in one script (${target.name})`, () => {
+    /** `setup` on a client of its own; both closed after the test. */
+    function opened(t: TestContext, slots: number, capacity: number) {
+      const redis = target.client();
+      const s = setup(redis, slots, capacity);
+      t.after(() => {
+        redis.disconnect();
+        s.admin.disconnect();
+      });
+      return { redis, s };
+    }
+
     function setup(redis: RedisClient, slots: number, capacity: number) {
       const catalogued = catalogue(slots, capacity);
       const limiter = createLimiter({ redis, policies: catalogued });
@@ -77,12 +88,7 @@ for (const target of targets) {
     }
 
     it('takes both in one round trip, and names the lease to give back', async (t) => {
-      const redis = target.client();
-      const s = setup(redis, 2, 1000);
-      t.after(() => {
-        redis.disconnect();
-        s.admin.disconnect();
-      });
+      const { redis, s } = opened(t, 2, 1000);
       await connected(redis);
       await s.take(1); // the script loaded: no NOSCRIPT below
       const sent = counted(redis);
@@ -98,12 +104,7 @@ for (const target of targets) {
     });
 
     it('reserves nothing when the slot refuses (no slot free)', async (t) => {
-      const redis = target.client();
-      const s = setup(redis, 1, 1000);
-      t.after(() => {
-        redis.disconnect();
-        s.admin.disconnect();
-      });
+      const { s } = opened(t, 1, 1000);
       assert.equal((await s.take(100)).outcome, 'allowed');
       const refused = await s.take(100);
       assert.equal(refused.outcome, 'limited');
@@ -114,12 +115,7 @@ for (const target of targets) {
     });
 
     it('takes no slot when the budget refuses (not enough left)', async (t) => {
-      const redis = target.client();
-      const s = setup(redis, 4, 1000);
-      t.after(() => {
-        redis.disconnect();
-        s.admin.disconnect();
-      });
+      const { s } = opened(t, 4, 1000);
       assert.equal((await s.take(900)).outcome, 'allowed');
       const refused = await s.take(200);
       assert.equal(refused.outcome, 'limited');
@@ -129,12 +125,7 @@ for (const target of targets) {
     });
 
     it('takes neither for an id already settled (an InvalidCheckError), nor twice for a retried one', async (t) => {
-      const redis = target.client();
-      const s = setup(redis, 4, 1000);
-      t.after(() => {
-        redis.disconnect();
-        s.admin.disconnect();
-      });
+      const { s } = opened(t, 4, 1000);
       const id = unique('call');
       assert.equal((await s.take(100, id)).outcome, 'allowed');
       await s.limiter.settle('llm-budget', s.tenant, id, 50, { scope: s.tenant });
@@ -143,12 +134,7 @@ for (const target of targets) {
     });
 
     it('ends a stopped call in one round trip: the settle as lua/settle.lua answers it, and the lease given back in the same script', async (t) => {
-      const redis = target.client();
-      const s = setup(redis, 2, 1000);
-      t.after(() => {
-        redis.disconnect();
-        s.admin.disconnect();
-      });
+      const { redis, s } = opened(t, 2, 1000);
       await connected(redis);
       const other = await s.take(100); // a second call's slot, which must stay taken
       const id = unique('call');
@@ -169,12 +155,7 @@ for (const target of targets) {
     });
 
     it('is idempotent: ending the call again answers duplicate and gives nothing back twice', async (t) => {
-      const redis = target.client();
-      const s = setup(redis, 2, 1000);
-      t.after(() => {
-        redis.disconnect();
-        s.admin.disconnect();
-      });
+      const { s } = opened(t, 2, 1000);
       const id = unique('call');
       const decision = await s.take(300, id);
       const lease = decision.outcome === 'allowed' ? decision.limits[0]?.lease : undefined;
@@ -197,12 +178,7 @@ for (const target of targets) {
     });
 
     it('without a lease (an admission the failure mode let through took none) it is the settle alone', async (t) => {
-      const redis = target.client();
-      const s = setup(redis, 2, 1000);
-      t.after(() => {
-        redis.disconnect();
-        s.admin.disconnect();
-      });
+      const { s } = opened(t, 2, 1000);
       const id = unique('call');
       assert.equal((await s.take(300, id)).outcome, 'allowed');
       const ended = await s.end(id, 300, undefined);
@@ -213,12 +189,7 @@ for (const target of targets) {
     });
 
     it('refuses a lease or a budget of another group before anything is sent', async (t) => {
-      const redis = target.client();
-      const s = setup(redis, 2, 1000);
-      t.after(() => {
-        redis.disconnect();
-        s.admin.disconnect();
-      });
+      const { s } = opened(t, 2, 1000);
       await assert.rejects(
         s.limiter.settleInFlight(
           { policy: 'llm-budget', key: s.tenant, id: unique('call'), actualUnits: 1 },
@@ -231,12 +202,7 @@ for (const target of targets) {
     });
 
     it('under 40 concurrent calls, every slot taken has its hold and every hold its slot', async (t) => {
-      const redis = target.client();
-      const s = setup(redis, 4, 1000);
-      t.after(() => {
-        redis.disconnect();
-        s.admin.disconnect();
-      });
+      const { s } = opened(t, 4, 1000);
       // 4 slots, budget for 3 calls of 300: the budget binds first, then the slots
       const decisions = await Promise.all(Array.from({ length: 40 }, () => s.take(300)));
       const admitted = decisions.filter((d) => d.outcome === 'allowed').length;
@@ -246,17 +212,23 @@ for (const target of targets) {
   });
 }
 
+/** A private single node (these tests set its maxmemory): the limiter's client and an admin one, stopped after the test. */
+async function privateNode(t: TestContext): Promise<{ redis: RedisClient; admin: RedisClient }> {
+  const server = await startRedis();
+  const redis = createRedisClient({ url: server.url });
+  const admin = createRedisClient({ url: server.url });
+  t.after(async () => {
+    redis.disconnect();
+    admin.disconnect();
+    await server.stop();
+  });
+  await Promise.all([connected(redis), connected(admin)]);
+  return { redis, admin };
+}
+
 describe('an LLM call at maxmemory under noeviction (a private single node)', () => {
   it("gives the slot back and settles (the lease's ZREM, not deny-OOM, is the first write); a settle alone whose first write is deny-OOM is refused, its hold kept", async (t) => {
-    const server = await startRedis();
-    const redis = createRedisClient({ url: server.url });
-    const admin = createRedisClient({ url: server.url });
-    t.after(async () => {
-      redis.disconnect();
-      admin.disconnect();
-      await server.stop();
-    });
-    await Promise.all([connected(redis), connected(admin)]);
+    const { redis, admin } = await privateNode(t);
     const catalogued = catalogue(2, 1000);
     const limiter = createLimiter({ redis, policies: catalogued, onDegraded: () => {} });
     const tenant = unique('tenant');
@@ -304,15 +276,7 @@ describe('an LLM call at maxmemory under noeviction (a private single node)', ()
   });
 
   it("takes neither a slot nor a hold at maxmemory: the slot's ZADD, deny-OOM, is the first write", async (t) => {
-    const server = await startRedis();
-    const redis = createRedisClient({ url: server.url });
-    const admin = createRedisClient({ url: server.url });
-    t.after(async () => {
-      redis.disconnect();
-      admin.disconnect();
-      await server.stop();
-    });
-    await Promise.all([connected(redis), connected(admin)]);
+    const { redis, admin } = await privateNode(t);
     const catalogued = policies({
       'llm-in-flight': { strategy: 'concurrency', limit: 4, leaseTtl: '95 s', group: 'llm' },
       'llm-budget': {
@@ -360,15 +324,7 @@ describe('an LLM call at maxmemory under noeviction (a private single node)', ()
   });
 
   it('takes nothing at maxmemory even when the call forgets lapsed ids first (their ZREM would be a write before the deny-OOM ZADD)', async (t) => {
-    const server = await startRedis();
-    const redis = createRedisClient({ url: server.url });
-    const admin = createRedisClient({ url: server.url });
-    t.after(async () => {
-      redis.disconnect();
-      admin.disconnect();
-      await server.stop();
-    });
-    await Promise.all([connected(redis), connected(admin)]);
+    const { redis, admin } = await privateNode(t);
     const catalogued = catalogue(4, 1000);
     const limiter = createLimiter({ redis, policies: catalogued, onDegraded: () => {} });
     const tenant = unique('tenant');
