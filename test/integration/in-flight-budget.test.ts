@@ -212,6 +212,16 @@ for (const target of targets) {
   });
 }
 
+/** A tenant's LLM admission of 10 units under `id` (the slot and the reservation in one script). */
+function reservingTen(limiter: ReturnType<typeof createLimiter>, tenant: string) {
+  return (id: string) =>
+    limiter.reserveInFlight(
+      { policy: 'llm-in-flight', key: tenant },
+      { policy: 'llm-budget', key: tenant, units: 10, id },
+      { scope: tenant },
+    );
+}
+
 /** A private single node (these tests set its maxmemory): the limiter's client and an admin one, stopped after the test. */
 async function privateNode(t: TestContext): Promise<{ redis: RedisClient; admin: RedisClient }> {
   const server = await startRedis();
@@ -290,12 +300,7 @@ describe('an LLM call at maxmemory under noeviction (a private single node)', ()
     });
     const limiter = createLimiter({ redis, policies: catalogued, onDegraded: () => {} });
     const tenant = unique('tenant');
-    const take = (id: string) =>
-      limiter.reserveInFlight(
-        { policy: 'llm-in-flight', key: tenant },
-        { policy: 'llm-budget', key: tenant, units: 10, id },
-        { scope: tenant },
-      );
+    const take = reservingTen(limiter, tenant);
     assert.equal((await take(unique('call'))).outcome, 'allowed');
     assert.equal((await limiter.check({ policy: 'slots', key: tenant })).outcome, 'allowed');
     const keys = async () => {
@@ -330,12 +335,7 @@ describe('an LLM call at maxmemory under noeviction (a private single node)', ()
     const tenant = unique('tenant');
     const compiled = (name: string) => catalogued.resolve(name) as NonNullable<ReturnType<typeof catalogued.resolve>>;
     const [budgetKey, holdsKey, , settledKey] = budgetKeys(counterKey(compiled('llm-budget'), tenant, tenant));
-    const take = (id: string) =>
-      limiter.reserveInFlight(
-        { policy: 'llm-in-flight', key: tenant },
-        { policy: 'llm-budget', key: tenant, units: 10, id },
-        { scope: tenant },
-      );
+    const take = reservingTen(limiter, tenant);
     assert.equal((await take(unique('call'))).outcome, 'allowed');
     // an id settled long ago (score 0 µs): past the retention, so the next call forgets it
     await admin.zadd(settledKey as string, 0, 'settled-long-ago');
