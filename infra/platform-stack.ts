@@ -44,6 +44,10 @@ import { platformRollout } from './platform-rollout.ts';
 import { PublicApi } from './public-api.ts';
 import { REBALANCER_ID, Rebalancer } from './rebalancer.ts';
 import { liveAlias } from './rollout.ts';
+
+/** What the layer asset leaves out of dist/layer: the V8 code caches and their stamps (layer/src/redis/code-cache.ts). */
+export const LAYER_ASSET_EXCLUDES: readonly string[] = ['**/*.v8cache', '**/*.v8cache.json'];
+
 import { StreamConsumers } from './stream-consumers.ts';
 import { ApiSamplingRule } from './tracing.ts';
 import type { UserDirectory } from './user-directory.ts';
@@ -298,7 +302,10 @@ export class PlatformStack extends Stack {
     return new LayerVersion(this, 'RateLimitLayer', {
       layerVersionName: `${name}-layer`,
       description: '@platform/rate-limit: the Lua limiter, its client, config and Middy middleware',
-      code: Code.fromAsset(join(context.dist, 'layer')),
+      // without the V8 code caches: V8 does not make them byte for byte again, so they would change the
+      // asset (a new layer version, every function updated) on every build, and made on the build's
+      // Node and architecture they are not read on Lambda's arm64 anyway (docs/deploy.md, "Cold start")
+      code: Code.fromAsset(join(context.dist, 'layer'), { exclude: [...LAYER_ASSET_EXCLUDES] }),
       compatibleRuntimes: [Runtime.NODEJS_24_X],
       compatibleArchitectures: [Architecture.ARM_64],
     });

@@ -199,9 +199,12 @@ async function bundleIoredis(packageDir: string): Promise<void> {
     outfile: join(packageDir, IOREDIS_VENDOR.module),
   });
   // The build's Node makes the caches: V8 takes them only from its own version (the stamp says which).
+  // Without NODE_OPTIONS: V8 flags there would key the cache yet be missing from its name and stamp.
+  const { NODE_OPTIONS: _options, ...env } = process.env;
   for (const flags of CODE_CACHE_FLAG_SETS)
     await promisify(execFile)(process.execPath, [...flags, '--input-type=module', '-e', PRODUCE_CACHE(file)], {
       cwd: ROOT,
+      env,
     });
 }
 

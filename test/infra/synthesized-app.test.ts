@@ -11,7 +11,7 @@
  */
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
@@ -129,6 +129,20 @@ describe('The synthesized app, run from cdk.out', () => {
       assert.equal(f.initError, undefined, `${f.spec.name}: ${JSON.stringify(f.initError)}`);
       assert.equal(f.spec.layers.length, 1, `${f.spec.name} runs on the layer`);
     }
+  });
+
+  it("deploys the layer without the build's V8 code caches (not byte-stable, and not read on Lambda's arm64), its ioredis bundle included", () => {
+    const layers = new Set([...app.functions.values()].flatMap((f) => f.spec.layers));
+    assert.equal(layers.size, 1);
+    const files = readdirSync([...layers][0] as string, { recursive: true }).map(String);
+    assert.ok(
+      files.some((f) => f.endsWith('vendor/ioredis.cjs')),
+      'the bundled ioredis is in the layer asset',
+    );
+    assert.deepEqual(
+      files.filter((f) => f.includes('.v8cache')),
+      [],
+    );
   });
 
   it('serves exactly the methods of the route table, each to its own function', () => {

@@ -6,6 +6,7 @@
  */
 import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
+import { createHash } from 'node:crypto';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -97,9 +98,36 @@ describe('runWithCodeCache', () => {
     assert.equal(runWithCodeCache(file, { execArgv: [] }).outcome, 'accepted', 'the stamp as made is taken');
   });
 
-  it('runs the bundle when V8 rejects the cache (corrupt bytes), and when there is none or it is off', async () => {
+  it('does not read a damaged cache (bytes changed under its stamp: V8 checks only its header, and may abort on the rest)', async () => {
     const cacheFile = await produce();
-    writeFileSync(cacheFile, Buffer.alloc(readFileSync(cacheFile).length, 7));
+    const bytes = readFileSync(cacheFile);
+    for (let i = Math.floor(bytes.length / 2); i < Math.floor(bytes.length / 2) + 64 && i < bytes.length; i++)
+      bytes[i] = (bytes[i] as number) ^ 0xff;
+    writeFileSync(cacheFile, bytes);
+    const damaged = runWithCodeCache(file, { execArgv: [] });
+    assert.equal(damaged.outcome, 'stale');
+    assert.equal((damaged.exports as Loaded).sum(2, 3), 5);
+  });
+
+  it('takes a malformed stamp as no match, not as an error', async () => {
+    const cacheFile = await produce();
+    for (const stamp of [
+      'null',
+      '{}',
+      JSON.stringify({ node: process.version, v8: process.versions.v8, arch: process.arch }),
+    ]) {
+      writeFileSync(`${cacheFile}.json`, stamp);
+      assert.equal(runWithCodeCache(file, { execArgv: [] }).outcome, 'stale', stamp);
+    }
+  });
+
+  it('runs the bundle when V8 rejects the cache (bytes it did not make, stamped as if), and when there is none or it is off', async () => {
+    const cacheFile = await produce();
+    const bytes = Buffer.alloc(readFileSync(cacheFile).length, 7);
+    writeFileSync(cacheFile, bytes);
+    const stamp = JSON.parse(readFileSync(`${cacheFile}.json`, 'utf8')) as Record<string, unknown>;
+    const cacheSha256 = createHash('sha256').update(bytes).digest('hex');
+    writeFileSync(`${cacheFile}.json`, JSON.stringify({ ...stamp, cacheSha256 }));
     const rejected = runWithCodeCache(file, { execArgv: [] });
     assert.equal(rejected.outcome, 'rejected');
     assert.equal((rejected.exports as Loaded).sum(2, 2), 4);

@@ -26,6 +26,8 @@ export interface CodeCacheStamp {
   /** V8's code is per architecture: a cache built on x64 is not read on Lambda's arm64. */
   readonly arch: string;
   readonly sourceSha256: string;
+  /** V8 checks a cache's header, not its bytes: a damaged cache it accepts can abort the process. */
+  readonly cacheSha256: string;
   readonly v8Flags: readonly string[];
 }
 
@@ -33,7 +35,9 @@ export interface CodeCacheStamp {
  * The V8 flags of this process that change V8's flag hash, as the cache is
  * keyed: Node's own options (`--import`, `--input-type`, `-e` and its code,
  * `--max-http-header-size` …) do not reach V8. Flags through NODE_OPTIONS are
- * not in execArgv: a cache made without them is rejected (costs time only).
+ * not in execArgv: the build makes its caches without NODE_OPTIONS
+ * (scripts/bundle.ts), and a process started with V8 flags there finds its
+ * cache rejected (costs time only).
  */
 const V8_FLAG =
   /^--(expose[-_]gc|max[-_]semi[-_]space[-_]size=|max[-_]old[-_]space[-_]size=|stack[-_]size=|no[-_]opt$|jitless$)/;
@@ -65,28 +69,36 @@ function evaluate(file: string, script: Script): unknown {
   return module.exports;
 }
 
+const sha256 = (data: string | Buffer) => createHash('sha256').update(data).digest('hex');
+
 function readCache(file: string, source: string, flags: readonly string[]): Buffer | 'absent' | 'stale' {
   const cacheFile = cacheFileOf(file, flags);
-  let stamp: CodeCacheStamp;
+  let stamp: Partial<CodeCacheStamp> | null;
   try {
-    stamp = JSON.parse(readFileSync(stampOf(cacheFile), 'utf8')) as CodeCacheStamp;
+    stamp = JSON.parse(readFileSync(stampOf(cacheFile), 'utf8')) as Partial<CodeCacheStamp> | null;
   } catch {
     return 'absent';
   }
   // V8 compares the source by length only: the digest keeps a cache from another build of the same length out.
   if (
+    stamp === null ||
+    typeof stamp !== 'object' ||
     stamp.node !== process.version ||
     stamp.v8 !== process.versions.v8 ||
     stamp.arch !== process.arch ||
+    !Array.isArray(stamp.v8Flags) ||
     stamp.v8Flags.join(' ') !== flags.join(' ') ||
-    stamp.sourceSha256 !== createHash('sha256').update(source).digest('hex')
+    stamp.sourceSha256 !== sha256(source)
   )
     return 'stale';
+  let cache: Buffer;
   try {
-    return readFileSync(cacheFile);
+    cache = readFileSync(cacheFile);
   } catch {
     return 'absent';
   }
+  // a damaged cache (a torn copy, a bad disk) is not read: V8 would take some of them and abort later
+  return stamp.cacheSha256 === sha256(cache) ? cache : 'stale';
 }
 
 /** Runs the CommonJS bundle `file` with its cache for this process's V8 flags, if it has one that matches. */
@@ -116,12 +128,14 @@ export function produceCodeCache(file: string, warm?: (exports: unknown) => void
   warm?.(exports);
   const flags = v8FlagsOf(process.execArgv);
   const cacheFile = cacheFileOf(file, flags);
-  writeFileSync(cacheFile, script.createCachedData());
+  const cache = script.createCachedData();
+  writeFileSync(cacheFile, cache);
   const stamp: CodeCacheStamp = {
     node: process.version,
     v8: process.versions.v8,
     arch: process.arch,
-    sourceSha256: createHash('sha256').update(source).digest('hex'),
+    sourceSha256: sha256(source),
+    cacheSha256: sha256(cache),
     v8Flags: flags,
   };
   writeFileSync(stampOf(cacheFile), `${JSON.stringify(stamp, null, 2)}\n`);
