@@ -5,13 +5,18 @@
 -- fragments: lib/token_bucket
 -- KEYS[1..N]   the buckets (their TATs), one hash slot
 -- KEYS[N+1..]  the runtime rates of the adaptive buckets, in their order
--- ARGV[1]      N, the number of buckets (1..16); -N to only read (a peek)
--- ARGV[2..3N+1]   per bucket, 3 each: cost (1..capacity), capacity, interval
---              µs (whole µs per token)
--- ARGV[3N+2..4N+1]  only when a bucket is adaptive (then KEYS holds rate
---              keys: #KEYS > N): per bucket its keep µs (how long a runtime
---              rate stays in force; 0: not adaptive, and no rate key)
--- (Every argument costs the client ~0.2 µs to send: the common bucket takes 4.)
+-- ARGV, the short form: one bucket, not adaptive, debited when admitted (the
+--   common check): capacity, interval µs (whole µs per token), at cost 1; or
+--   cost (1..capacity), capacity, interval µs. Told apart from the full form
+--   by their count (2 or 3 arguments; the full form has 4 at least).
+-- ARGV, the full form (a peek, an adaptive bucket, a group):
+--   ARGV[1]      N, the number of buckets (1..16); -N to only read (a peek)
+--   ARGV[2..3N+1]   per bucket, 3 each: cost (1..capacity), capacity, interval µs
+--   ARGV[3N+2..4N+1]  only when a bucket is adaptive (then KEYS holds rate
+--                keys: #KEYS > N): per bucket its keep µs (how long a runtime
+--                rate stays in force; 0: not adaptive, and no rate key)
+-- (Every argument costs Redis and the client ~0.1-0.2 µs: the common check
+-- sends the minimal reference's two.)
 -- Reply, one bucket: admitted, the bucket's debt after it (µs), one integer,
 --   from which the client derives what remains (it knows capacity and
 --   interval); an adaptive bucket (whose interval may be a runtime one)
@@ -28,32 +33,39 @@
 --   equals), retry-after µs, then per bucket remaining, reset µs, retry-after
 --   µs; every bucket admits and all are debited, or nothing is written.
 -- Complexity: O(N) time, O(1) memory per bucket.
+
+-- The common check first, flat and in the short form: no count to parse, no
+-- helper call, no table but a refusal's at a larger cost; the same arithmetic
+-- as tb_eval and tb_store (GCRA: the bucket's debt at now, plus cost tokens).
+-- It returns before lib/token_bucket's functions are defined below (Redis
+-- builds every function a script defines again on each call, ~0.15 µs each).
+if arg_count < 4 then
+  local cost, at = 1, 1
+  if arg_count == 3 then cost, at = tonumber(ARGV[1]), 2 end
+  local interval = tonumber(ARGV[at + 1])
+  local burst = tonumber(ARGV[at]) * interval
+  local now = now_us()
+  local value = redis.call('GET', KEYS[1])
+  local tat = value and tonumber(value) or now
+  local debt = tat > now and tat - now or 0
+  local new_debt = debt + cost * interval
+  if new_debt > burst then
+    if cost == 1 then return -1 - debt end
+    return { math.floor((burst - debt) / interval), debt, new_debt - burst }
+  end
+  redis.call('SET', KEYS[1], string.format('%d', now + new_debt), 'PX', key_ttl_ms(math.ceil(new_debt / 1000)))
+  return new_debt
+end
+
 local count = tonumber(ARGV[1])
 local debit = count > 0
 if not debit then count = -count end
 
--- The common case first, flat: no bucket adaptive (no rate key, no keeps). It
--- returns before lib/token_bucket's functions are defined below (Redis builds
--- every function a script defines again on each call, ~0.15 µs each), with
--- no helper call and no table but the reply; the same arithmetic as tb_eval
--- and tb_store (GCRA: the bucket's debt at now, plus cost tokens).
-if #KEYS == count then
+-- Then the full form's common case, flat: a group, no bucket adaptive (no
+-- rate key, no keeps); the same arithmetic again. (One bucket in the full
+-- form, a peek or an adaptive one, is rare: it takes lib/token_bucket's path.)
+if #KEYS == count and count > 1 then
   local now = now_us()
-  if count == 1 then
-    local value = redis.call('GET', KEYS[1])
-    local cost, interval = tonumber(ARGV[2]), tonumber(ARGV[4])
-    local burst = tonumber(ARGV[3]) * interval
-    local tat = value and tonumber(value) or now
-    local debt = tat > now and tat - now or 0
-    local new_debt = debt + cost * interval
-    if new_debt > burst then
-      if cost == 1 then return -1 - debt end
-      return { math.floor((burst - debt) / interval), debt, new_debt - burst }
-    end
-    if not debit then return { math.floor((burst - new_debt) / interval) + cost, debt } end
-    redis.call('SET', KEYS[1], string.format('%d', now + new_debt), 'PX', key_ttl_ms(math.ceil(new_debt / 1000)))
-    return new_debt
-  end
   local values = redis.call('MGET', unpack(KEYS, 1, count))
   -- two buckets (the common group) get the reply sized at once: a table
   -- filled entry by entry is rehashed as it grows
@@ -92,14 +104,16 @@ if #KEYS == count then
   return reply
 end
 
--- <fragments>: lib/token_bucket follows here, for the adaptive buckets
+-- <fragments>: lib/token_bucket follows here, for the adaptive buckets and a
+-- lone bucket's peek
 
 -- Bucket i's record, read in order 1..N: cost, capacity, interval µs, keep µs,
 -- and its runtime-rate key (nil: not adaptive; they follow the buckets in order).
-local rate_keys = count
+-- The keeps are sent only when a bucket is adaptive (it has a rate key).
+local rate_keys, keeps = count, #KEYS > count
 local function bucket(i)
   local at = 3 * i - 1
-  local keep_us = tonumber(ARGV[3 * count + 1 + i])
+  local keep_us = keeps and tonumber(ARGV[3 * count + 1 + i]) or 0
   local rate_key = nil
   if keep_us > 0 then
     rate_keys = rate_keys + 1

@@ -14,3 +14,7 @@ end
 local function key_ttl_ms(ms)
   return ms
 end
+
+-- arg_count: how many ARGV the caller sent, for a script whose arguments come
+-- in more than one form (the pinned test clock's time, its last, not counted).
+local arg_count = #ARGV

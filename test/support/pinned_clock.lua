@@ -8,3 +8,5 @@ end
 local function key_ttl_ms(ms)
   return ms + 3600000
 end
+
+local arg_count = #ARGV - 1

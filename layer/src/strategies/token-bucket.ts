@@ -209,20 +209,30 @@ export const tokenBucket: StrategyUnit<'tokenBucket', typeof schema, CompiledTok
     entry: 'check_token_bucket',
     grouped: true,
     claims: false,
-    // ±N (negative: a peek), then per bucket cost, capacity, interval; only
-    // when a bucket is adaptive, then per bucket its keep (0: not adaptive),
-    // and the adaptive buckets' rate keys after the buckets, in their order
+    // the short form (one bucket, not adaptive, debited): capacity, interval,
+    // with the cost first unless it is 1; the full form: ±N (negative: a
+    // peek), then per bucket cost, capacity, interval; only when a bucket is
+    // adaptive, then per bucket its keep (0: not adaptive), and the adaptive
+    // buckets' rate keys after the buckets, in their order
     pack(limits, debit) {
       if (limits.length === 1) {
         // the common check: one array literal each, no loop
         const { policy, counter, cost } = limits[0] as (typeof limits)[number];
         const fields = bucketFields(policy);
-        return policy.adaptive
-          ? {
-              keys: [counter, rateKey(counter)],
-              args: [debit ? '1' : '-1', int(cost), fields[0] as string, fields[1] as string, fields[2] as string],
-            }
-          : { keys: [counter], args: [debit ? '1' : '-1', int(cost), fields[0] as string, fields[1] as string] };
+        if (policy.adaptive) {
+          return {
+            keys: [counter, rateKey(counter)],
+            args: [debit ? '1' : '-1', int(cost), fields[0] as string, fields[1] as string, fields[2] as string],
+          };
+        }
+        if (!debit) return { keys: [counter], args: ['-1', int(cost), fields[0] as string, fields[1] as string] };
+        return {
+          keys: [counter],
+          args:
+            cost === 1
+              ? [fields[0] as string, fields[1] as string]
+              : [int(cost), fields[0] as string, fields[1] as string],
+        };
       }
       const keys: string[] = [];
       const args = [int(debit ? limits.length : -limits.length)];
@@ -254,7 +264,7 @@ export const tokenBucket: StrategyUnit<'tokenBucket', typeof schema, CompiledTok
       }
       return pairOrTriple(reply);
     },
-    example: "'rl:{demo:k}' , 1 1 10 100000",
+    example: "'rl:{demo:k}' , 10 100000",
   },
 
   async inspect(policy, counter, redis) {
