@@ -6,10 +6,14 @@
 -- fragments: lib/sliding_window
 -- KEYS[1..N]   the windows (rings of admission times), one hash slot
 -- KEYS[c]      a once-only claim key (same slot), when ARGV names it
+-- ARGV, the short form: one window, debited when admitted, no claim (an IP's
+--   window, the common check): limit (events allowed in any window), window
+--   µs (whole ms), for one event; or cost (events this request adds,
+--   1..min(limit, 1024)), limit, window µs. Told apart from the full form by
+--   their count (2 or 3 arguments; the full form has 4 at least).
+-- ARGV, the full form (a peek, a group, a claim):
 -- ARGV[1]      N, the number of windows (1..16); -N to only read (a peek)
--- ARGV[2..]    per window, 3 each: cost (events this request adds,
---              1..min(limit, 1024)), limit (events allowed in any window),
---              window µs (whole ms)
+-- ARGV[2..]    per window, 3 each: cost, limit, window µs
 -- ARGV after the windows, optional: lua/check.lua's claim record: 'claim', c
 --              (the claim's index in KEYS), its TTL ms, '1' to keep it when
 --              refused (layer/src/core/claim.ts). A claim already taken
@@ -27,16 +31,22 @@
 --   µs; every window admits and all are debited, or nothing is written.
 -- Complexity: per window O(cost) amortised, O(cost + log limit) worst case;
 -- memory O(limit) per window.
-local count = tonumber(ARGV[1])
-local debit = count > 0
-if not debit then count = -count end
-
-local claim_at = 3 * count + 2
+-- A lone window's record: its cost, and where its limit and window are in ARGV
+-- (the short form's, unless the full form follows).
+local count, debit, lone_cost, lone_at = 1, true, 1, 1
+if arg_count == 3 then lone_cost, lone_at = tonumber(ARGV[1]), 2 end
 local claim_key, claim_ttl_ms, claim_kept
-if ARGV[claim_at] == 'claim' then
-  claim_key, claim_ttl_ms, claim_kept = KEYS[tonumber(ARGV[claim_at + 1])], tonumber(ARGV[claim_at + 2]), ARGV[claim_at + 3] == '1'
-  -- GET, not EXISTS: the functions' ACL user runs only the commands it needs
-  if redis.call('GET', claim_key) then return { 2 } end
+if arg_count > 3 then
+  count = tonumber(ARGV[1])
+  debit = count > 0
+  if not debit then count = -count end
+  lone_cost, lone_at = tonumber(ARGV[2]), 3
+  local claim_at = 3 * count + 2
+  if ARGV[claim_at] == 'claim' then
+    claim_key, claim_ttl_ms, claim_kept = KEYS[tonumber(ARGV[claim_at + 1])], tonumber(ARGV[claim_at + 2]), ARGV[claim_at + 3] == '1'
+    -- GET, not EXISTS: the functions' ACL user runs only the commands it needs
+    if redis.call('GET', claim_key) then return { 2 } end
+  end
 end
 
 local now = now_us()
@@ -48,8 +58,8 @@ local now = now_us()
 -- the same steps as sw_eval, sw_apply and sw_unwritten (the ring's layout is
 -- documented there). Anything else falls through to them, which decide it
 -- whole: nothing is written before either path returns.
-if count == 1 and debit and ARGV[2] == '1' then
-  local window_key, limit, window_us = KEYS[1], tonumber(ARGV[3]), tonumber(ARGV[4])
+if count == 1 and debit and lone_cost == 1 then
+  local window_key, limit, window_us = KEYS[1], tonumber(ARGV[lone_at]), tonumber(ARGV[lone_at + 1])
   local header = redis.call('GETRANGE', window_key, 0, 31)
   local n, h, e, w, first, newest = 0, 0, 0, 0, 0, 0
   if #header == 32 then n, h, e, w, first, newest = struct.unpack('>I4I4I4I4i8i8', header) end
@@ -238,7 +248,7 @@ end
 
 -- <fragments>: lib/sliding_window follows here, for every other case
 if count == 1 then
-  local r = sw_eval(KEYS[1], tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[2]), now)
+  local r = sw_eval(KEYS[1], tonumber(ARGV[lone_at]), tonumber(ARGV[lone_at + 1]), lone_cost, now)
   if r.allowed then
     if not debit then
       sw_unwritten(r)

@@ -128,6 +128,12 @@ for (const target of targets) {
               ? withClaim(claimableCheckCall(limits(own), debit), ownClaim)
               : checkCall(limits(own), debit);
             assert.equal(ownCall.script, 'check_sliding_window', 'windows take their own script');
+            const [lone] = c.limits;
+            if (c.op === 'check' && c.limits.length === 1 && lone) {
+              // the short form: limit and window, the cost first unless it is 1
+              const cost = limits(own)[0]?.cost;
+              assert.equal(ownCall.args.length, cost === 1 ? 2 : 3, 'a lone debit is sent in the short form');
+            }
             const genericCall = genericClaim
               ? withClaim(genericCheckCall(limits(generic), debit), genericClaim)
               : genericCheckCall(limits(generic), debit);

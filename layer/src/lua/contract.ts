@@ -47,7 +47,7 @@ export function checkCall(limits: readonly ResolvedLimit[], debit: boolean): Scr
 export function claimableCheckCall(limits: readonly ResolvedLimit[], debit: boolean): ScriptCall {
   const own = ownScriptOf(limits, (l) => l.policy);
   if (!own?.claims) return genericCheckCall(limits, debit);
-  const { keys, args } = own.pack(limits, debit);
+  const { keys, args } = own.pack(limits, debit, true);
   return { script: own.entry, keys, args };
 }
 

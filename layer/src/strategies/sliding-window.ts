@@ -72,8 +72,21 @@ export const slidingWindow: StrategyUnit<'slidingWindow', typeof schema, Compile
     entry: 'check_sliding_window',
     grouped: true,
     claims: true,
-    // ±N (negative: a peek), then per window cost, limit, window µs
-    pack(limits, debit) {
+    // the short form (one window, debited, no claim to follow): limit,
+    // window µs, with the cost first unless it is 1; the full form: ±N
+    // (negative: a peek), then per window cost, limit, window µs
+    pack(limits, debit, claimed) {
+      const lone = limits.length === 1 ? limits[0] : undefined;
+      if (lone && debit && !claimed) {
+        const fields = windowFields(lone.policy);
+        return {
+          keys: [lone.counter],
+          args:
+            lone.cost === 1
+              ? [fields[0] as string, fields[1] as string]
+              : [int(lone.cost), fields[0] as string, fields[1] as string],
+        };
+      }
       const keys = limits.map((l) => l.counter);
       const args = [int(debit ? limits.length : -limits.length)];
       for (const { policy, cost } of limits) args.push(int(cost), ...windowFields(policy));
@@ -83,7 +96,7 @@ export const slidingWindow: StrategyUnit<'slidingWindow', typeof schema, Compile
       if (isInteger(reply)) return [1, 0, 0, reply, policy.windowUs, 0];
       return pairOrTriple(reply);
     },
-    example: "'rl:{demo-sw:k}' , 1 1 5 60000000",
+    example: "'rl:{demo-sw:k}' , 5 60000000",
   },
 };
 

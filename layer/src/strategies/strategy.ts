@@ -141,8 +141,11 @@ export interface OwnScript<P extends CompiledCommon> {
    * admission, or a refusal when kept.
    */
   readonly claims: boolean;
-  /** KEYS and ARGV in the order the entry script binds them. */
-  pack(limits: readonly ResolvedLimit<P>[], debit: boolean): { keys: string[]; args: string[] };
+  /**
+   * KEYS and ARGV in the order the entry script binds them; `claimed`: a
+   * once-only claim's record will follow the ARGV (only when `claims`).
+   */
+  pack(limits: readonly ResolvedLimit<P>[], debit: boolean, claimed?: boolean): { keys: string[]; args: string[] };
   /** A one-limit reply as [allowed, binding, retry µs, remaining, reset µs, retry µs]; undefined for a shape it does not know. */
   layout(policy: P, reply: unknown): number[] | undefined;
   /** Example KEYS , ARGV for `redis-cli --eval` (npm run lua:dump). */
