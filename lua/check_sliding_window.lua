@@ -12,14 +12,14 @@
 --   1..min(limit, 1024)), limit, window µs. Told apart from the full form by
 --   their count (2 or 3 arguments; the full form has 4 at least).
 -- ARGV, the full form (a peek, a group, a claim):
--- ARGV[1]      N, the number of windows (1..16); -N to only read (a peek)
--- ARGV[2..]    per window, 3 each: cost, limit, window µs
--- ARGV after the windows, optional: lua/check.lua's claim record: 'claim', c
---              (the claim's index in KEYS), its TTL ms, '1' to keep it when
---              refused (layer/src/core/claim.ts). A claim already taken
---              answers { 2 }: nothing counted, nothing written. Otherwise
---              the claim is set after the windows' writes with an admission
---              (debited), or with a refusal when kept.
+--   ARGV[1]      N, the number of windows (1..16); -N to only read (a peek)
+--   ARGV[2..]    per window, 3 each: cost, limit, window µs
+--   ARGV after the windows, optional: lua/check.lua's claim record: 'claim',
+--                c (the claim's index in KEYS), its TTL ms, '1' to keep it
+--                when refused (layer/src/core/claim.ts). A claim already
+--                taken answers { 2 }: nothing counted, nothing written.
+--                Otherwise the claim is set after the windows' writes with an
+--                admission (debited), or with a refusal when kept.
 -- Reply, one window: admitted, what remains (one integer; the window resets a
 --   whole window after this admission). Refused: an array { remaining,
 --   reset µs, retry-after µs }. (A table reply costs Redis ~0.7 µs; the

@@ -20,11 +20,12 @@
 -- Reply, one bucket: admitted, the bucket's debt after it (µs), one integer,
 --   from which the client derives what remains (it knows capacity and
 --   interval); an adaptive bucket (whose interval may be a runtime one)
---   answers an array { remaining, reset µs } instead. Refused at cost 1 (the
---   common check, and a hot key's every refusal): -1 - the bucket's debt
---   (µs), one negative integer, from which the client derives remaining,
---   reset and retry-after as for an admission; refused at a larger cost (or
---   an adaptive bucket): an array { remaining, reset µs, retry-after µs }.
+--   answers an array { remaining, reset µs } instead. Refused at cost 1 in the
+--   short form (the common check, and a hot key's every refusal): -1 - the
+--   bucket's debt (µs), one negative integer, from which the client derives
+--   remaining, reset and retry-after as for an admission; any other refusal
+--   (a larger cost, a peek, an adaptive bucket): an array { remaining,
+--   reset µs, retry-after µs }.
 --   (A table reply costs Redis ~0.7 µs and the client more to read; one
 --   integer, almost nothing: the common cases get the integer.)
 --   A peek that would admit: { remaining, reset µs } of the bucket as it stands.

@@ -41,11 +41,9 @@ describe('npm run lua:dump', () => {
       join(dir, 'check_token_bucket.lua'),
       key,
       ',',
-      '1', // one bucket, debited
-      '1', // cost
-      '10', // capacity
-      '100000', // µs per token
-      '0', // not adaptive
+      // the short form, as the layer sends the common check: capacity, µs per token (cost 1, debited)
+      '10',
+      '100000',
     ]);
     assert.equal(stdout.trim(), '100000');
   });

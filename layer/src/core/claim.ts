@@ -8,7 +8,7 @@
  * admission sets it; a refusal leaves it untaken unless `keepOnRefusal`.
  */
 
-import type { ScriptCall } from '../lua/contract.ts';
+import type { ClaimableCall, ScriptCall } from '../lua/contract.ts';
 import { int } from '../strategies/strategy.ts';
 import { MisconfiguredCheckError } from './errors.ts';
 
@@ -35,11 +35,16 @@ export function hashTagOf(key: string): string {
 
 /**
  * A check's script call with the claim folded in: its key after the check's
- * keys, its record after the check's records. Throws MisconfiguredCheckError
- * when the claim is not in the check's slot (the script could not touch it on
- * a cluster) or is malformed.
+ * keys, its record after the check's records. The call must be a claimable
+ * one (lua/contract.ts `claimableCheckCall` or `genericCheckCall`): a record
+ * after a strategy's short form would be misread. Throws
+ * MisconfiguredCheckError for any other call, and when the claim is not in the
+ * check's slot (the script could not touch it on a cluster) or is malformed.
  */
-export function withClaim(call: ScriptCall, claim: CheckClaim): ScriptCall {
+export function withClaim(call: ClaimableCall, claim: CheckClaim): ScriptCall {
+  if (call?.claimable !== true) {
+    throw new MisconfiguredCheckError('a once-only claim follows a claimable check call (claimableCheckCall)');
+  }
   const first = call.keys[0];
   if (typeof claim?.key !== 'string' || first === undefined || hashTagOf(claim.key) !== hashTagOf(first)) {
     throw new MisconfiguredCheckError('a once-only claim must share the hash tag of the check it is decided with');

@@ -249,7 +249,9 @@ export class Limiter {
     }
     if (limits.length > 1) assertOneSlot(limits);
     const policies = limits.map((l) => l.policy);
-    const call = { ...genericCheckCall(limits, true), script: ENTRY_SCRIPTS.checkFirst };
+    // check.lua's KEYS and ARGV, no claim: check_first takes no claim record
+    const { keys, args } = genericCheckCall(limits, true);
+    const call = { script: ENTRY_SCRIPTS.checkFirst, keys, args };
     const result = await this.#run('check', policies, call, (reply) => parseFirstReply(policies, reply));
     return result.ok ? result.reply : this.#degradedDecision(policies, result.reason);
   }

@@ -26,6 +26,16 @@ export interface ScriptCall {
 }
 
 /**
+ * A check's call in the form a once-only claim's record may follow (the full
+ * form: a strategy's short form is told apart by its argument count, so a
+ * record appended to it would be misread). Only the two functions below make
+ * one; core/claim.ts `withClaim` takes nothing else.
+ */
+export interface ClaimableCall extends ScriptCall {
+  readonly claimable: true;
+}
+
+/**
  * The script call of a check: limits all of one strategy with its own script
  * get it (one limit, or a group if that script takes groups: the common, fast
  * cases); anything else lua/check.lua: counters, then the strategies' further
@@ -44,15 +54,15 @@ export function checkCall(limits: readonly ResolvedLimit[], debit: boolean): Scr
  * (core/claim.ts `withClaim` appends it): their own script when it takes the
  * group and the claim (a webhook's windows), else lua/check.lua's.
  */
-export function claimableCheckCall(limits: readonly ResolvedLimit[], debit: boolean): ScriptCall {
+export function claimableCheckCall(limits: readonly ResolvedLimit[], debit: boolean): ClaimableCall {
   const own = ownScriptOf(limits, (l) => l.policy);
   if (!own?.claims) return genericCheckCall(limits, debit);
   const { keys, args } = own.pack(limits, debit, true);
-  return { script: own.entry, keys, args };
+  return { script: own.entry, keys, args, claimable: true };
 }
 
 /** lua/check.lua's call, which decides any limits (a test holds a strategy's own grouped script to it). */
-export function genericCheckCall(limits: readonly ResolvedLimit[], debit: boolean): ScriptCall {
+export function genericCheckCall(limits: readonly ResolvedLimit[], debit: boolean): ClaimableCall {
   const keys = limits.map((l) => l.counter);
   const extraKey = (key: string) => keys.push(key);
   const args = [int(limits.length), debit ? '1' : '0'];
@@ -61,7 +71,7 @@ export function genericCheckCall(limits: readonly ResolvedLimit[], debit: boolea
     const fields = unit.checkFields(limit, extraKey);
     args.push(unit.kind, int(limit.cost), int(fields.length), ...fields);
   }
-  return { script: checkScriptName(limits.map((l) => unitOfPolicy(l.policy).kind)), keys, args };
+  return { script: checkScriptName(limits.map((l) => unitOfPolicy(l.policy).kind)), keys, args, claimable: true };
 }
 
 /** The own script that decides a check of these policies, if their one strategy has one that can. */

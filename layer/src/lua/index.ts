@@ -7,6 +7,7 @@
 
 export { assembleEntry } from './assembly.ts';
 export {
+  type ClaimableCall,
   checkCall,
   checkReplyLayout,
   claimableCheckCall,

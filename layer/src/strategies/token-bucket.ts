@@ -202,8 +202,9 @@ export const tokenBucket: StrategyUnit<'tokenBucket', typeof schema, CompiledTok
    * MGET, no dispatch. One bucket admitted
    * answers one integer, the debt in µs (a table reply costs Redis ~0.7 µs
    * more, and the client more to read), from which what remains is derived
-   * here; refused at cost 1, -1 - its debt; an adaptive bucket answers
-   * { remaining, reset µs }; any other refusal { remaining, reset µs, retry µs }.
+   * here; refused at cost 1 in the short form, -1 - its debt; an adaptive
+   * bucket answers { remaining, reset µs }; any other refusal (a larger cost,
+   * a peek, an adaptive bucket) { remaining, reset µs, retry µs }.
    */
   ownScript: {
     entry: 'check_token_bucket',
@@ -257,7 +258,7 @@ export const tokenBucket: StrategyUnit<'tokenBucket', typeof schema, CompiledTok
         const burst = policy.capacity * interval;
         // admitted: the debt after the debit (at least one interval)
         if (reply >= 0) return [1, 0, 0, Math.floor((burst - reply) / interval), reply, 0];
-        // refused at cost 1: -1 - the debt as it stands; one more token is owed past the burst
+        // refused at cost 1 (the short form): -1 - the debt as it stands; one more token is owed past the burst
         const debt = -1 - reply;
         const retry = debt + interval - burst;
         return [0, 1, retry, Math.floor((burst - debt) / interval), debt, retry];

@@ -1,0 +1,34 @@
+/**
+ * A once-only claim's record follows a check's ARGV, so it may follow only a
+ * call in the full form: a strategy's short form (a lone window's limit and
+ * window) is told apart by its argument count, and a record appended to it
+ * would be read as a group of windows.
+ */
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+import { compilePolicies, MisconfiguredCheckError } from '@platform/rate-limit';
+import { withClaim } from '@platform/rate-limit/core';
+import { type ClaimableCall, checkCall, claimableCheckCall, type ResolvedLimit } from '@platform/rate-limit/lua';
+
+const catalogue = compilePolicies({ w: { strategy: 'slidingWindow', limit: 5, window: '1 m' } });
+const lone: ResolvedLimit = {
+  policy: catalogue.get('w') as ResolvedLimit['policy'],
+  key: 'k',
+  counter: 'rl:{w:k}',
+  cost: 1,
+};
+const claim = { key: 'rl:{w:k}:once:e1', ttlMs: 60_000 };
+
+describe('Function: withClaim', () => {
+  it('refuses a call in a short form, which the claim record would turn into another call', () => {
+    const short = checkCall([lone], true);
+    assert.deepEqual(short.args, ['5', '60000000'], 'a lone window is sent in its short form');
+    assert.throws(() => withClaim(short as ClaimableCall, claim), MisconfiguredCheckError);
+  });
+
+  it('appends the record to a claimable call, which is in the full form', () => {
+    const call = withClaim(claimableCheckCall([lone], true), claim);
+    assert.deepEqual(call.keys, ['rl:{w:k}', 'rl:{w:k}:once:e1']);
+    assert.deepEqual(call.args, ['1', '1', '5', '60000000', 'claim', '2', '60000', '0']);
+  });
+});
