@@ -115,6 +115,74 @@ export const commandTableInDictionaryMode: Plugin = {
   },
 };
 
+/** ioredis's one use of `debug` (utils/debug.js): the factory, called once per namespace at import. */
+const IOREDIS_DEBUG_FILE = /node_modules\/ioredis\/built\/utils\/debug\.js$/;
+const IOREDIS_DEBUG_USES = ['const debug_1 = require("debug");', '(0, debug_1.default)('];
+
+/**
+ * ioredis logs through `debug`, whose Node build, at each of the ~13
+ * namespaces ioredis makes at import, asks whether stderr is a terminal: it
+ * loads `tty` and `os` (supports-color) and opens process.stderr, for logs
+ * only DEBUG can turn on. The bundle's `debug` is private to it (nothing
+ * outside can call its `enable()`), so without DEBUG at load every namespace
+ * stays off: then ioredis gets off namespaces and `debug` is never evaluated;
+ * with DEBUG set, the real one (still bundled). Fails the build if ioredis's
+ * use of `debug` is not the one this stands in for.
+ */
+export const debugOnlyWithDebugEnv: Plugin = {
+  name: 'debug-only-with-debug-env',
+  setup(b) {
+    let used = false;
+    let ioredisBundled = false;
+    b.onStart(() => {
+      used = false;
+      ioredisBundled = false;
+    });
+    b.onLoad({ filter: IOREDIS_DEBUG_FILE }, (args) => {
+      const source = readFileSync(args.path, 'utf8');
+      // debug_1 appears exactly in its require and its one call
+      if (!IOREDIS_DEBUG_USES.every((use) => source.includes(use)) || source.split('debug_1').length !== 3)
+        throw new Error(`ioredis's use of debug is not the expected one in ${args.path}`);
+      used = true;
+      return {
+        loader: 'js',
+        contents: source.replace(
+          IOREDIS_DEBUG_USES[0] as string,
+          'const debug_1 = require("debug-only-with-debug-env");',
+        ),
+      };
+    });
+    b.onResolve({ filter: /^debug-only-with-debug-env$/ }, (args) => ({
+      path: 'debug',
+      namespace: 'debug-only-with-debug-env',
+      pluginData: { resolveDir: args.resolveDir },
+    }));
+    b.onLoad({ filter: /.*/, namespace: 'debug-only-with-debug-env' }, (args) => ({
+      loader: 'js',
+      resolveDir: (args.pluginData as { resolveDir: string }).resolveDir,
+      contents: `function off(namespace) {
+  const debug = () => {};
+  debug.namespace = namespace;
+  debug.enabled = false;
+  debug.destroy = () => {};
+  debug.extend = (sub, delimiter = ':') => off(namespace + delimiter + sub);
+  return debug;
+}
+off.default = off;
+module.exports = process.env.DEBUG ? require('debug') : off;`,
+    }));
+    // seen, not loaded here: the other plugins (or esbuild) load the rest of ioredis
+    b.onLoad({ filter: /node_modules\/ioredis\/built\// }, () => {
+      ioredisBundled = true;
+      return undefined;
+    });
+    b.onEnd((result) => {
+      if (result.errors.length === 0 && ioredisBundled && !used)
+        throw new Error('ioredis bundled without its utils/debug.js: its use of debug moved');
+    });
+  },
+};
+
 const common = {
   bundle: true,
   platform: 'node',
@@ -123,7 +191,7 @@ const common = {
   minify: true,
   sourcemap: false,
   legalComments: 'none',
-  plugins: [builtinsByRequire, assertForRedisErrors, commandTableInDictionaryMode] as Plugin[],
+  plugins: [builtinsByRequire, assertForRedisErrors, debugOnlyWithDebugEnv, commandTableInDictionaryMode] as Plugin[],
   // ESM output still meets CommonJS dependencies (ioredis): give them require.
   banner: { js: "import { createRequire as __cr } from 'node:module'; const require = __cr(import.meta.url);" },
 } as const;
@@ -190,7 +258,7 @@ async function bundleIoredis(packageDir: string): Promise<void> {
     format: 'cjs',
     minify: true,
     legalComments: 'none',
-    plugins: [assertForRedisErrors, commandTableInDictionaryMode],
+    plugins: [assertForRedisErrors, debugOnlyWithDebugEnv, commandTableInDictionaryMode],
     logLevel: 'error',
   });
   await build({

@@ -1,16 +1,24 @@
 /**
  * The cold-start plugins of scripts/bundle.ts: built-ins imported by ESM
  * statements are taken through `require` (no module facade), and
- * redis-errors gets its two argument checks without `node:assert`; the
- * bundled code still behaves as the source does.
+ * redis-errors gets its two argument checks without `node:assert`, ioredis
+ * evaluates `debug` only under DEBUG; the bundled code still behaves as the
+ * source does.
  */
 import assert from 'node:assert/strict';
+import { execFile } from 'node:child_process';
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, it } from 'node:test';
 import { pathToFileURL } from 'node:url';
+import { promisify } from 'node:util';
 import { build } from 'esbuild';
-import { assertForRedisErrors, builtinsByRequire, commandTableInDictionaryMode } from '../../scripts/bundle.ts';
+import {
+  assertForRedisErrors,
+  builtinsByRequire,
+  commandTableInDictionaryMode,
+  debugOnlyWithDebugEnv,
+} from '../../scripts/bundle.ts';
 
 const NODE_MODULES = new URL('../../node_modules/', import.meta.url).pathname;
 const BANNER = "import { createRequire as __cr } from 'node:module'; const require = __cr(import.meta.url);";
@@ -30,7 +38,7 @@ async function bundled(source: string): Promise<{ text: string; file: string; di
     format: 'esm',
     banner: { js: BANNER },
     nodePaths: [NODE_MODULES],
-    plugins: [builtinsByRequire, assertForRedisErrors, commandTableInDictionaryMode],
+    plugins: [builtinsByRequire, assertForRedisErrors, debugOnlyWithDebugEnv, commandTableInDictionaryMode],
     write: true,
     metafile: true,
     logLevel: 'error',
@@ -95,5 +103,60 @@ describe('Plugin: commandTableInDictionaryMode', () => {
     redis.sendCommand = (command: unknown) => command;
     const sent = (redis.evalsha as (...args: unknown[]) => { name: string; args: unknown[] })('abc', 1, 'k');
     assert.deepEqual({ name: sent.name, args: sent.args }, { name: 'evalsha', args: ['abc', '1', 'k'] });
+  });
+});
+
+describe('Plugin: debugOnlyWithDebugEnv', () => {
+  /** A fresh process importing the bundle and constructing a client (not connected), with DEBUG as given. */
+  const run = (file: string, debug: string | undefined) => {
+    const { DEBUG: _debug, ...env } = process.env;
+    return promisify(execFile)(
+      process.execPath,
+      [
+        '--input-type=module',
+        '-e',
+        `const { Redis } = await import(${JSON.stringify(pathToFileURL(file).href)});
+new Redis({ lazyConnect: true, enableOfflineQueue: false });
+console.log(JSON.stringify(process.moduleLoadList.filter((m) => m === 'NativeModule tty' || m === 'NativeModule os')));`,
+      ],
+      { env: debug === undefined ? env : { ...env, DEBUG: debug } },
+    );
+  };
+
+  it('bundles ioredis whose debug namespaces are off and load no terminal check without DEBUG, and log with it', async (t) => {
+    const out = await bundled("export { Redis } from 'ioredis';\n");
+    t.after(out.dispose);
+    const quiet = await run(out.file, undefined);
+    assert.deepEqual(JSON.parse(quiet.stdout), []);
+    assert.equal(quiet.stderr, '');
+    // the real debug, bundled still: a client's first status change is logged under DEBUG=ioredis:*
+    const loud = await run(out.file, 'ioredis:*');
+    assert.match(loud.stderr, /ioredis:redis status\[localhost:6379\]: wait -> wait/);
+    assert.ok(JSON.parse(loud.stdout).includes('NativeModule tty'));
+  });
+
+  it('fails the build when ioredis no longer takes debug as it stands in for', async () => {
+    await assert.rejects(
+      build({
+        stdin: { contents: "module.exports = require('ioredis');\n", resolveDir: NODE_MODULES, loader: 'js' },
+        bundle: true,
+        platform: 'node',
+        write: false,
+        logLevel: 'silent',
+        plugins: [
+          {
+            name: 'ioredis-changed',
+            setup(b) {
+              b.onLoad({ filter: /node_modules\/ioredis\/built\/utils\/debug\.js$/ }, () => ({
+                loader: 'js',
+                contents: 'exports.default = require("debug");',
+              }));
+            },
+          },
+          debugOnlyWithDebugEnv,
+        ],
+      }),
+      /its use of debug moved/,
+    );
   });
 });
