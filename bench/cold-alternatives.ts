@@ -123,18 +123,16 @@ function packageBytes(dir: string): number {
   return bytes;
 }
 
-/** The built-ins ioredis loads at import as the layer bundles it (its require() of node: modules; no node:assert). */
+/** The built-ins ioredis loads at import as the layer bundles it (its require() of node: modules; no node:assert, and no tty or os: `debug` is not evaluated without DEBUG). */
 export const IOREDIS_BUILTINS = [
   'node:events',
   'node:net',
   'node:tls',
   'node:util',
-  'node:tty',
   'node:stream',
   'node:crypto',
   'node:dns',
   'node:url',
-  'node:os',
   'node:diagnostics_channel',
 ] as const;
 
@@ -251,12 +249,25 @@ export async function clientAlternatives(
       bytes: vendorBytes,
       env: { RATE_LIMIT_CODE_CACHE: 'off' },
     },
+    {
+      name: "the same with its code cache off, under Lambda's V8 flags (what Lambda loads: the deployed layer has no cache)",
+      imports: [vendor],
+      bytes: vendorBytes,
+      env: { RATE_LIMIT_CODE_CACHE: 'off' },
+      nodeArgs: lambdaV8Flags(),
+    },
     { name: 'iovalkey 0.4.0, one minified module', imports: [iovalkey], bytes: size(iovalkey) },
     { name: '@redis/client 6.3.1, one minified module', imports: [nodeRedis], bytes: size(nodeRedis) },
     {
       name: "the Node built-ins the layer's ioredis loads, alone (the floor of any client)",
       imports: [...IOREDIS_BUILTINS],
       bytes: 0,
+    },
+    {
+      name: "the same built-ins under Lambda's V8 flags (Node's own code cache for them refused)",
+      imports: [...IOREDIS_BUILTINS],
+      bytes: 0,
+      nodeArgs: lambdaV8Flags(),
     },
   ];
   return measureVariants(variants, runs);
