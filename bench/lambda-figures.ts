@@ -74,6 +74,8 @@ async function coldImportMs(
   nodePath: string,
   env: Readonly<Record<string, string>> = {},
   v8Flags: readonly string[] = LAMBDA_V8_FLAGS,
+  /** Code run before the clock starts (what the process has loaded before the init). */
+  setup = '',
 ): Promise<Timing> {
   const imports = files.map((file) => `await import(${JSON.stringify(pathToFileURL(file).href)});`).join(' ');
   const times: number[] = [];
@@ -85,7 +87,7 @@ async function coldImportMs(
         ...lambdaNodeArgs,
         '--input-type=module',
         '-e',
-        `const t = performance.now(); ${imports} console.log(performance.now() - t); process.exit(0);`,
+        `${setup} const t = performance.now(); ${imports} console.log(performance.now() - t); process.exit(0);`,
       ],
       { env: { ...process.env, ...env, NODE_PATH: nodePath } },
     );
@@ -156,6 +158,10 @@ async function layerOwnPart(runs: number): Promise<BundleFigures> {
 
 const OFF = { RATE_LIMIT_CODE_CACHE: 'off' };
 
+/** What Lambda's runtime interface client has done before it imports a function: node:http required, an Agent made. */
+const RUNTIME_CLIENT_SETUP =
+  "const { Agent } = process.getBuiltinModule('node:http'); new Agent({ keepAlive: true, maxSockets: 1 });";
+
 /** The rows coldStartSplit reads (the bars judge the first). */
 export const COLD_ROWS = {
   /** What Lambda loads: Lambda's V8 flags, the deployed layer without its code cache. */
@@ -164,6 +170,9 @@ export const COLD_ROWS = {
   /** The same under Node's default V8 flags, where Node's own built-ins use their code cache (not Lambda's shape). */
   layerDefaultFlags:
     'layer without its code cache, default V8 flags (not how Lambda starts Node): limiter + middleware + config',
+  /** The judged row's import after node:http, which Lambda's runtime interface client loads before the init. */
+  layerAfterRuntimeHttp:
+    "layer without its code cache, after node:http as Lambda's runtime client loads it before the init: limiter + middleware + config",
   layerWithCache: 'layer: limiter + middleware + config (what every HTTP function loads; with its code cache)',
   redisClient: "ioredis alone (the layer's vendor/ioredis.mjs, with its code cache)",
   layerOwn: "layer's own part: limiter + middleware + config, ioredis loaded first",
@@ -177,11 +186,17 @@ export async function bundleFigures(runs = 9): Promise<BundleFigures[]> {
   const { layer } = built;
   const layerDir = dirname(layer.index as string);
   const figures: BundleFigures[] = [];
-  const measure = async (name: string, files: string[], env: Record<string, string> = {}, v8Flags = LAMBDA_V8_FLAGS) =>
+  const measure = async (
+    name: string,
+    files: string[],
+    env: Record<string, string> = {},
+    v8Flags = LAMBDA_V8_FLAGS,
+    setup = '',
+  ) =>
     figures.push({
       name,
       bytes: loadedBytes(files, layerDir),
-      ...(await coldImportMs(files, runs, lambda.nodePath, env, v8Flags)),
+      ...(await coldImportMs(files, runs, lambda.nodePath, env, v8Flags, setup)),
     });
   for (const [entry, file] of Object.entries(layer)) {
     const name = entry === 'index' ? LAYER_PACKAGE : `${LAYER_PACKAGE}/${entry}`;
@@ -194,6 +209,9 @@ export async function bundleFigures(runs = 9): Promise<BundleFigures[]> {
   await measure(COLD_ROWS.layerWithCache, part);
   await measure(COLD_ROWS.layerAsDeployed, part, OFF);
   await measure(COLD_ROWS.layerDefaultFlags, part, OFF, []);
+  // The runtime interface client (aws-lambda-nodejs-runtime-interface-client, RAPIDClient) requires node:http and
+  // makes an Agent before it loads the function: net, stream and their internals are then loaded already.
+  await measure(COLD_ROWS.layerAfterRuntimeHttp, part, OFF, LAMBDA_V8_FLAGS, RUNTIME_CLIENT_SETUP);
   const vendor = join(dirname(layer.index as string), IOREDIS_VENDOR.module);
   await measure(COLD_ROWS.redisClient, [vendor]);
   await measure(
@@ -242,6 +260,7 @@ export function coldStartSplit(figures: readonly BundleFigures[]): ColdStartSpli
   return {
     layerWithoutCacheMs: cold(COLD_ROWS.layerAsDeployed),
     layerDefaultFlagsMs: cold(COLD_ROWS.layerDefaultFlags),
+    layerAfterRuntimeHttpMs: cold(COLD_ROWS.layerAfterRuntimeHttp),
     layerMs: cold(COLD_ROWS.layerWithCache),
     redisClientMs: cold(COLD_ROWS.redisClient),
     layerOwnMs: cold(COLD_ROWS.layerOwn),
@@ -284,9 +303,16 @@ export async function alternativeFigures(runs: number): Promise<AlternativeFigur
 if (import.meta.url === pathToFileURL(process.argv[1] ?? '').href) {
   const runs = Number(process.env.BENCH_COLD_RUNS ?? 9);
   const figures = await bundleFigures(runs);
-  const { layerMs, layerWithoutCacheMs, layerDefaultFlagsMs, redisClientMs, layerOwnMs, slowest } =
-    coldStartSplit(figures);
-  const summary = `Under Lambda's V8 flags: layer part as deployed (no code cache) ${layerWithoutCacheMs.toFixed(1)} ms (under default V8 flags ${layerDefaultFlagsMs.toFixed(1)} ms; with its code cache ${layerMs.toFixed(1)} ms); ioredis alone ${redisClientMs.toFixed(1)} ms with its cache; the layer's own part ${layerOwnMs.toFixed(1)} ms; slowest ${slowest.name} ${slowest.coldImportMs.toFixed(1)} ms`;
+  const {
+    layerMs,
+    layerWithoutCacheMs,
+    layerDefaultFlagsMs,
+    layerAfterRuntimeHttpMs,
+    redisClientMs,
+    layerOwnMs,
+    slowest,
+  } = coldStartSplit(figures);
+  const summary = `Under Lambda's V8 flags: layer part as deployed (no code cache) ${layerWithoutCacheMs.toFixed(1)} ms (${layerAfterRuntimeHttpMs.toFixed(1)} ms after the runtime client's node:http; under default V8 flags ${layerDefaultFlagsMs.toFixed(1)} ms; with its code cache ${layerMs.toFixed(1)} ms); ioredis alone ${redisClientMs.toFixed(1)} ms with its cache; the layer's own part ${layerOwnMs.toFixed(1)} ms; slowest ${slowest.name} ${slowest.coldImportMs.toFixed(1)} ms`;
   const alternatives = await alternativeFigures(runs);
   const stamp = new Date().toISOString().replace(/:/g, '-').slice(0, 19);
   const lines = [
