@@ -4,8 +4,9 @@
  * not, or left in node_modules as its many CommonJS files; iovalkey;
  * `@redis/client`), the Node built-ins a client loads, the layer's ioredis
  * as it ships (one CommonJS bundle run with the V8 code cache made for it at
- * build, scripts/bundle.ts) with and without that cache, and Node's module
- * compile cache (NODE_COMPILE_CACHE) over the same modules. Each variant is
+ * build, scripts/bundle.ts) with and without that cache, with and without
+ * `debug` evaluated at import, under default and Lambda's V8 flags, and
+ * Node's module compile cache (NODE_COMPILE_CACHE) over the same modules. Each variant is
  * imported in fresh processes, the variants interleaved run by run (this host
  * is shared: a burst of load then hits every variant alike), and each reports
  * its median and its spread (min–max).
@@ -22,6 +23,7 @@ import {
   builtinsByRequire,
   bundleLayer,
   commandTableInDictionaryMode,
+  debugOnlyWithDebugEnv,
   IOREDIS_VENDOR,
 } from '../scripts/bundle.ts';
 
@@ -177,6 +179,9 @@ export async function clientAlternatives(
       plugins: [builtinsByRequire, assertForRedisErrors, commandTableInDictionaryMode],
     },
   );
+  const ioredisNoDebug = await bundleAlone(dir, 'ioredis-no-debug', "export { Redis, Cluster } from 'ioredis';\n", {
+    plugins: [builtinsByRequire, assertForRedisErrors, debugOnlyWithDebugEnv, commandTableInDictionaryMode],
+  });
   const ioredisBefore = await bundleAlone(dir, 'ioredis-before', "export { Redis, Cluster } from 'ioredis';\n");
   const ioredisPlain = await bundleAlone(dir, 'ioredis-plain', "export { Redis, Cluster } from 'ioredis';\n", {
     ...layerPlugins,
@@ -231,6 +236,18 @@ export async function clientAlternatives(
       name: 'ioredis 6.0.0, one minified module, its command table added in dictionary mode (no code cache)',
       imports: [ioredisDictionary],
       bytes: size(ioredisDictionary),
+    },
+    {
+      name: "the same under Lambda's V8 flags (debug evaluated at import: loads tty and os, opens stderr)",
+      imports: [ioredisDictionary],
+      bytes: size(ioredisDictionary),
+      nodeArgs: lambdaV8Flags(),
+    },
+    {
+      name: "the same with debug evaluated only under DEBUG (debugOnlyWithDebugEnv), under Lambda's V8 flags",
+      imports: [ioredisNoDebug],
+      bytes: size(ioredisNoDebug),
+      nodeArgs: lambdaV8Flags(),
     },
     {
       name: 'ioredis 6.0.0 as the layer ships it: one CommonJS bundle run with its V8 code cache (vendor/ioredis.mjs)',
