@@ -7,7 +7,8 @@
  */
 import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
-import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, it } from 'node:test';
 import { pathToFileURL } from 'node:url';
@@ -18,6 +19,7 @@ import {
   builtinsByRequire,
   commandTableInDictionaryMode,
   debugOnlyWithDebugEnv,
+  dropUnusedRequireBanner,
 } from '../../scripts/bundle.ts';
 
 const NODE_MODULES = new URL('../../node_modules/', import.meta.url).pathname;
@@ -44,7 +46,6 @@ async function bundled(source: string): Promise<{ text: string; file: string; di
     logLevel: 'error',
   });
   assert.ok(result.metafile);
-  const { readFileSync } = await import('node:fs');
   return { text: readFileSync(file, 'utf8'), file, dispose: () => rmSync(dir, { recursive: true, force: true }) };
 }
 
@@ -158,5 +159,24 @@ console.log(JSON.stringify(process.moduleLoadList.filter((m) => m === 'NativeMod
       }),
       /its use of debug moved/,
     );
+  });
+});
+
+describe('dropUnusedRequireBanner', () => {
+  it('takes the require banner off the modules that never name require, keeps it where code does, and each still loads', async (t) => {
+    const dir = mkdtempSync(join(tmpdir(), 'rl-banner-'));
+    t.after(() => rmSync(dir, { recursive: true, force: true }));
+    mkdirSync(join(dir, 'chunks'));
+    const write = (name: string, code: string) => writeFileSync(join(dir, name), `${BANNER}\n${code}\n`);
+    write('chunks/plain.mjs', 'export const requirement = 1;');
+    write('uses.mjs', "export const os = require('node:os').EOL;");
+    write('mentions.mjs', "export const text = 'require';");
+    const changed = dropUnusedRequireBanner(dir).map((f) => f.slice(dir.length + 1));
+    assert.deepEqual(changed, ['chunks/plain.mjs']);
+    assert.doesNotMatch(readFileSync(join(dir, 'chunks/plain.mjs'), 'utf8'), /createRequire/);
+    assert.match(readFileSync(join(dir, 'uses.mjs'), 'utf8'), /^import \{ createRequire as __cr \}/);
+    assert.equal((await import(pathToFileURL(join(dir, 'chunks/plain.mjs')).href)).requirement, 1);
+    assert.equal((await import(pathToFileURL(join(dir, 'uses.mjs')).href)).os, '\n');
+    assert.deepEqual(dropUnusedRequireBanner(dir), [], 'a second pass changes nothing');
   });
 });
