@@ -23,6 +23,7 @@ import {
   builtinsByRequire,
   bundleLayer,
   commandTableInDictionaryMode,
+  commandTableThroughJsonParse,
   debugOnlyWithDebugEnv,
   IOREDIS_VENDOR,
 } from '../scripts/bundle.ts';
@@ -182,6 +183,15 @@ export async function clientAlternatives(
   const ioredisNoDebug = await bundleAlone(dir, 'ioredis-no-debug', "export { Redis, Cluster } from 'ioredis';\n", {
     plugins: [builtinsByRequire, assertForRedisErrors, debugOnlyWithDebugEnv, commandTableInDictionaryMode],
   });
+  const ioredisJsonTable = await bundleAlone(dir, 'ioredis-json-table', "export { Redis, Cluster } from 'ioredis';\n", {
+    plugins: [
+      builtinsByRequire,
+      assertForRedisErrors,
+      debugOnlyWithDebugEnv,
+      commandTableThroughJsonParse,
+      commandTableInDictionaryMode,
+    ],
+  });
   const ioredisBefore = await bundleAlone(dir, 'ioredis-before', "export { Redis, Cluster } from 'ioredis';\n");
   const ioredisPlain = await bundleAlone(dir, 'ioredis-plain', "export { Redis, Cluster } from 'ioredis';\n", {
     ...layerPlugins,
@@ -247,6 +257,12 @@ export async function clientAlternatives(
       name: "the same with debug evaluated only under DEBUG (debugOnlyWithDebugEnv), under Lambda's V8 flags",
       imports: [ioredisNoDebug],
       bytes: size(ioredisNoDebug),
+      nodeArgs: lambdaV8Flags(),
+    },
+    {
+      name: "the same, its command table through JSON.parse (commandTableThroughJsonParse), under Lambda's V8 flags",
+      imports: [ioredisJsonTable],
+      bytes: size(ioredisJsonTable),
       nodeArgs: lambdaV8Flags(),
     },
     {

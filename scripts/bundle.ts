@@ -183,6 +183,42 @@ module.exports = process.env.DEBUG ? require('debug') : off;`,
   },
 };
 
+/** The command table ioredis takes from @ioredis/commands (its name, arity, flags and key positions of each command). */
+const IOREDIS_COMMAND_TABLE = /node_modules\/@ioredis\/commands\/built\/commands\.json$/;
+
+/**
+ * esbuild turns a JSON file into an object literal; V8 parses a large object
+ * literal (ioredis's command table: 100 KB, a third of its bundle) slower than
+ * `JSON.parse` of the same text in a string, which it scans as JSON: ~0.8 ms
+ * of ioredis's import under Lambda's V8 flags here (interleaved, 15 runs × 2).
+ * The same object, made from the file's own JSON. Fails the build if ioredis
+ * is bundled without that table.
+ */
+export const commandTableThroughJsonParse: Plugin = {
+  name: 'command-table-through-json-parse',
+  setup(b) {
+    let loaded = false;
+    let ioredisBundled = false;
+    b.onStart(() => {
+      loaded = false;
+      ioredisBundled = false;
+    });
+    b.onLoad({ filter: IOREDIS_COMMAND_TABLE }, (args) => {
+      loaded = true;
+      const table: unknown = JSON.parse(readFileSync(args.path, 'utf8'));
+      return { loader: 'js', contents: `module.exports = JSON.parse(${JSON.stringify(JSON.stringify(table))});` };
+    });
+    b.onLoad({ filter: /node_modules\/ioredis\/built\// }, () => {
+      ioredisBundled = true;
+      return undefined;
+    });
+    b.onEnd((result) => {
+      if (result.errors.length === 0 && ioredisBundled && !loaded)
+        throw new Error("ioredis bundled without @ioredis/commands's commands.json: its command table moved");
+    });
+  },
+};
+
 /** The banner that gives an ESM bundle's CommonJS dependencies and its built-ins (builtinsByRequire) a `require`. */
 const REQUIRE_BANNER = "import { createRequire as __cr } from 'node:module'; const require = __cr(import.meta.url);";
 
@@ -218,7 +254,13 @@ const common = {
   minify: true,
   sourcemap: false,
   legalComments: 'none',
-  plugins: [builtinsByRequire, assertForRedisErrors, debugOnlyWithDebugEnv, commandTableInDictionaryMode] as Plugin[],
+  plugins: [
+    builtinsByRequire,
+    assertForRedisErrors,
+    debugOnlyWithDebugEnv,
+    commandTableThroughJsonParse,
+    commandTableInDictionaryMode,
+  ] as Plugin[],
   // ESM output still meets CommonJS dependencies (ioredis): give them require.
   banner: { js: REQUIRE_BANNER },
 } as const;
@@ -285,7 +327,7 @@ async function bundleIoredis(packageDir: string): Promise<void> {
     format: 'cjs',
     minify: true,
     legalComments: 'none',
-    plugins: [assertForRedisErrors, debugOnlyWithDebugEnv, commandTableInDictionaryMode],
+    plugins: [assertForRedisErrors, debugOnlyWithDebugEnv, commandTableThroughJsonParse, commandTableInDictionaryMode],
     logLevel: 'error',
   });
   await build({

@@ -2,8 +2,9 @@
  * The cold-start plugins of scripts/bundle.ts: built-ins imported by ESM
  * statements are taken through `require` (no module facade), and
  * redis-errors gets its two argument checks without `node:assert`, ioredis
- * evaluates `debug` only under DEBUG; the bundled code still behaves as the
- * source does.
+ * evaluates `debug` only under DEBUG and takes its command table through
+ * JSON.parse, and chunks that never call require lose the require banner;
+ * the bundled code still behaves as the source does.
  */
 import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
@@ -18,6 +19,7 @@ import {
   assertForRedisErrors,
   builtinsByRequire,
   commandTableInDictionaryMode,
+  commandTableThroughJsonParse,
   debugOnlyWithDebugEnv,
   dropUnusedRequireBanner,
 } from '../../scripts/bundle.ts';
@@ -40,7 +42,13 @@ async function bundled(source: string): Promise<{ text: string; file: string; di
     format: 'esm',
     banner: { js: BANNER },
     nodePaths: [NODE_MODULES],
-    plugins: [builtinsByRequire, assertForRedisErrors, debugOnlyWithDebugEnv, commandTableInDictionaryMode],
+    plugins: [
+      builtinsByRequire,
+      assertForRedisErrors,
+      debugOnlyWithDebugEnv,
+      commandTableThroughJsonParse,
+      commandTableInDictionaryMode,
+    ],
     write: true,
     metafile: true,
     logLevel: 'error',
@@ -178,5 +186,51 @@ describe('dropUnusedRequireBanner', () => {
     assert.equal((await import(pathToFileURL(join(dir, 'chunks/plain.mjs')).href)).requirement, 1);
     assert.equal((await import(pathToFileURL(join(dir, 'uses.mjs')).href)).os, '\n');
     assert.deepEqual(dropUnusedRequireBanner(dir), [], 'a second pass changes nothing');
+  });
+});
+
+describe('Plugin: commandTableThroughJsonParse', () => {
+  it("bundles @ioredis/commands's table as JSON.parse of its text, the same table as the package's own", async (t) => {
+    const out = await bundled("export { list, exists, getKeyIndexes, hasFlag } from '@ioredis/commands';\n");
+    t.after(out.dispose);
+    assert.match(out.text, /JSON\.parse\(['"]\{\\?"acl\\?":/);
+    type Commands = {
+      list: string[];
+      exists: (name: string) => boolean;
+      getKeyIndexes: (name: string, args: unknown[]) => number[];
+      hasFlag: (name: string, flag: string) => boolean;
+    };
+    const bundledCommands = (await import(pathToFileURL(out.file).href)) as Commands;
+    const own = (await import('@ioredis/commands')) as unknown as Commands;
+    assert.deepEqual(bundledCommands.list, own.list);
+    assert.ok(bundledCommands.list.length > 200);
+    assert.deepEqual(bundledCommands.getKeyIndexes('evalsha', ['sha', '2', 'a', 'b', 'c']), [2, 3]);
+    assert.equal(bundledCommands.hasFlag('get', 'readonly'), true);
+    assert.equal(bundledCommands.exists('no-such-command'), false);
+  });
+
+  it('fails the build when ioredis is bundled without that table', async () => {
+    await assert.rejects(
+      build({
+        stdin: { contents: "module.exports = require('ioredis');\n", resolveDir: NODE_MODULES, loader: 'js' },
+        bundle: true,
+        platform: 'node',
+        write: false,
+        logLevel: 'silent',
+        plugins: [
+          {
+            name: 'table-moved',
+            setup(b) {
+              b.onLoad({ filter: /commands\/built\/commands\.json$/ }, () => ({
+                loader: 'js',
+                contents: 'module.exports = {};',
+              }));
+            },
+          },
+          commandTableThroughJsonParse,
+        ],
+      }),
+      /its command table moved/,
+    );
   });
 });
