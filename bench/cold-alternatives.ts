@@ -4,8 +4,9 @@
  * not, or left in node_modules as its many CommonJS files; iovalkey;
  * `@redis/client`), the Node built-ins a client loads, the layer's ioredis
  * as it ships (one CommonJS bundle run with the V8 code cache made for it at
- * build, scripts/bundle.ts) with and without that cache, and Node's module
- * compile cache (NODE_COMPILE_CACHE) over the same modules. Each variant is
+ * build, scripts/bundle.ts) with and without that cache, with and without
+ * `debug` evaluated at import, under default and Lambda's V8 flags, and
+ * Node's module compile cache (NODE_COMPILE_CACHE) over the same modules. Each variant is
  * imported in fresh processes, the variants interleaved run by run (this host
  * is shared: a burst of load then hits every variant alike), and each reports
  * its median and its spread (min–max).
@@ -22,6 +23,8 @@ import {
   builtinsByRequire,
   bundleLayer,
   commandTableInDictionaryMode,
+  commandTableThroughJsonParse,
+  debugOnlyWithDebugEnv,
   IOREDIS_VENDOR,
 } from '../scripts/bundle.ts';
 
@@ -123,18 +126,16 @@ function packageBytes(dir: string): number {
   return bytes;
 }
 
-/** The built-ins ioredis loads at import as the layer bundles it (its require() of node: modules; no node:assert). */
+/** The built-ins ioredis loads at import as the layer bundles it (its require() of node: modules; no node:assert, and no tty or os: `debug` is not evaluated without DEBUG). */
 export const IOREDIS_BUILTINS = [
   'node:events',
   'node:net',
   'node:tls',
   'node:util',
-  'node:tty',
   'node:stream',
   'node:crypto',
   'node:dns',
   'node:url',
-  'node:os',
   'node:diagnostics_channel',
 ] as const;
 
@@ -179,6 +180,18 @@ export async function clientAlternatives(
       plugins: [builtinsByRequire, assertForRedisErrors, commandTableInDictionaryMode],
     },
   );
+  const ioredisNoDebug = await bundleAlone(dir, 'ioredis-no-debug', "export { Redis, Cluster } from 'ioredis';\n", {
+    plugins: [builtinsByRequire, assertForRedisErrors, debugOnlyWithDebugEnv, commandTableInDictionaryMode],
+  });
+  const ioredisJsonTable = await bundleAlone(dir, 'ioredis-json-table', "export { Redis, Cluster } from 'ioredis';\n", {
+    plugins: [
+      builtinsByRequire,
+      assertForRedisErrors,
+      debugOnlyWithDebugEnv,
+      commandTableThroughJsonParse,
+      commandTableInDictionaryMode,
+    ],
+  });
   const ioredisBefore = await bundleAlone(dir, 'ioredis-before', "export { Redis, Cluster } from 'ioredis';\n");
   const ioredisPlain = await bundleAlone(dir, 'ioredis-plain', "export { Redis, Cluster } from 'ioredis';\n", {
     ...layerPlugins,
@@ -235,6 +248,24 @@ export async function clientAlternatives(
       bytes: size(ioredisDictionary),
     },
     {
+      name: "the same under Lambda's V8 flags (debug evaluated at import: loads tty and os, opens stderr)",
+      imports: [ioredisDictionary],
+      bytes: size(ioredisDictionary),
+      nodeArgs: lambdaV8Flags(),
+    },
+    {
+      name: "the same with debug evaluated only under DEBUG (debugOnlyWithDebugEnv), under Lambda's V8 flags",
+      imports: [ioredisNoDebug],
+      bytes: size(ioredisNoDebug),
+      nodeArgs: lambdaV8Flags(),
+    },
+    {
+      name: "the same, its command table through JSON.parse (commandTableThroughJsonParse), under Lambda's V8 flags",
+      imports: [ioredisJsonTable],
+      bytes: size(ioredisJsonTable),
+      nodeArgs: lambdaV8Flags(),
+    },
+    {
       name: 'ioredis 6.0.0 as the layer ships it: one CommonJS bundle run with its V8 code cache (vendor/ioredis.mjs)',
       imports: [vendor],
       bytes: vendorBytes,
@@ -251,12 +282,25 @@ export async function clientAlternatives(
       bytes: vendorBytes,
       env: { RATE_LIMIT_CODE_CACHE: 'off' },
     },
+    {
+      name: "the same with its code cache off, under Lambda's V8 flags (what Lambda loads: the deployed layer has no cache)",
+      imports: [vendor],
+      bytes: vendorBytes,
+      env: { RATE_LIMIT_CODE_CACHE: 'off' },
+      nodeArgs: lambdaV8Flags(),
+    },
     { name: 'iovalkey 0.4.0, one minified module', imports: [iovalkey], bytes: size(iovalkey) },
     { name: '@redis/client 6.3.1, one minified module', imports: [nodeRedis], bytes: size(nodeRedis) },
     {
       name: "the Node built-ins the layer's ioredis loads, alone (the floor of any client)",
       imports: [...IOREDIS_BUILTINS],
       bytes: 0,
+    },
+    {
+      name: "the same built-ins under Lambda's V8 flags (Node's own code cache for them refused)",
+      imports: [...IOREDIS_BUILTINS],
+      bytes: 0,
+      nodeArgs: lambdaV8Flags(),
     },
   ];
   return measureVariants(variants, runs);

@@ -11,6 +11,14 @@
  * excluding Node's own start; the median of `runs` fresh processes. Each
  * process exits once measured: a function's platform starts connecting to
  * Redis at import (its init), which would keep it alive.
+ *
+ * Every row runs under Lambda's V8 flags (config/lambda-runtime.ts) unless its
+ * name says "default V8 flags": Lambda's runtime starts Node with heap flags,
+ * any V8 flag changes V8's flag hash, and Node's own built-ins (tls, net,
+ * crypto, stream …) then lose their embedded code cache and compile from
+ * source, ~10 ms more here. The functions' rows, like the judged layer row,
+ * leave the layer's code cache out, as the deployed layer does
+ * (LAYER_ASSET_EXCLUDES, infra/platform-stack.ts).
  */
 import { execFile } from 'node:child_process';
 import { mkdirSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
@@ -18,6 +26,7 @@ import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { promisify } from 'node:util';
+import { lambdaV8Flags } from '../config/lambda-runtime.ts';
 import { buildAll } from '../scripts/build.ts';
 import { bundleLayer, IOREDIS_VENDOR, LAYER_PACKAGE } from '../scripts/bundle.ts';
 import { lambdaNodeArgs, layOutLikeLambda } from '../scripts/lambda-layout.ts';
@@ -29,6 +38,7 @@ import {
   type Variant,
   withCompileCache,
 } from './cold-alternatives.ts';
+import type { ColdStartSplit } from './report.ts';
 
 export interface BundleFigures {
   name: string;
@@ -55,11 +65,17 @@ function timing(times: number[]): Timing {
   };
 }
 
+/** The V8 flags Lambda's Node runtime starts Node with, for the functions' memory. */
+const LAMBDA_V8_FLAGS = lambdaV8Flags();
+
 async function coldImportMs(
   files: readonly string[],
   runs: number,
   nodePath: string,
   env: Readonly<Record<string, string>> = {},
+  v8Flags: readonly string[] = LAMBDA_V8_FLAGS,
+  /** Code run before the clock starts (what the process has loaded before the init). */
+  setup = '',
 ): Promise<Timing> {
   const imports = files.map((file) => `await import(${JSON.stringify(pathToFileURL(file).href)});`).join(' ');
   const times: number[] = [];
@@ -67,10 +83,11 @@ async function coldImportMs(
     const { stdout } = await promisify(execFile)(
       process.execPath,
       [
+        ...v8Flags,
         ...lambdaNodeArgs,
         '--input-type=module',
         '-e',
-        `const t = performance.now(); ${imports} console.log(performance.now() - t); process.exit(0);`,
+        `${setup} const t = performance.now(); ${imports} console.log(performance.now() - t); process.exit(0);`,
       ],
       { env: { ...process.env, ...env, NODE_PATH: nodePath } },
     );
@@ -107,8 +124,8 @@ function loadedBytes(files: readonly string[], layerDir: string, seen = new Set<
  * The layer's own part of a cold start, measured rather than subtracted: the
  * HTTP functions' entries built with ioredis left out, imported in a process
  * that has loaded ioredis already (so its module evaluation and the built-ins
- * it brings are not counted). Built under node_modules/.cache so the bare
- * `ioredis` resolves to the repository's.
+ * it brings are not counted), under Lambda's V8 flags. Built under
+ * node_modules/.cache so the bare `ioredis` resolves to the repository's.
  */
 async function layerOwnPart(runs: number): Promise<BundleFigures> {
   const cache = new URL('../node_modules/.cache/', import.meta.url).pathname;
@@ -122,6 +139,7 @@ async function layerOwnPart(runs: number): Promise<BundleFigures> {
     const times: number[] = [];
     for (let i = 0; i < runs; i++) {
       const { stdout } = await promisify(execFile)(process.execPath, [
+        ...LAMBDA_V8_FLAGS,
         '--input-type=module',
         '-e',
         `await import(${JSON.stringify(ioredis)}); const t = performance.now(); ${imports} console.log(performance.now() - t); process.exit(0);`,
@@ -129,7 +147,7 @@ async function layerOwnPart(runs: number): Promise<BundleFigures> {
       times.push(Number(stdout.trim()));
     }
     return {
-      name: "layer's own part: limiter + middleware + config, ioredis loaded first",
+      name: COLD_ROWS.layerOwn,
       bytes: loadedBytes(files, dirname(layer.index)),
       ...timing(times),
     };
@@ -140,6 +158,27 @@ async function layerOwnPart(runs: number): Promise<BundleFigures> {
 
 const OFF = { RATE_LIMIT_CODE_CACHE: 'off' };
 
+/** What Lambda's runtime interface client has done before it imports a function: node:http required, an Agent made. */
+const RUNTIME_CLIENT_SETUP =
+  "const { Agent } = process.getBuiltinModule('node:http'); new Agent({ keepAlive: true, maxSockets: 1 });";
+
+/** The rows coldStartSplit reads (the bars judge the first). */
+export const COLD_ROWS = {
+  /** What Lambda loads: Lambda's V8 flags, the deployed layer without its code cache. */
+  layerAsDeployed:
+    'layer without its code cache: limiter + middleware + config (as deployed, RATE_LIMIT_CODE_CACHE=off)',
+  /** The same under Node's default V8 flags, where Node's own built-ins use their code cache (not Lambda's shape). */
+  layerDefaultFlags:
+    'layer without its code cache, default V8 flags (not how Lambda starts Node): limiter + middleware + config',
+  /** The judged row's import after node:http, which Lambda's runtime interface client loads before the init. */
+  layerAfterRuntimeHttp:
+    "layer without its code cache, after node:http as Lambda's runtime client loads it before the init: limiter + middleware + config",
+  layerWithCache: 'layer: limiter + middleware + config (what every HTTP function loads; with its code cache)',
+  redisClient: "ioredis alone (the layer's vendor/ioredis.mjs, with its code cache)",
+  layerOwn: "layer's own part: limiter + middleware + config, ioredis loaded first",
+  functionPrefix: 'function: ',
+} as const;
+
 export async function bundleFigures(runs = 9): Promise<BundleFigures[]> {
   const out = mkdtempSync(join(tmpdir(), 'rl-bundles-'));
   const built = await buildAll(out);
@@ -147,11 +186,17 @@ export async function bundleFigures(runs = 9): Promise<BundleFigures[]> {
   const { layer } = built;
   const layerDir = dirname(layer.index as string);
   const figures: BundleFigures[] = [];
-  const measure = async (name: string, files: string[], env: Record<string, string> = {}) =>
+  const measure = async (
+    name: string,
+    files: string[],
+    env: Record<string, string> = {},
+    v8Flags = LAMBDA_V8_FLAGS,
+    setup = '',
+  ) =>
     figures.push({
       name,
       bytes: loadedBytes(files, layerDir),
-      ...(await coldImportMs(files, runs, lambda.nodePath, env)),
+      ...(await coldImportMs(files, runs, lambda.nodePath, env, v8Flags, setup)),
     });
   for (const [entry, file] of Object.entries(layer)) {
     const name = entry === 'index' ? LAYER_PACKAGE : `${LAYER_PACKAGE}/${entry}`;
@@ -161,18 +206,22 @@ export async function bundleFigures(runs = 9): Promise<BundleFigures[]> {
     );
   }
   const part = [layer.index as string, layer.middleware as string, layer.config as string];
-  await measure('layer: limiter + middleware + config (what every HTTP function loads)', part);
-  // What the part costs when its code cache is not used (another Node than the build's, other V8 flags).
-  await measure('layer without its code cache: limiter + middleware + config (RATE_LIMIT_CODE_CACHE=off)', part, OFF);
+  await measure(COLD_ROWS.layerWithCache, part);
+  await measure(COLD_ROWS.layerAsDeployed, part, OFF);
+  await measure(COLD_ROWS.layerDefaultFlags, part, OFF, []);
+  // The runtime interface client (aws-lambda-nodejs-runtime-interface-client, RAPIDClient) requires node:http and
+  // makes an Agent before it loads the function: net, stream and their internals are then loaded already.
+  await measure(COLD_ROWS.layerAfterRuntimeHttp, part, OFF, LAMBDA_V8_FLAGS, RUNTIME_CLIENT_SETUP);
   const vendor = join(dirname(layer.index as string), IOREDIS_VENDOR.module);
-  await measure("ioredis alone (the layer's vendor/ioredis.mjs, with its code cache)", [vendor]);
+  await measure(COLD_ROWS.redisClient, [vendor]);
   await measure(
     "ioredis alone without the code cache (the layer's vendor/ioredis.mjs, RATE_LIMIT_CODE_CACHE=off)",
     [vendor],
     OFF,
   );
   figures.push(await layerOwnPart(runs));
-  for (const [route, file] of Object.entries(lambda.handlers)) await measure(`function: ${route} (+ layer)`, [file]);
+  for (const [route, file] of Object.entries(lambda.handlers))
+    await measure(`${COLD_ROWS.functionPrefix}${route} (+ layer, as deployed: no code cache)`, [file], OFF);
   // What the first use then loads (not the cold start): the admin's first command, the LLM's first admitted call.
   const bedrock = join(out, 'first-use-bedrock.mjs');
   writeFileSync(bedrock, "export * from '@aws-sdk/client-bedrock-runtime';\n");
@@ -196,22 +245,27 @@ export function figuresTable(figures: readonly BundleFigures[], runs: number): s
 }
 
 /**
- * The cold start's split: what every HTTP function's layer part costs (with
- * the code cache, and without: what a rejected cache costs), the Redis
- * client's share of it (the layer's ioredis alone: its module evaluation and
- * the Node built-ins it loads), the layer's own part (measured with ioredis
- * loaded first; the difference of the first two is noisier), and the slowest
- * function bundle.
+ * The cold start's split, under Lambda's V8 flags: what every HTTP function's
+ * layer part costs without its code cache (as deployed: the judged figure),
+ * with it, and without it under default V8 flags (Node's own built-ins then
+ * cached: not Lambda's shape); the Redis client's share (the layer's ioredis
+ * alone, with its cache: its module evaluation and the Node built-ins it
+ * loads), the layer's own part (measured with ioredis loaded first; the
+ * difference of the first two is noisier), and the slowest function bundle.
  */
-export function coldStartSplit(figures: readonly BundleFigures[]) {
-  const cold = (prefix: string) => figures.find((f) => f.name.startsWith(prefix))?.coldImportMs ?? Number.NaN;
-  const layerMs = cold('layer: limiter + middleware + config');
-  const layerWithoutCacheMs = cold('layer without its code cache');
-  const redisClientMs = cold('ioredis alone (');
-  const layerOwnMs = cold("layer's own part");
-  const functions = figures.filter((f) => f.name.startsWith('function:'));
+export function coldStartSplit(figures: readonly BundleFigures[]): ColdStartSplit {
+  const cold = (name: string) => figures.find((f) => f.name === name)?.coldImportMs ?? Number.NaN;
+  const functions = figures.filter((f) => f.name.startsWith(COLD_ROWS.functionPrefix));
   const slowest = functions.reduce((a, b) => (b.coldImportMs > a.coldImportMs ? b : a));
-  return { layerMs, layerWithoutCacheMs, redisClientMs, layerOwnMs, slowest };
+  return {
+    layerWithoutCacheMs: cold(COLD_ROWS.layerAsDeployed),
+    layerDefaultFlagsMs: cold(COLD_ROWS.layerDefaultFlags),
+    layerAfterRuntimeHttpMs: cold(COLD_ROWS.layerAfterRuntimeHttp),
+    layerMs: cold(COLD_ROWS.layerWithCache),
+    redisClientMs: cold(COLD_ROWS.redisClient),
+    layerOwnMs: cold(COLD_ROWS.layerOwn),
+    slowest,
+  };
 }
 
 /** The alternatives of bench/cold-alternatives.ts, and the layer's part with and without its code cache, and with Node's compile cache on top. */
@@ -231,8 +285,13 @@ export async function alternativeFigures(runs: number): Promise<AlternativeFigur
       name: 'layer: limiter + middleware + config, its code cache off (RATE_LIMIT_CODE_CACHE=off)',
       env: { RATE_LIMIT_CODE_CACHE: 'off' },
     };
+    const asDeployed: Variant = {
+      ...withoutCache,
+      name: "layer: limiter + middleware + config, its code cache off, under Lambda's V8 flags (as Lambda loads it)",
+      nodeArgs: lambdaV8Flags(),
+    };
     const layerRows = await measureVariants(
-      [part, withoutCache, await withCompileCache(withoutCache, dir), await withCompileCache(part, dir)],
+      [part, withoutCache, asDeployed, await withCompileCache(withoutCache, dir), await withCompileCache(part, dir)],
       runs,
     );
     return [...(await clientAlternatives(dir, runs, join(dirname(layer.index), IOREDIS_VENDOR.module))), ...layerRows];
@@ -244,14 +303,22 @@ export async function alternativeFigures(runs: number): Promise<AlternativeFigur
 if (import.meta.url === pathToFileURL(process.argv[1] ?? '').href) {
   const runs = Number(process.env.BENCH_COLD_RUNS ?? 9);
   const figures = await bundleFigures(runs);
-  const { layerMs, layerWithoutCacheMs, redisClientMs, layerOwnMs, slowest } = coldStartSplit(figures);
-  const summary = `layer part ${layerMs.toFixed(1)} ms (without its code cache ${layerWithoutCacheMs.toFixed(1)} ms); ioredis alone ${redisClientMs.toFixed(1)} ms (${((100 * redisClientMs) / layerMs).toFixed(0)} %); the layer's own part ${layerOwnMs.toFixed(1)} ms; slowest ${slowest.name} ${slowest.coldImportMs.toFixed(1)} ms`;
+  const {
+    layerMs,
+    layerWithoutCacheMs,
+    layerDefaultFlagsMs,
+    layerAfterRuntimeHttpMs,
+    redisClientMs,
+    layerOwnMs,
+    slowest,
+  } = coldStartSplit(figures);
+  const summary = `Under Lambda's V8 flags: layer part as deployed (no code cache) ${layerWithoutCacheMs.toFixed(1)} ms (${layerAfterRuntimeHttpMs.toFixed(1)} ms after the runtime client's node:http; under default V8 flags ${layerDefaultFlagsMs.toFixed(1)} ms; with its code cache ${layerMs.toFixed(1)} ms); ioredis alone ${redisClientMs.toFixed(1)} ms with its cache; the layer's own part ${layerOwnMs.toFixed(1)} ms; slowest ${slowest.name} ${slowest.coldImportMs.toFixed(1)} ms`;
   const alternatives = await alternativeFigures(runs);
   const stamp = new Date().toISOString().replace(/:/g, '-').slice(0, 19);
   const lines = [
     `# Cold start ${stamp}`,
     '',
-    `\`npm run bench:cold\`: each module imported in ${runs} fresh Node ${process.version} processes (Node's own start excluded), the functions laid out as Lambda sees them (the layer under /opt, the SDK the runtime's).`,
+    `\`npm run bench:cold\`: each module imported in ${runs} fresh Node ${process.version} processes (Node's own start excluded) under Lambda's V8 flags (\`${LAMBDA_V8_FLAGS.join(' ')}\`) unless a row says default V8 flags, the functions laid out as Lambda sees them (the layer under /opt, the SDK the runtime's) and, as deployed, without the layer's code cache.`,
     '',
     ...figuresTable(figures, runs),
     '',

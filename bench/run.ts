@@ -22,7 +22,7 @@ import { startRedis } from '../scripts/redis-process.ts';
 import { bundleFigures, coldStartSplit } from './lambda-figures.ts';
 import { type BenchLimiter, benchLimiters, LIMIT, MEMORY_WINDOW_MS } from './limiters.ts';
 import { measure, memoryPerKey, pinnedToCpu0, type RunFigures } from './measure.ts';
-import { type BenchResults, chart, figuresOf, markdown, type Scenario } from './report.ts';
+import { type BenchResults, chart, coldStartBars, figuresOf, markdown, type Scenario } from './report.ts';
 import { costRatio, measureShapes, type ShapeCost, type ShapeId } from './script-cost.ts';
 
 const SECONDS = Number(process.env.BENCH_SECONDS ?? 1);
@@ -209,20 +209,7 @@ try {
     // …and as the webhooks send it, with the event's once-only claim (a GET and a SET more)
     admitted("two windows + the once-only claim: script time vs one window's", twoWindowsClaim, window, 1.5);
   }
-  const { layerMs, layerWithoutCacheMs, redisClientMs, layerOwnMs, slowest } = coldStartSplit(results.bundles);
-  bar(
-    'both',
-    "cold start: the layer's part of an HTTP function, Redis client included ≤ 40 ms",
-    // Judged without the code cache: it is made by the build's Node on the build's architecture, which Lambda's is not unless the layer is built on arm64 with the runtime's Node (docs/deploy.md, "Cold start").
-    `${layerWithoutCacheMs.toFixed(1)} ms without its code cache (what Lambda loads unless built on its Node and arch), ${layerMs.toFixed(1)} ms with it (ioredis alone ${redisClientMs.toFixed(1)} ms with it; the layer's own ${layerOwnMs.toFixed(1)} ms)`,
-    layerWithoutCacheMs <= 40,
-  );
-  bar(
-    'both',
-    'cold start: every function bundle (+ layer) imports in ≤ 120 ms',
-    `slowest ${slowest.name.replace('function: ', '')} ${slowest.coldImportMs.toFixed(1)} ms`,
-    slowest.coldImportMs <= 120,
-  );
+  results.bars.push(...coldStartBars(coldStartSplit(results.bundles)));
   const idle = results.memory.bytesPerKey['ours-tb'] ?? Number.NaN;
   bar('both', 'idle, not-full token-bucket key ≤ 120 bytes', `${idle.toFixed(0)} bytes`, idle <= 120);
 

@@ -1,7 +1,8 @@
-/** The benchmark report's round-trip bars: each route of bench:load against issue 30's target. */
+/** The benchmark report's bars: each route of bench:load against issue 30's round-trip target, and the cold start's. */
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { ROUND_TRIP_TARGETS, roundTripBars } from '../../bench/report.ts';
+import { COLD_ROWS, coldStartSplit } from '../../bench/lambda-figures.ts';
+import { coldStartBars, ROUND_TRIP_TARGETS, roundTripBars } from '../../bench/report.ts';
 
 const route = (name: string, roundTrips: number) => ({
   route: name,
@@ -39,5 +40,45 @@ describe('The round-trip bars of bench/results/latest.md', () => {
 
   it('says nothing without a load result', () => {
     assert.deepEqual(roundTripBars(undefined), []);
+  });
+});
+
+describe('The cold-start bars', () => {
+  const row = (name: string, coldImportMs: number) => ({ name, bytes: 1, coldImportMs });
+  // the default-flags row first, where a prefix match of the judged row's name would take it
+  const figures = [
+    row(COLD_ROWS.layerDefaultFlags, 35),
+    row(COLD_ROWS.layerWithCache, 30),
+    row(COLD_ROWS.layerAsDeployed, 47),
+    row(COLD_ROWS.layerAfterRuntimeHttp, 39),
+    row(COLD_ROWS.redisClient, 20),
+    row(COLD_ROWS.layerOwn, 12),
+    row(`${COLD_ROWS.functionPrefix}api (+ layer, as deployed: no code cache)`, 70),
+    row(`${COLD_ROWS.functionPrefix}admin (+ layer, as deployed: no code cache)`, 121),
+  ];
+
+  it("judges the layer's part on its figure under Lambda's V8 flags without its code cache, not the default-flags one", () => {
+    const split = coldStartSplit(figures);
+    assert.equal(split.layerWithoutCacheMs, 47);
+    assert.equal(split.layerDefaultFlagsMs, 35);
+    assert.equal(split.layerAfterRuntimeHttpMs, 39);
+    const [layer, slowest] = coldStartBars(split);
+    assert.equal(layer?.met, false);
+    assert.match(layer?.bar ?? '', /under Lambda's V8 flags/);
+    assert.match(
+      layer?.figure ?? '',
+      /^47\.0 ms under Lambda's V8 flags without its code cache \(39\.0 ms after node:http, which Lambda's runtime client loads before the init; 35\.0 ms under default V8 flags/,
+    );
+    assert.equal(coldStartBars({ ...split, layerWithoutCacheMs: 40 })[0]?.met, true);
+    assert.deepEqual(
+      { met: slowest?.met, figure: slowest?.figure },
+      { met: false, figure: 'slowest admin (+ layer, as deployed: no code cache) 121.0 ms' },
+    );
+  });
+
+  it('has no figure for a row it cannot find (the bar is then not met)', () => {
+    const split = coldStartSplit(figures.filter((f) => f.name !== COLD_ROWS.layerAsDeployed));
+    assert.ok(Number.isNaN(split.layerWithoutCacheMs));
+    assert.equal(coldStartBars(split)[0]?.met, false);
   });
 });

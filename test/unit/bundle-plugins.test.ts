@@ -1,16 +1,28 @@
 /**
  * The cold-start plugins of scripts/bundle.ts: built-ins imported by ESM
  * statements are taken through `require` (no module facade), and
- * redis-errors gets its two argument checks without `node:assert`; the
- * bundled code still behaves as the source does.
+ * redis-errors gets its two argument checks without `node:assert`, ioredis
+ * evaluates `debug` only under DEBUG and takes its command table through
+ * JSON.parse, and chunks that never call require lose the require banner;
+ * the bundled code still behaves as the source does.
  */
 import assert from 'node:assert/strict';
-import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { execFile } from 'node:child_process';
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, it } from 'node:test';
 import { pathToFileURL } from 'node:url';
+import { promisify } from 'node:util';
 import { build } from 'esbuild';
-import { assertForRedisErrors, builtinsByRequire, commandTableInDictionaryMode } from '../../scripts/bundle.ts';
+import {
+  assertForRedisErrors,
+  builtinsByRequire,
+  commandTableInDictionaryMode,
+  commandTableThroughJsonParse,
+  debugOnlyWithDebugEnv,
+  dropUnusedRequireBanner,
+} from '../../scripts/bundle.ts';
 
 const NODE_MODULES = new URL('../../node_modules/', import.meta.url).pathname;
 const BANNER = "import { createRequire as __cr } from 'node:module'; const require = __cr(import.meta.url);";
@@ -30,13 +42,18 @@ async function bundled(source: string): Promise<{ text: string; file: string; di
     format: 'esm',
     banner: { js: BANNER },
     nodePaths: [NODE_MODULES],
-    plugins: [builtinsByRequire, assertForRedisErrors, commandTableInDictionaryMode],
+    plugins: [
+      builtinsByRequire,
+      assertForRedisErrors,
+      debugOnlyWithDebugEnv,
+      commandTableThroughJsonParse,
+      commandTableInDictionaryMode,
+    ],
     write: true,
     metafile: true,
     logLevel: 'error',
   });
   assert.ok(result.metafile);
-  const { readFileSync } = await import('node:fs');
   return { text: readFileSync(file, 'utf8'), file, dispose: () => rmSync(dir, { recursive: true, force: true }) };
 }
 
@@ -95,5 +112,125 @@ describe('Plugin: commandTableInDictionaryMode', () => {
     redis.sendCommand = (command: unknown) => command;
     const sent = (redis.evalsha as (...args: unknown[]) => { name: string; args: unknown[] })('abc', 1, 'k');
     assert.deepEqual({ name: sent.name, args: sent.args }, { name: 'evalsha', args: ['abc', '1', 'k'] });
+  });
+});
+
+describe('Plugin: debugOnlyWithDebugEnv', () => {
+  /** A fresh process importing the bundle and constructing a client (not connected), with DEBUG as given. */
+  const run = (file: string, debug: string | undefined) => {
+    const { DEBUG: _debug, ...env } = process.env;
+    return promisify(execFile)(
+      process.execPath,
+      [
+        '--input-type=module',
+        '-e',
+        `const { Redis } = await import(${JSON.stringify(pathToFileURL(file).href)});
+new Redis({ lazyConnect: true, enableOfflineQueue: false });
+console.log(JSON.stringify(process.moduleLoadList.filter((m) => m === 'NativeModule tty' || m === 'NativeModule os')));`,
+      ],
+      { env: debug === undefined ? env : { ...env, DEBUG: debug } },
+    );
+  };
+
+  it('bundles ioredis whose debug namespaces are off and load no terminal check without DEBUG, and log with it', async (t) => {
+    const out = await bundled("export { Redis } from 'ioredis';\n");
+    t.after(out.dispose);
+    const quiet = await run(out.file, undefined);
+    assert.deepEqual(JSON.parse(quiet.stdout), []);
+    assert.equal(quiet.stderr, '');
+    // the real debug, bundled still: a client's first status change is logged under DEBUG=ioredis:*
+    const loud = await run(out.file, 'ioredis:*');
+    assert.match(loud.stderr, /ioredis:redis status\[localhost:6379\]: wait -> wait/);
+    assert.ok(JSON.parse(loud.stdout).includes('NativeModule tty'));
+  });
+
+  it('fails the build when ioredis no longer takes debug as it stands in for', async () => {
+    await assert.rejects(
+      build({
+        stdin: { contents: "module.exports = require('ioredis');\n", resolveDir: NODE_MODULES, loader: 'js' },
+        bundle: true,
+        platform: 'node',
+        write: false,
+        logLevel: 'silent',
+        plugins: [
+          {
+            name: 'ioredis-changed',
+            setup(b) {
+              b.onLoad({ filter: /node_modules\/ioredis\/built\/utils\/debug\.js$/ }, () => ({
+                loader: 'js',
+                contents: 'exports.default = require("debug");',
+              }));
+            },
+          },
+          debugOnlyWithDebugEnv,
+        ],
+      }),
+      /its use of debug moved/,
+    );
+  });
+});
+
+describe('dropUnusedRequireBanner', () => {
+  it('takes the require banner off the modules that never name require, keeps it where code does, and each still loads', async (t) => {
+    const dir = mkdtempSync(join(tmpdir(), 'rl-banner-'));
+    t.after(() => rmSync(dir, { recursive: true, force: true }));
+    mkdirSync(join(dir, 'chunks'));
+    const write = (name: string, code: string) => writeFileSync(join(dir, name), `${BANNER}\n${code}\n`);
+    write('chunks/plain.mjs', 'export const requirement = 1;');
+    write('uses.mjs', "export const os = require('node:os').EOL;");
+    write('mentions.mjs', "export const text = 'require';");
+    const changed = dropUnusedRequireBanner(dir).map((f) => f.slice(dir.length + 1));
+    assert.deepEqual(changed, ['chunks/plain.mjs']);
+    assert.doesNotMatch(readFileSync(join(dir, 'chunks/plain.mjs'), 'utf8'), /createRequire/);
+    assert.match(readFileSync(join(dir, 'uses.mjs'), 'utf8'), /^import \{ createRequire as __cr \}/);
+    assert.equal((await import(pathToFileURL(join(dir, 'chunks/plain.mjs')).href)).requirement, 1);
+    assert.equal((await import(pathToFileURL(join(dir, 'uses.mjs')).href)).os, '\n');
+    assert.deepEqual(dropUnusedRequireBanner(dir), [], 'a second pass changes nothing');
+  });
+});
+
+describe('Plugin: commandTableThroughJsonParse', () => {
+  it("bundles @ioredis/commands's table as JSON.parse of its text, the same table as the package's own", async (t) => {
+    const out = await bundled("export { list, exists, getKeyIndexes, hasFlag } from '@ioredis/commands';\n");
+    t.after(out.dispose);
+    assert.match(out.text, /JSON\.parse\(['"]\{\\?"acl\\?":/);
+    type Commands = {
+      list: string[];
+      exists: (name: string) => boolean;
+      getKeyIndexes: (name: string, args: unknown[]) => number[];
+      hasFlag: (name: string, flag: string) => boolean;
+    };
+    const bundledCommands = (await import(pathToFileURL(out.file).href)) as Commands;
+    const own = (await import('@ioredis/commands')) as unknown as Commands;
+    assert.deepEqual(bundledCommands.list, own.list);
+    assert.ok(bundledCommands.list.length > 200);
+    assert.deepEqual(bundledCommands.getKeyIndexes('evalsha', ['sha', '2', 'a', 'b', 'c']), [2, 3]);
+    assert.equal(bundledCommands.hasFlag('get', 'readonly'), true);
+    assert.equal(bundledCommands.exists('no-such-command'), false);
+  });
+
+  it('fails the build when ioredis is bundled without that table', async () => {
+    await assert.rejects(
+      build({
+        stdin: { contents: "module.exports = require('ioredis');\n", resolveDir: NODE_MODULES, loader: 'js' },
+        bundle: true,
+        platform: 'node',
+        write: false,
+        logLevel: 'silent',
+        plugins: [
+          {
+            name: 'table-moved',
+            setup(b) {
+              b.onLoad({ filter: /commands\/built\/commands\.json$/ }, () => ({
+                loader: 'js',
+                contents: 'module.exports = {};',
+              }));
+            },
+          },
+          commandTableThroughJsonParse,
+        ],
+      }),
+      /its command table moved/,
+    );
   });
 });
