@@ -23,8 +23,8 @@ import {
   builtinsByRequire,
   bundleLayer,
   commandTableInDictionaryMode,
-  commandTableThroughJsonParse,
   debugOnlyWithDebugEnv,
+  IOREDIS_PATCHES,
   IOREDIS_VENDOR,
 } from '../scripts/bundle.ts';
 
@@ -184,13 +184,7 @@ export async function clientAlternatives(
     plugins: [builtinsByRequire, assertForRedisErrors, debugOnlyWithDebugEnv, commandTableInDictionaryMode],
   });
   const ioredisJsonTable = await bundleAlone(dir, 'ioredis-json-table', "export { Redis, Cluster } from 'ioredis';\n", {
-    plugins: [
-      builtinsByRequire,
-      assertForRedisErrors,
-      debugOnlyWithDebugEnv,
-      commandTableThroughJsonParse,
-      commandTableInDictionaryMode,
-    ],
+    plugins: [builtinsByRequire, ...IOREDIS_PATCHES],
   });
   const ioredisBefore = await bundleAlone(dir, 'ioredis-before', "export { Redis, Cluster } from 'ioredis';\n");
   const ioredisPlain = await bundleAlone(dir, 'ioredis-plain', "export { Redis, Cluster } from 'ioredis';\n", {

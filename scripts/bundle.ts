@@ -246,6 +246,14 @@ export function dropUnusedRequireBanner(dir: string): string[] {
   return changed;
 }
 
+/** What the layer's ioredis goes through at build, in this order (every bundle that holds it, and the bench's alternatives). */
+export const IOREDIS_PATCHES: readonly Plugin[] = [
+  assertForRedisErrors,
+  debugOnlyWithDebugEnv,
+  commandTableThroughJsonParse,
+  commandTableInDictionaryMode,
+];
+
 const common = {
   bundle: true,
   platform: 'node',
@@ -254,13 +262,7 @@ const common = {
   minify: true,
   sourcemap: false,
   legalComments: 'none',
-  plugins: [
-    builtinsByRequire,
-    assertForRedisErrors,
-    debugOnlyWithDebugEnv,
-    commandTableThroughJsonParse,
-    commandTableInDictionaryMode,
-  ] as Plugin[],
+  plugins: [builtinsByRequire, ...IOREDIS_PATCHES] as Plugin[],
   // ESM output still meets CommonJS dependencies (ioredis): give them require.
   banner: { js: REQUIRE_BANNER },
 } as const;
@@ -327,7 +329,7 @@ async function bundleIoredis(packageDir: string): Promise<void> {
     format: 'cjs',
     minify: true,
     legalComments: 'none',
-    plugins: [assertForRedisErrors, debugOnlyWithDebugEnv, commandTableThroughJsonParse, commandTableInDictionaryMode],
+    plugins: [...IOREDIS_PATCHES],
     logLevel: 'error',
   });
   await build({

@@ -14,18 +14,35 @@ import { join } from 'node:path';
 import { describe, it } from 'node:test';
 import { pathToFileURL } from 'node:url';
 import { promisify } from 'node:util';
-import { build } from 'esbuild';
+import { build, type Plugin } from 'esbuild';
 import {
-  assertForRedisErrors,
   builtinsByRequire,
-  commandTableInDictionaryMode,
   commandTableThroughJsonParse,
   debugOnlyWithDebugEnv,
   dropUnusedRequireBanner,
+  IOREDIS_PATCHES,
 } from '../../scripts/bundle.ts';
 
 const NODE_MODULES = new URL('../../node_modules/', import.meta.url).pathname;
 const BANNER = "import { createRequire as __cr } from 'node:module'; const require = __cr(import.meta.url);";
+
+/** ioredis bundled with one of its files replaced (upstream moved what a patch stands in for), then `patch`. */
+function ioredisWithFileReplaced(file: RegExp, contents: string, patch: Plugin) {
+  const replaced: Plugin = {
+    name: 'upstream-changed',
+    setup(b) {
+      b.onLoad({ filter: file }, () => ({ loader: 'js', contents }));
+    },
+  };
+  return build({
+    stdin: { contents: "module.exports = require('ioredis');\n", resolveDir: NODE_MODULES, loader: 'js' },
+    bundle: true,
+    platform: 'node',
+    write: false,
+    logLevel: 'silent',
+    plugins: [replaced, patch],
+  });
+}
 
 async function bundled(source: string): Promise<{ text: string; file: string; dispose: () => void }> {
   // under node_modules, so the bundle resolves the packages; .cache is not there on a fresh install
@@ -42,13 +59,7 @@ async function bundled(source: string): Promise<{ text: string; file: string; di
     format: 'esm',
     banner: { js: BANNER },
     nodePaths: [NODE_MODULES],
-    plugins: [
-      builtinsByRequire,
-      assertForRedisErrors,
-      debugOnlyWithDebugEnv,
-      commandTableThroughJsonParse,
-      commandTableInDictionaryMode,
-    ],
+    plugins: [builtinsByRequire, ...IOREDIS_PATCHES],
     write: true,
     metafile: true,
     logLevel: 'error',
@@ -146,25 +157,11 @@ console.log(JSON.stringify(process.moduleLoadList.filter((m) => m === 'NativeMod
 
   it('fails the build when ioredis no longer takes debug as it stands in for', async () => {
     await assert.rejects(
-      build({
-        stdin: { contents: "module.exports = require('ioredis');\n", resolveDir: NODE_MODULES, loader: 'js' },
-        bundle: true,
-        platform: 'node',
-        write: false,
-        logLevel: 'silent',
-        plugins: [
-          {
-            name: 'ioredis-changed',
-            setup(b) {
-              b.onLoad({ filter: /node_modules\/ioredis\/built\/utils\/debug\.js$/ }, () => ({
-                loader: 'js',
-                contents: 'exports.default = require("debug");',
-              }));
-            },
-          },
-          debugOnlyWithDebugEnv,
-        ],
-      }),
+      ioredisWithFileReplaced(
+        /node_modules\/ioredis\/built\/utils\/debug\.js$/,
+        'exports.default = require("debug");',
+        debugOnlyWithDebugEnv,
+      ),
       /its use of debug moved/,
     );
   });
@@ -211,25 +208,7 @@ describe('Plugin: commandTableThroughJsonParse', () => {
 
   it('fails the build when ioredis is bundled without that table', async () => {
     await assert.rejects(
-      build({
-        stdin: { contents: "module.exports = require('ioredis');\n", resolveDir: NODE_MODULES, loader: 'js' },
-        bundle: true,
-        platform: 'node',
-        write: false,
-        logLevel: 'silent',
-        plugins: [
-          {
-            name: 'table-moved',
-            setup(b) {
-              b.onLoad({ filter: /commands\/built\/commands\.json$/ }, () => ({
-                loader: 'js',
-                contents: 'module.exports = {};',
-              }));
-            },
-          },
-          commandTableThroughJsonParse,
-        ],
-      }),
+      ioredisWithFileReplaced(/commands\/built\/commands\.json$/, 'module.exports = {};', commandTableThroughJsonParse),
       /its command table moved/,
     );
   });
