@@ -361,10 +361,70 @@ export const LAYER_ENTRIES = {
 } as const;
 
 /**
- * The layer: `<outdir>/nodejs/node_modules/@platform/rate-limit/` with one
- * module per entry (shared code in chunks) and a package.json mapping
- * `@platform/rate-limit` and each subpath of layer/package.json to them.
- * Returns the path of each entry's module.
+ * The entries that share one module, `chunks/layer.mjs`: all but `ssm`, whose
+ * module brings the SSM client and so stays apart (a shared chunk holds what
+ * it has in common with the rest).
+ */
+const SHARED_ENTRIES = Object.keys(LAYER_ENTRIES).filter((name) => name !== 'ssm') as (keyof typeof LAYER_ENTRIES)[];
+export const LAYER_SHARED_MODULE = 'chunks/layer.mjs';
+
+/** The shared module's source: each shared entry as one namespace export. */
+const layerSharedEntry: Plugin = {
+  name: 'layer-shared-entry',
+  setup(b) {
+    b.onResolve({ filter: /^layer-shared$/ }, () => ({ path: 'layer-shared', namespace: 'layer-shared' }));
+    b.onLoad({ filter: /.*/, namespace: 'layer-shared' }, () => ({
+      contents: SHARED_ENTRIES.map(
+        (name) => `export * as ${name} from ${JSON.stringify(join(ROOT, LAYER_ENTRIES[name]))};`,
+      ).join('\n'),
+      resolveDir: ROOT,
+      loader: 'js',
+    }));
+  },
+};
+
+/**
+ * A shared entry's module: its names taken from its namespace in the shared
+ * module. Module-level state lives once, in the shared module, whichever
+ * subpaths a function imports.
+ */
+function thinEntry(name: string, names: readonly string[]): string {
+  if (names.length === 0) return `import './${LAYER_SHARED_MODULE}';\n`;
+  return `import { ${name} as m } from './${LAYER_SHARED_MODULE}';\nexport const { ${names.join(', ')} } = m;\n`;
+}
+
+/** Each shared entry's export names, as esbuild sees them (a build that writes nothing). */
+async function entryExports(
+  external: readonly string[],
+  plugins: readonly Plugin[],
+): Promise<Record<string, readonly string[]>> {
+  const names = SHARED_ENTRIES.map((name) => [name, join(ROOT, LAYER_ENTRIES[name])] as const);
+  const result = await build({
+    ...common,
+    entryPoints: Object.fromEntries(names),
+    outdir: join(ROOT, 'node_modules/.cache/layer-exports'),
+    outExtension: { '.js': '.mjs' },
+    splitting: true,
+    write: false,
+    metafile: true,
+    minify: false,
+    external: [...external],
+    plugins: [...plugins],
+  });
+  const byEntry = new Map(
+    Object.values(result.metafile.outputs)
+      .filter((output) => output.entryPoint)
+      .map((output) => [join(ROOT, output.entryPoint as string), output.exports]),
+  );
+  return Object.fromEntries(names.map(([name, path]) => [name, byEntry.get(path) ?? []]));
+}
+
+/**
+ * The layer: `<outdir>/nodejs/node_modules/@platform/rate-limit/`. Its code is
+ * one module, `chunks/layer.mjs` (a cold start loads a few modules, not one per
+ * shared chunk: each module costs its load and link), with a thin module per
+ * entry and a package.json mapping `@platform/rate-limit` and each subpath of
+ * layer/package.json to them. Returns the path of each entry's module.
  */
 export async function bundleLayer(
   outdir: string,
@@ -372,17 +432,22 @@ export async function bundleLayer(
   alsoExternal: readonly string[] = [],
 ): Promise<Record<keyof typeof LAYER_ENTRIES, string>> {
   const packageDir = join(outdir, 'nodejs', 'node_modules', LAYER_PACKAGE);
+  // The runtime ships the SDK (as for the functions); Powertools and ioredis are the layer's own.
+  const external = ['@aws-sdk/*', ...alsoExternal];
+  const plugins = [inlineLua, ...(alsoExternal.includes('ioredis') ? [] : [ioredisFromVendor]), ...common.plugins];
+  const exportsOf = await entryExports(external, plugins);
   await build({
     ...common,
-    entryPoints: Object.fromEntries(Object.entries(LAYER_ENTRIES).map(([name, path]) => [name, join(ROOT, path)])),
+    entryPoints: { [LAYER_SHARED_MODULE.replace(/\.mjs$/, '')]: 'layer-shared', ssm: join(ROOT, LAYER_ENTRIES.ssm) },
     outdir: packageDir,
     outExtension: { '.js': '.mjs' },
     splitting: true,
     chunkNames: 'chunks/[name]-[hash]',
-    // The runtime ships the SDK (as for the functions); Powertools and ioredis are the layer's own.
-    external: ['@aws-sdk/*', ...alsoExternal],
-    plugins: [inlineLua, ...(alsoExternal.includes('ioredis') ? [] : [ioredisFromVendor]), ...common.plugins],
+    external,
+    plugins: [layerSharedEntry, ...plugins],
   });
+  for (const name of SHARED_ENTRIES)
+    writeFileSync(join(packageDir, `${name}.mjs`), thinEntry(name, exportsOf[name] ?? []));
   if (!alsoExternal.includes('ioredis')) await bundleIoredis(packageDir);
   dropUnusedRequireBanner(packageDir);
   const exports = Object.fromEntries(

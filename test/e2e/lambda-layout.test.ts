@@ -19,7 +19,7 @@ import { pathToFileURL } from 'node:url';
 import { promisify } from 'node:util';
 import { lambdaV8Flags } from '../../config/lambda-runtime.ts';
 import { buildAll } from '../../scripts/build.ts';
-import { IOREDIS_VENDOR, LAYER_PACKAGE } from '../../scripts/bundle.ts';
+import { IOREDIS_VENDOR, LAYER_ENTRIES, LAYER_PACKAGE, LAYER_SHARED_MODULE } from '../../scripts/bundle.ts';
 import { type LambdaLayout, lambdaNodeArgs, layOutLikeLambda } from '../../scripts/lambda-layout.ts';
 
 const run = promisify(execFile);
@@ -167,6 +167,29 @@ describe('The built functions, laid out as in Lambda', () => {
         `only the layer's modules: ${read}`,
       );
     }
+  });
+
+  it("each entry exports its source's names, one shared module backs them all, and a name two entries share is one object", async () => {
+    const entries = Object.keys(LAYER_ENTRIES) as (keyof typeof LAYER_ENTRIES)[];
+    const result = await inLambda(
+      `const entries = ${JSON.stringify(entries)};
+       const modules = {};
+       for (const name of entries) modules[name] = await import(name === 'index' ? '@platform/rate-limit' : '@platform/rate-limit/' + name);
+       const names = Object.fromEntries(entries.map((name) => [name, Object.keys(modules[name]).sort()]));
+       const differing = [];
+       for (const a of entries) for (const b of entries)
+         for (const key of names[a]) if (a < b && key in modules[b] && modules[a][key] !== modules[b][key]) differing.push(a + '/' + b + ':' + key);
+       console.log(JSON.stringify({ names, differing }));`,
+    );
+    for (const name of entries) {
+      const source = await import(pathToFileURL(join(ROOT, LAYER_ENTRIES[name])).href);
+      assert.deepEqual((result.names as Record<string, string[]>)[name], Object.keys(source).sort(), name);
+    }
+    assert.deepEqual(result.differing, [], 'a name exported by two entries is the same binding in both');
+    const layer = join(lambda.root, 'opt/nodejs/node_modules', LAYER_PACKAGE);
+    const modules = readdirSync(layer, { recursive: true }).filter((f) => String(f).endsWith('.mjs'));
+    assert.ok(modules.includes(LAYER_SHARED_MODULE), 'the shared module is there');
+    assert.ok(modules.length <= entries.length + 4, `a few modules, not one per chunk: ${modules.join(', ')}`);
   });
 
   it("ships ioredis with the code caches the build's Node made, one for the local flags and one for Lambda's, each used", async () => {
