@@ -70,6 +70,10 @@ describe('The cold-start bars', () => {
       /^47\.0 ms under Lambda's V8 flags without its code cache \(39\.0 ms after node:http, which Lambda's runtime client loads before the init; 35\.0 ms under default V8 flags/,
     );
     assert.equal(coldStartBars({ ...split, layerWithoutCacheMs: 40 })[0]?.met, true);
+    // just over the bar: not met, and the figure says why rather than reading "40.0 ms"
+    const justOver = coldStartBars({ ...split, layerWithoutCacheMs: 40.04 })[0];
+    assert.deepEqual([justOver?.met, justOver?.figure.split(' ')[0]], [false, '40.04']);
+    assert.equal(coldStartBars({ ...split, layerWithoutCacheMs: 39.96 })[0]?.figure.split(' ')[0], '40.0');
     assert.deepEqual(
       { met: slowest?.met, figure: slowest?.figure },
       { met: false, figure: 'slowest admin (+ layer, as deployed: no code cache) 121.0 ms' },

@@ -165,6 +165,29 @@ console.log(JSON.stringify(process.moduleLoadList.filter((m) => m === 'NativeMod
       /its use of debug moved/,
     );
   });
+
+  it('fails the build when ioredis still has utils/debug.js but uses debug otherwise (a third use)', async (t) => {
+    // a copy of the file under a path the plugin matches, with one more use of debug_1
+    const dir = mkdtempSync(join(tmpdir(), 'rl-debug-'));
+    t.after(() => rmSync(dir, { recursive: true, force: true }));
+    const utils = join(dir, 'node_modules/ioredis/built/utils');
+    mkdirSync(utils, { recursive: true });
+    const original = readFileSync(join(NODE_MODULES, 'ioredis/built/utils/debug.js'), 'utf8');
+    writeFileSync(join(utils, 'debug.js'), `${original}\nexports.also = debug_1.default;\n`);
+    const bundle = (file: string) =>
+      build({
+        entryPoints: [file],
+        bundle: true,
+        platform: 'node',
+        write: false,
+        logLevel: 'silent',
+        external: ['debug'],
+        plugins: [debugOnlyWithDebugEnv],
+      });
+    await assert.rejects(bundle(join(utils, 'debug.js')), /ioredis's use of debug is not the expected one/);
+    writeFileSync(join(utils, 'debug.js'), original);
+    await bundle(join(utils, 'debug.js')); // the same file unchanged bundles: the check, not the copy, refused it
+  });
 });
 
 describe('dropUnusedRequireBanner', () => {
@@ -200,6 +223,12 @@ describe('Plugin: commandTableThroughJsonParse', () => {
     const bundledCommands = (await import(pathToFileURL(out.file).href)) as Commands;
     const own = (await import('@ioredis/commands')) as unknown as Commands;
     assert.deepEqual(bundledCommands.list, own.list);
+    // the whole table, not only its names: arity, flags, key positions of every command
+    const path = join(NODE_MODULES, '@ioredis/commands/built/commands.json');
+    const table = await bundled(`export { default } from ${JSON.stringify(path)};\n`);
+    t.after(table.dispose);
+    assert.match(table.text, /JSON\.parse\(/);
+    assert.deepEqual((await import(pathToFileURL(table.file).href)).default, JSON.parse(readFileSync(path, 'utf8')));
     assert.ok(bundledCommands.list.length > 200);
     assert.deepEqual(bundledCommands.getKeyIndexes('evalsha', ['sha', '2', 'a', 'b', 'c']), [2, 3]);
     assert.equal(bundledCommands.hasFlag('get', 'readonly'), true);
