@@ -226,7 +226,7 @@ const REQUIRE_BANNER = "import { createRequire as __cr } from 'node:module'; con
  * esbuild puts the banner on every output file, chunks included, though most
  * of the layer's chunks never call `require`: each one's `createRequire`
  * still costs its module a CommonJS module object and a resolver at load
- * (~1.3 ms over 16 modules under Lambda's V8 flags here). Takes it off the
+ * (~1.3 ms over the 16 modules of the layer before it became one shared module, under Lambda's V8 flags here). Takes it off the
  * files whose code names neither `require` nor `__cr` outside the banner (a
  * string that merely contains the word keeps it: never too little).
  * Returns the files changed.
@@ -347,7 +347,11 @@ async function bundleIoredis(packageDir: string): Promise<void> {
     });
 }
 
-/** The layer's entry points: the root, and the subpaths that keep optional parts out of it. */
+/**
+ * The layer's entry points: the root and its subpaths. Built, all but `ssm`
+ * share one module (see bundleLayer); `ssm` keeps the SSM SDK out of a cold
+ * start.
+ */
 export const LAYER_ENTRIES = {
   index: 'layer/src/index.ts',
   config: 'layer/src/config/index.ts',
@@ -362,46 +366,57 @@ export const LAYER_ENTRIES = {
 
 /**
  * The entries that share one module, `chunks/layer.mjs`: all but `ssm`, whose
- * module brings the SSM client and so stays apart (a shared chunk holds what
- * it has in common with the rest).
+ * module brings the SSM SDK and so stays apart (loaded at first use; a shared
+ * chunk holds what it has in common with the rest).
  */
 const SHARED_ENTRIES = Object.keys(LAYER_ENTRIES).filter((name) => name !== 'ssm') as (keyof typeof LAYER_ENTRIES)[];
 export const LAYER_SHARED_MODULE = 'chunks/layer.mjs';
 
-/** The shared module's source: each shared entry as one namespace export. */
-const layerSharedEntry: Plugin = {
-  name: 'layer-shared-entry',
-  setup(b) {
-    b.onResolve({ filter: /^layer-shared$/ }, () => ({ path: 'layer-shared', namespace: 'layer-shared' }));
-    b.onLoad({ filter: /.*/, namespace: 'layer-shared' }, () => ({
-      contents: SHARED_ENTRIES.map(
-        (name) => `export * as ${name} from ${JSON.stringify(join(ROOT, LAYER_ENTRIES[name]))};`,
-      ).join('\n'),
-      resolveDir: ROOT,
-      loader: 'js',
-    }));
-  },
-};
+/** An entry's export under its name in the shared module: `<entry>$<name>`. */
+const sharedName = (entry: string, name: string) => `${entry}$${name}`;
 
 /**
- * A shared entry's module: its names taken from its namespace in the shared
- * module. Module-level state lives once, in the shared module, whichever
- * subpaths a function imports.
+ * The shared module's source: each shared entry's exports, re-exported under
+ * `<entry>$<name>` (named re-exports: live bindings, and a name the thin
+ * module asks for that is not there fails at link, not as `undefined`).
  */
-function thinEntry(name: string, names: readonly string[]): string {
-  if (names.length === 0) return `import './${LAYER_SHARED_MODULE}';\n`;
-  return `import { ${name} as m } from './${LAYER_SHARED_MODULE}';\nexport const { ${names.join(', ')} } = m;\n`;
+function layerSharedEntry(exportsOf: Readonly<Record<string, readonly string[]>>): Plugin {
+  return {
+    name: 'layer-shared-entry',
+    setup(b) {
+      b.onResolve({ filter: /^layer-shared$/ }, () => ({ path: 'layer-shared', namespace: 'layer-shared' }));
+      b.onLoad({ filter: /.*/, namespace: 'layer-shared' }, () => ({
+        contents: SHARED_ENTRIES.map(
+          (entry) =>
+            `export { ${(exportsOf[entry] ?? []).map((name) => `${name} as ${sharedName(entry, name)}`).join(', ')} } from ${JSON.stringify(join(ROOT, LAYER_ENTRIES[entry]))};`,
+        ).join('\n'),
+        resolveDir: ROOT,
+        loader: 'js',
+      }));
+    },
+  };
 }
 
-/** Each shared entry's export names, as esbuild sees them (a build that writes nothing). */
+/** A shared entry's module: its names, re-exported from the shared module. */
+function thinEntry(entry: string, names: readonly string[]): string {
+  return `export { ${names.map((name) => `${sharedName(entry, name)} as ${name}`).join(', ')} } from './${LAYER_SHARED_MODULE}';\n`;
+}
+
+/**
+ * Each shared entry's export names, as esbuild sees them (a build that writes
+ * nothing). Throws for an entry it cannot account for: an entry missing from
+ * the metafile, one without exports, a name that is not a plain identifier
+ * (`default`, a string name), or one whose exports esbuild cannot list
+ * (`export *` from CommonJS or an external).
+ */
 async function entryExports(
   external: readonly string[],
   plugins: readonly Plugin[],
 ): Promise<Record<string, readonly string[]>> {
-  const names = SHARED_ENTRIES.map((name) => [name, join(ROOT, LAYER_ENTRIES[name])] as const);
   const result = await build({
     ...common,
-    entryPoints: Object.fromEntries(names),
+    absWorkingDir: ROOT, // the metafile's paths are relative to it
+    entryPoints: Object.fromEntries(SHARED_ENTRIES.map((entry) => [entry, join(ROOT, LAYER_ENTRIES[entry])])),
     outdir: join(ROOT, 'node_modules/.cache/layer-exports'),
     outExtension: { '.js': '.mjs' },
     splitting: true,
@@ -411,12 +426,20 @@ async function entryExports(
     external: [...external],
     plugins: [...plugins],
   });
-  const byEntry = new Map(
-    Object.values(result.metafile.outputs)
-      .filter((output) => output.entryPoint)
-      .map((output) => [join(ROOT, output.entryPoint as string), output.exports]),
+  const outputs = Object.entries(result.metafile.outputs);
+  return Object.fromEntries(
+    SHARED_ENTRIES.map((entry) => {
+      const [path, output] = outputs.find(([, o]) => o.entryPoint === LAYER_ENTRIES[entry]) ?? [];
+      if (!path || !output || output.exports.length === 0)
+        throw new Error(`the layer entry ${entry} has no exports esbuild lists`);
+      const odd = output.exports.filter((name) => name === 'default' || !/^[A-Za-z_$][\w$]*$/.test(name));
+      if (odd.length > 0) throw new Error(`the layer entry ${entry} exports names a thin module cannot carry: ${odd}`);
+      const text = result.outputFiles.find((file) => file.path === join(ROOT, path))?.text ?? '';
+      if (/^export \*/m.test(text))
+        throw new Error(`the layer entry ${entry} re-exports a module whose names esbuild cannot list`);
+      return [entry, output.exports];
+    }),
   );
-  return Object.fromEntries(names.map(([name, path]) => [name, byEntry.get(path) ?? []]));
 }
 
 /**
@@ -438,13 +461,14 @@ export async function bundleLayer(
   const exportsOf = await entryExports(external, plugins);
   await build({
     ...common,
+    absWorkingDir: ROOT,
     entryPoints: { [LAYER_SHARED_MODULE.replace(/\.mjs$/, '')]: 'layer-shared', ssm: join(ROOT, LAYER_ENTRIES.ssm) },
     outdir: packageDir,
     outExtension: { '.js': '.mjs' },
     splitting: true,
     chunkNames: 'chunks/[name]-[hash]',
     external,
-    plugins: [layerSharedEntry, ...plugins],
+    plugins: [layerSharedEntry(exportsOf), ...plugins],
   });
   for (const name of SHARED_ENTRIES)
     writeFileSync(join(packageDir, `${name}.mjs`), thinEntry(name, exportsOf[name] ?? []));

@@ -169,27 +169,37 @@ describe('The built functions, laid out as in Lambda', () => {
     }
   });
 
-  it("each entry exports its source's names, one shared module backs them all, and a name two entries share is one object", async () => {
+  it("each entry exports its source's names and kinds from one shared module, and only ssm imports the SSM SDK", async () => {
     const entries = Object.keys(LAYER_ENTRIES) as (keyof typeof LAYER_ENTRIES)[];
     const result = await inLambda(
       `const entries = ${JSON.stringify(entries)};
        const modules = {};
        for (const name of entries) modules[name] = await import(name === 'index' ? '@platform/rate-limit' : '@platform/rate-limit/' + name);
-       const names = Object.fromEntries(entries.map((name) => [name, Object.keys(modules[name]).sort()]));
+       const kinds = Object.fromEntries(entries.map((name) => [name, Object.fromEntries(Object.keys(modules[name]).sort().map((key) => [key, typeof modules[name][key]]))]));
        const differing = [];
        for (const a of entries) for (const b of entries)
-         for (const key of names[a]) if (a < b && key in modules[b] && modules[a][key] !== modules[b][key]) differing.push(a + '/' + b + ':' + key);
-       console.log(JSON.stringify({ names, differing }));`,
+         for (const key of Object.keys(modules[a])) if (a < b && key in modules[b] && modules[a][key] !== modules[b][key]) differing.push(a + '/' + b + ':' + key);
+       console.log(JSON.stringify({ kinds, differing }));`,
     );
     for (const name of entries) {
       const source = await import(pathToFileURL(join(ROOT, LAYER_ENTRIES[name])).href);
-      assert.deepEqual((result.names as Record<string, string[]>)[name], Object.keys(source).sort(), name);
+      const kinds = Object.fromEntries(
+        Object.keys(source)
+          .sort()
+          .map((key) => [key, typeof source[key]]),
+      );
+      assert.deepEqual((result.kinds as Record<string, unknown>)[name], kinds, name);
     }
     assert.deepEqual(result.differing, [], 'a name exported by two entries is the same binding in both');
     const layer = join(lambda.root, 'opt/nodejs/node_modules', LAYER_PACKAGE);
-    const modules = readdirSync(layer, { recursive: true }).filter((f) => String(f).endsWith('.mjs'));
+    const modules = readdirSync(layer, { recursive: true })
+      .map(String)
+      .filter((f) => f.endsWith('.mjs'));
     assert.ok(modules.includes(LAYER_SHARED_MODULE), 'the shared module is there');
-    assert.ok(modules.length <= entries.length + 4, `a few modules, not one per chunk: ${modules.join(', ')}`);
+    // the entries, the shared module, the one chunk it shares with ssm, vendor/ioredis.mjs
+    assert.equal(modules.length, entries.length + 3, `no module beyond those: ${modules.join(', ')}`);
+    const sdk = modules.filter((f) => /from\s*["']@aws-sdk\/client-ssm["']/.test(readFileSync(join(layer, f), 'utf8')));
+    assert.deepEqual(sdk, ['ssm.mjs'], 'the SSM SDK stays out of every module but ssm (loaded at first use)');
   });
 
   it("ships ioredis with the code caches the build's Node made, one for the local flags and one for Lambda's, each used", async () => {

@@ -1,7 +1,8 @@
 /**
  * Policy configuration (subpath `@platform/rate-limit/config`): the policy
  * store, its parameters' names and the layer's settings from the
- * environment. Kept out of the root import, and the SSM client out of this
+ * environment. Kept out of the root import in the source (the built layer
+ * puts every entry but `ssm` in one module), and the SSM client out of this
  * one until a store first reads SSM, so a cold start pays for the SDK only
  * where SSM is used.
  */
