@@ -226,9 +226,10 @@ const REQUIRE_BANNER = "import { createRequire as __cr } from 'node:module'; con
  * esbuild puts the banner on every output file, chunks included, though most
  * of the layer's chunks never call `require`: each one's `createRequire`
  * still costs its module a CommonJS module object and a resolver at load
- * (~1.3 ms over the 16 modules of the layer before it became one shared module, under Lambda's V8 flags here). Takes it off the
- * files whose code names neither `require` nor `__cr` outside the banner (a
- * string that merely contains the word keeps it: never too little).
+ * (~1.3 ms over the 16 modules the layer had before it became one shared
+ * module, under Lambda's V8 flags here). Takes it off the files whose code
+ * names neither `require` nor `__cr` outside the banner (a string that merely
+ * contains the word keeps it: never too little).
  * Returns the files changed.
  */
 export function dropUnusedRequireBanner(dir: string): string[] {
