@@ -60,3 +60,29 @@ describe('The benchmark (npm run bench)', () => {
     }
   });
 });
+
+describe('The auto-pipelining comparison (npm run bench:pipelining)', () => {
+  it('measures the bucket with and without auto-pipelining in both shapes and prints each', {
+    timeout: 120_000,
+  }, async () => {
+    const { stdout } = await promisify(execFile)(
+      process.execPath,
+      [new URL('../../bench/auto-pipelining.ts', import.meta.url).pathname],
+      { env: { ...process.env, BENCH_SECONDS: '0.05', BENCH_ROUNDS: '1' } },
+    );
+    const lines = stdout.trim().split('\n');
+    const pattern =
+      /^(64×1|1×128) auto-pipelining (off|on): client ([\d.]+) µs\/check, Redis ([\d.]+) µs\/check, p50 (\d+) µs, (\d+) checks\/s$/;
+    assert.deepEqual(
+      lines.map((line) => (pattern.exec(line) ?? assert.fail(`unexpected line: ${line}`)).slice(1, 3).join(' ')),
+      ['64×1 off', '64×1 on', '1×128 off', '1×128 on'],
+    );
+    for (const line of lines) {
+      const figures = (pattern.exec(line) as RegExpExecArray).slice(3).map(Number);
+      assert.ok(
+        figures.every((f) => Number.isFinite(f) && f > 0),
+        line,
+      );
+    }
+  });
+});
