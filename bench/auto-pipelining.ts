@@ -13,7 +13,7 @@
 import { Redis, type RedisOptions } from 'ioredis';
 import { startRedis } from '../scripts/redis-process.ts';
 import { type BenchLimiter, benchLimiters } from './limiters.ts';
-import { measure, type RunFigures } from './measure.ts';
+import { measure, medianFigures, type RunFigures } from './measure.ts';
 
 const MS = Number(process.env.BENCH_SECONDS ?? 1) * 1000;
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 4);
@@ -34,8 +34,6 @@ async function ready(client: Redis): Promise<Redis> {
   if (client.status !== 'ready') await new Promise((resolve) => client.once('ready', resolve));
   return client;
 }
-
-const median = (values: readonly number[]) => [...values].sort((a, b) => a - b)[values.length >> 1] ?? Number.NaN;
 
 const server = await startRedis();
 const clients: Redis[] = [];
@@ -61,9 +59,9 @@ try {
       for (const variant of round % 2 === 0 ? (['off', 'on'] as const) : (['on', 'off'] as const))
         figures[variant].push(await measure(admin, lanes[variant], keyOf, MS));
     for (const variant of ['off', 'on'] as const) {
-      const of = (field: keyof RunFigures) => median(figures[variant].map((f) => f[field]));
+      const f = medianFigures(figures[variant]);
       console.log(
-        `${connections}×${inFlight} auto-pipelining ${variant}: client ${of('clientCpuUsPerCheck').toFixed(1)} µs/check, Redis ${of('redisCpuUsPerCheck').toFixed(1)} µs/check, p50 ${of('p50Us').toFixed(0)} µs, ${of('checksPerSecond').toFixed(0)} checks/s`,
+        `${connections}×${inFlight} auto-pipelining ${variant}: client ${f.clientCpuUsPerCheck.toFixed(1)} µs/check, Redis ${f.redisCpuUsPerCheck.toFixed(1)} µs/check, p50 ${f.p50Us.toFixed(0)} µs, ${f.checksPerSecond.toFixed(0)} checks/s`,
       );
     }
   }

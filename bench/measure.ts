@@ -112,6 +112,13 @@ export async function measure(
   };
 }
 
+/** Each figure's median over the rounds. */
+export function medianFigures(rounds: readonly RunFigures[]): RunFigures {
+  const median = (values: number[]) => values.sort((a, b) => a - b)[Math.floor(values.length / 2)] as number;
+  const fields = Object.keys(rounds[0] ?? {}) as (keyof RunFigures)[];
+  return Object.fromEntries(fields.map((f) => [f, median(rounds.map((r) => r[f]))])) as unknown as RunFigures;
+}
+
 /** Redis `used_memory` growth per identifier after one check each of `count` identifiers. */
 export async function memoryPerKey(redis: Redis, limiter: BenchLimiter, count: number): Promise<number> {
   await redis.flushall();

@@ -21,7 +21,7 @@ import { Redis } from 'ioredis';
 import { startRedis } from '../scripts/redis-process.ts';
 import { bundleFigures, coldStartSplit } from './lambda-figures.ts';
 import { type BenchLimiter, benchLimiters, LIMIT, MEMORY_WINDOW_MS } from './limiters.ts';
-import { measure, memoryPerKey, pinnedToCpu0, type RunFigures } from './measure.ts';
+import { measure, medianFigures, memoryPerKey, pinnedToCpu0, type RunFigures } from './measure.ts';
 import { type BenchResults, chart, coldStartBars, figuresOf, markdown, type Scenario } from './report.ts';
 import { costRatio, measureShapes, type ShapeCost, type ShapeId } from './script-cost.ts';
 
@@ -45,13 +45,6 @@ const scenarios: Record<string, () => string> = {
 };
 
 const canPin = pinnedToCpu0();
-
-/** Each figure's median over the rounds. */
-function medianFigures(rounds: readonly RunFigures[]): RunFigures {
-  const median = (values: number[]) => values.sort((a, b) => a - b)[Math.floor(values.length / 2)] as number;
-  const fields = Object.keys(rounds[0] ?? {}) as (keyof RunFigures)[];
-  return Object.fromEntries(fields.map((f) => [f, median(rounds.map((r) => r[f]))])) as unknown as RunFigures;
-}
 
 /** Runs bench/middleware-overhead.ts in a child: its EMF metrics go to a discarded stdout. */
 async function middlewareOverhead(url: string): Promise<{ p50: number; p99: number }> {
