@@ -59,6 +59,16 @@ describe('Script assembly', () => {
     assert.ok(at('local function b') < at('return b(now)'));
   });
 
+  it('keeps a "-- <fragments>" comment of several lines whole, the fragments after it', () => {
+    const entry = ['-- <fragments>: the fragments follow here, for', '-- every other case', 'return b(1)'].join('\n');
+    const script = assembleEntry(clock, [fragment], entry);
+    assert.ok(
+      script.includes('-- <fragments>: the fragments follow here, for\n-- every other case\n'),
+      'the comment is not split by the fragments',
+    );
+    assert.ok(script.indexOf('-- every other case') < script.indexOf('local function a'));
+  });
+
   it('leaves the production bucket and window scripts with no function before their flat path', () => {
     for (const name of ['check_token_bucket', 'check_sliding_window']) {
       const source = productionScripts().entries[name]?.source ?? assert.fail(name);

@@ -6,8 +6,12 @@
  * of Redis CPU apiece): a definition nobody calls is pure cost.
  */
 
-/** A line of an entry script that says where its fragments go (default: before it). */
-const FRAGMENTS_HERE = /^-- <fragments>.*$/m;
+/**
+ * The comment of an entry script that says where its fragments go (default:
+ * before the entry): its `-- <fragments>` line and the comment lines that
+ * continue it, so the fragments never land inside the comment.
+ */
+const FRAGMENTS_HERE = /^-- <fragments>.*(?:\n--.*)*$/m;
 
 interface Definition {
   readonly names: readonly string[];
@@ -111,6 +115,6 @@ export function assembleEntry(clock: string, fragments: readonly string[], entry
   const text = texts.join('\n');
   const here = FRAGMENTS_HERE.exec(entry);
   if (!here) return [clockText, text, entry].join('\n');
-  const after = here.index + here[0].length + 1; // the fragments follow the line that asks for them
+  const after = here.index + here[0].length + 1; // the fragments follow the comment that asks for them
   return [clockText, entry.slice(0, after) + text, entry.slice(after)].join('\n');
 }
