@@ -212,6 +212,36 @@ describe('rateLimit middleware', () => {
     assert.equal(await calls(), before, 'the cost-5 refusal came from the cache');
   });
 
+  it("ends each invocation with a batching observer's flushIfDue, not its flush: checks are held across invocations", async () => {
+    const policy = unique('api');
+    const limiter = createLimiter({
+      redis,
+      policies: policies({ [policy]: { strategy: 'tokenBucket', capacity: 10, refill: { tokens: 10, every: '1 m' } } }),
+    });
+    const calls = { observe: 0, flush: 0, flushIfDue: 0, plainFlush: 0 };
+    const invoke = (observer: NonNullable<Parameters<typeof rateLimit>[0]['observer']>, fail = false) =>
+      middy<HttpEvent, Response>(async () => {
+        if (fail) throw new Error('the handler failed');
+        return { statusCode: 200, headers: {}, body: 'ok' };
+      })
+        .use(httpErrorHandler({ logger: false }))
+        .use(rateLimit({ limiter, limits: [{ policy, key: clientIp }], observer }))(
+        restEvent(),
+        {} as Context,
+      ) as Promise<Response>;
+    const batching = {
+      observe: () => void calls.observe++,
+      flush: () => void calls.flush++,
+      flushIfDue: () => void calls.flushIfDue++,
+    };
+    for (let i = 0; i < 3; i++) assert.equal((await invoke(batching)).statusCode, 200);
+    assert.equal((await invoke(batching, true)).statusCode, 500);
+    assert.deepEqual(calls, { observe: 4, flush: 0, flushIfDue: 4, plainFlush: 0 });
+    // an observer that does not batch is still published at every invocation's end
+    assert.equal((await invoke({ observe: () => {}, flush: () => void calls.plainFlush++ })).statusCode, 200);
+    assert.equal(calls.plainFlush, 1);
+  });
+
   it('puts no raw API key or email in any Redis key or log line', async () => {
     await connected(redis);
     const secretKey = `sk_live_${unique('secret')}`;

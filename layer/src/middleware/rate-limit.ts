@@ -33,8 +33,12 @@ export interface RateLimitOptions {
    * coarsest dimension (a workspace, a bot), which becomes the hash tag.
    */
   readonly scope?: KeyExtractor;
-  /** Metrics and logs (see powertoolsObserver). */
-  readonly observer?: RateLimitObserver & { flush?(): void };
+  /**
+   * Metrics and logs (see powertoolsObserver). Each invocation ends with its
+   * `flushIfDue` when it has one (a batching observer keeps its checks across
+   * invocations and publishes when due), else with its `flush`.
+   */
+  readonly observer?: RateLimitObserver & { flush?(): void; flushIfDue?(): void };
 }
 
 /** Stable error codes of the JSON bodies, for clients to switch on. */
@@ -175,6 +179,9 @@ export function rateLimit(options: RateLimitOptions): MiddlewareObj<HttpEvent> {
     }
   };
 
+  // flush() at every invocation's end wrote one EMF line per check, undoing the observer's batching
+  const endInvocation = observer?.flushIfDue ? () => observer.flushIfDue?.() : () => observer?.flush?.();
+
   const rateLimitMiddlewareAfter = async (request: Request<HttpEvent>): Promise<void> => {
     await releaseLeases(request);
     const verdict = (request.internal as Record<string, unknown>)[INTERNAL] as Verdict | undefined;
@@ -182,7 +189,7 @@ export function rateLimit(options: RateLimitOptions): MiddlewareObj<HttpEvent> {
     if (verdict && response && typeof response === 'object') {
       response.headers = withRateLimitHeaders(response.headers, rateLimitHeaders(verdict.limits));
     }
-    observer?.flush?.();
+    endInvocation();
   };
 
   /** An error after an admitted check (a 400 from the handler) still tells the caller where its quota stands. */
@@ -193,7 +200,7 @@ export function rateLimit(options: RateLimitOptions): MiddlewareObj<HttpEvent> {
     if (verdict?.proceed && error && typeof error === 'object') {
       error.headers = withRateLimitHeaders(error.headers, rateLimitHeaders(verdict.limits)) as Record<string, string>;
     }
-    observer?.flush?.();
+    endInvocation();
   };
 
   return { before: rateLimitMiddlewareBefore, after: rateLimitMiddlewareAfter, onError: rateLimitMiddlewareOnError };
