@@ -24,7 +24,7 @@ import { policies } from './commands/policies.ts';
 import { rate } from './commands/rate.ts';
 import { reset } from './commands/reset.ts';
 import { top } from './commands/top.ts';
-import { type CliOutput, openContext } from './context.ts';
+import { type CliOutput, openContext, redisWhere } from './context.ts';
 
 export type { AuditRecord, CliOutput } from './context.ts';
 
@@ -79,6 +79,12 @@ async function run(argv: string[], io: CliOutput): Promise<number> {
   );
   try {
     return await command.run(context, rest, values as Parameters<CommandSpec['run']>[2]);
+  } catch (error) {
+    // say which Redis did not answer: the CLI may not be pointed where its user thinks
+    if (error instanceof CliError && error.code === EXIT.unavailable && context.redis) {
+      throw new CliError(EXIT.unavailable, `${error.message}, Redis at ${redisWhere()}`);
+    }
+    throw error;
   } finally {
     context.redis?.disconnect();
   }

@@ -5,10 +5,18 @@
  * answer and its audit lines.
  */
 import { userInfo } from 'node:os';
-import { createLimiter, createRedisClient, type Limiter, type RedisClient } from '@platform/rate-limit';
+import {
+  createLimiter,
+  createRedisClient,
+  type Limiter,
+  type RedisClient,
+  type RedisSettings,
+} from '@platform/rate-limit';
 import {
   createPolicyStore,
+  DEFAULT_REDIS_URL,
   FileParameterSource,
+  type LayerSettings,
   type ParameterSource,
   type ParameterWriter,
   type PolicyStore,
@@ -16,6 +24,7 @@ import {
 } from '@platform/rate-limit/config';
 import { authenticateFromSecret, ioredisConnection, secretReader } from '@platform/rate-limit/redis';
 import { PLATFORM_POLICIES } from '../config/catalogue.ts';
+import { localDataDir, localRedisPortFile, rememberedRedisPort } from '../config/local-data.ts';
 
 /** Where a run writes: the terminal for `npx ratelimit`, the answer for the admin function. */
 export interface CliOutput {
@@ -59,10 +68,32 @@ export function audit(context: Context, what: string, detail: Record<string, unk
   context.io.onAudit?.(record);
 }
 
+/**
+ * The Redis a command acts on: the one the environment names (REDIS_URL,
+ * REDIS_CLUSTER_NODES); naming none, the local platform's (`npm start`
+ * remembers its port in .local/redis/port), and only without that the layer's
+ * default, 127.0.0.1:6379. `npm start`'s Redis is not on 6379 (apt's
+ * redis-server may be), so the default made the CLI act on another Redis.
+ */
+export function cliRedisSettings(settings: LayerSettings, env: NodeJS.ProcessEnv = process.env): RedisSettings {
+  if (env.REDIS_URL || env.REDIS_CLUSTER_NODES) return settings.redis;
+  const port = rememberedRedisPort(localDataDir(env));
+  return port === undefined ? settings.redis : { ...settings.redis, url: `redis://127.0.0.1:${port}` };
+}
+
+/** Where the CLI's Redis is, for an unavailable command's message: host and port only (a URL may hold a password). */
+export function redisWhere(env: NodeJS.ProcessEnv = process.env): string {
+  const settings = cliRedisSettings(readSettings(env), env);
+  if (settings.clusterNodes) return settings.clusterNodes.join(',');
+  const host = new URL(settings.url ?? DEFAULT_REDIS_URL).host;
+  if (env.REDIS_URL || rememberedRedisPort(localDataDir(env)) === undefined) return host;
+  return `${host}, npm start's (its port from ${localRedisPortFile(localDataDir(env))}): is it running?`;
+}
+
 /** The limiter over the context's Redis (connected on first use). */
 export function limiterOf(context: Context): Limiter {
   if (!context.limiter) {
-    context.redis ??= createRedisClient(readSettings().redis);
+    context.redis ??= createRedisClient(cliRedisSettings(readSettings()));
     context.limiter = createLimiter({ redis: context.redis, policies: context.store, onDegraded: () => {} });
   }
   return context.limiter;
@@ -85,13 +116,13 @@ export async function openContext(
   const context: Context = { io, json: options.json, store, source, prefix: settings.parameterPath };
   if (settings.redisAuthSecretId) {
     // A deployed Redis requires credentials: read them (Secrets Manager) before the first connection.
-    context.redis = createRedisClient(settings.redis);
+    context.redis = createRedisClient(cliRedisSettings(settings));
     await authenticateFromSecret(context.redis, settings.redisAuthSecretId, secretReader(settings));
   }
   if (options.redis) {
     // An operator waits for the connection (TLS, a cluster's every master) rather than have the
     // first command degrade within a policy's 100 ms budget; bounded, then commands answer as they can.
-    context.redis ??= createRedisClient(settings.redis);
+    context.redis ??= createRedisClient(cliRedisSettings(settings));
     const connected = ioredisConnection(context.redis)
       .whenReady()
       .catch(() => {});

@@ -23,15 +23,16 @@
  * for the harvester (scripts/harvest-source.ts, HARVEST_SOURCE_PORT, default
  * 4100) with `--harvest`: two harvester workers crawling its site `demo`.
  */
-import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
+import { localDataDir, localRedisPortFile, rememberedRedisPort } from '../config/local-data.ts';
 import { signSlackBody } from '../functions/slack/signature.ts';
 import { localStageEnvironment, plainRedisEnvironment } from './local-stage.ts';
 import { freePort, isPortFree, type RedisProcess, startRedis } from './redis-process.ts';
 import { type ProdShapeCluster, startProdShapeCluster } from './redis-prod-shape.ts';
 
 const ROOT = new URL('..', import.meta.url).pathname;
-const dataDir = process.env.LOCAL_DATA_DIR || join(process.cwd(), '.local');
+const dataDir = localDataDir();
 const redisDir = join(dataDir, 'redis');
 
 /**
@@ -40,11 +41,10 @@ const redisDir = join(dataDir, 'redis');
  * never used: whatever answers there is not this platform's durable Redis.
  */
 async function redisPort(): Promise<number> {
-  const file = join(redisDir, 'port');
-  const remembered = existsSync(file) ? Number(readFileSync(file, 'utf8')) : 6390;
-  const port = remembered > 0 && (await isPortFree(remembered)) ? remembered : await freePort();
+  const remembered = rememberedRedisPort(dataDir) ?? 6390;
+  const port = (await isPortFree(remembered)) ? remembered : await freePort();
   mkdirSync(redisDir, { recursive: true });
-  writeFileSync(file, `${port}\n`);
+  writeFileSync(localRedisPortFile(dataDir), `${port}\n`);
   return port;
 }
 

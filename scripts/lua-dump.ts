@@ -36,6 +36,7 @@ const index = [
   '# Assembled Lua scripts',
   '',
   'Written by `npm run lua:dump`; each file is exactly what the layer sends to Redis.',
+  'The lines below run against a Redis on 6379; against `npm start`\'s, add `-p "$(cat .local/redis/port)"`.',
   '',
   '| script | file | SHA1 | try it |',
   '|---|---|---|---|',

@@ -5,7 +5,7 @@
  * install redis-server when there is none.
  */
 import assert from 'node:assert/strict';
-import { type ChildProcess, spawn } from 'node:child_process';
+import { type ChildProcess, execFile, spawn } from 'node:child_process';
 import { once } from 'node:events';
 import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -47,6 +47,24 @@ async function stop(child: ChildProcess): Promise<number | null> {
   return code as number | null;
 }
 
+const CLI = new URL('../../cli/ratelimit.ts', import.meta.url).pathname;
+
+/** `npx ratelimit` as a user runs it beside npm start: no Redis named in the environment. */
+function cli(args: string[], dataDir: string): Promise<{ code: number; stdout: string; stderr: string }> {
+  const env = {
+    ...process.env,
+    REDIS_URL: '',
+    REDIS_CLUSTER_NODES: '',
+    REDIS_AUTH_SECRET_FILE: '',
+    LOCAL_DATA_DIR: dataDir,
+  };
+  return new Promise((resolve) => {
+    execFile(process.execPath, [CLI, ...args], { env }, (error, stdout, stderr) => {
+      resolve({ code: error ? Number(error.code ?? 1) : 0, stdout, stderr });
+    });
+  });
+}
+
 const login = (base: string) =>
   fetch(`${base}/auth/login`, { method: 'POST', body: JSON.stringify({ email: 'x@example.com', password: 'nope' }) });
 
@@ -76,9 +94,16 @@ describe('The local platform (npm start)', () => {
       const response = await login(first.base);
       assert.equal(response.status, 401);
       assert.equal(response.headers.get('ratelimit'), '"login-ip";r=19;t=900, "login-ip48";r=199;t=900');
+      // the CLI, naming no Redis, acts on this platform's (not on 6379, where another may listen)
+      const inspected = await cli(['inspect', 'login-ip', '127.0.0.1', '--scope', '127.0.0.1', '--json'], dataDir);
+      assert.equal(inspected.code, 0, inspected.stderr);
+      assert.equal((JSON.parse(inspected.stdout) as { remaining: number }).remaining, 19);
     } finally {
       assert.equal(await stop(first.child), 0);
     }
+    const stopped = await cli(['inspect', 'login-ip', '127.0.0.1', '--scope', '127.0.0.1'], dataDir);
+    assert.equal(stopped.code, 1);
+    assert.match(stopped.stderr, /Redis at 127\.0\.0\.1:\d+, npm start's .*is it running\?/);
     const second = await start(env);
     try {
       const again = await login(second.base);
