@@ -168,6 +168,72 @@ describe('Class: PolicyStore', () => {
     assert.equal(store.secret('slack-signing-secret'), undefined, "another consumer's secret is not read");
   });
 
+  it('refuses an override that changes a strategy, a group or regions: the counter would move or change shape', async () => {
+    const { source, store, warnings } = harness();
+    source.values = {
+      [param('overrides/login-ip')]: JSON.stringify({ group: 'elsewhere' }),
+      [param('overrides/login-ip/k')]: JSON.stringify({ regions: 'home' }),
+      [param('overrides/api-key')]: JSON.stringify({ strategy: 'slidingWindow', limit: 5, window: '1 m' }),
+    };
+    await store.refresh();
+    assert.equal(store.resolve('login-ip', 'k')?.group, undefined);
+    assert.equal(store.resolve('api-key', 'k')?.strategy, 'tokenBucket');
+    assert.equal(warnings.length, 3);
+    const reasons = Object.fromEntries(warnings.map((w) => [w.attributes.parameter, String(w.attributes.reason)]));
+    assert.match(reasons[param('overrides/login-ip')] ?? '', /an override may not change group/);
+    assert.match(reasons[param('overrides/login-ip/k')] ?? '', /an override may not change regions/);
+    assert.ok(reasons[param('overrides/api-key')], 'a bucket made a window is refused (its fields do not compile)');
+    // the same value as the base is no change
+    source.values = { [param('overrides/api-key')]: JSON.stringify({ strategy: 'tokenBucket', capacity: 7 }) };
+    await store.refresh();
+    assert.equal(store.resolve('api-key', 'k')?.limit, 7);
+  });
+
+  it("validates an override as it will apply it: a policy one over the default, a per-key one over the policy's", async () => {
+    const { source, store } = harness();
+    source.values = { [param('overrides/api-key')]: JSON.stringify({ capacity: 10, refill: { tokens: 10 } }) };
+    await store.refresh();
+    // over the default (capacity 120), not over the override in force (10)
+    assert.equal(store.validateOverride('api-key', undefined, { refill: { tokens: 100 } }).compiled.limit, 120);
+    assert.equal(store.validateOverride('api-key', 'k', { refill: { tokens: 100 } }).compiled.limit, 10);
+    assert.throws(() => store.validateOverride('api-key', 'k', { capacity: 0 }), /capacity must be at least 1/);
+    assert.throws(() => store.validateOverride('api-key', 'not a key', {}), /key must be/);
+    for (const name of ['constructor', 'nope', 'toString', 'hasOwnProperty']) {
+      assert.throws(() => store.validateOverride(name, undefined, {}), /no policy/, name);
+      assert.equal(store.explain(name), undefined, name);
+    }
+  });
+
+  it('says so when a per-key override no longer fits the policy it lays over, and the policy applies', async () => {
+    const source = new MemorySource();
+    const clock = { now: 1_000 };
+    const warnings: { message: string; attributes: Record<string, unknown> }[] = [];
+    const logger: ConfigLogger = { warn: (message, attributes) => warnings.push({ message, attributes }) };
+    const backoff = { strategy: 'failureBackoff', freeFailures: 3, base: '1 s', max: '5 m', memory: '15 m' };
+    const store = new PolicyStore({
+      prefix: PREFIX,
+      source,
+      defaults: { 'login-account': backoff },
+      now: () => clock.now,
+      logger,
+    });
+    // a longer lockout for one account, which fits only under the policy override's longer max
+    source.values = {
+      [param('overrides/login-account')]: JSON.stringify({ max: '1 h' }),
+      [param('overrides/login-account/abuser')]: JSON.stringify({ base: '30 m' }),
+    };
+    await store.refresh();
+    assert.equal(store.explain('login-account', 'abuser')?.sources.base, 'per-key override');
+    // the policy override goes: the per-key one no longer fits (base above max)
+    source.values = { [param('overrides/login-account/abuser')]: JSON.stringify({ base: '30 m' }) };
+    await store.refresh();
+    assert.equal(store.explain('login-account', 'abuser')?.sources.base, 'shipped default');
+    assert.equal(warnings.length, 1);
+    assert.equal(warnings[0]?.attributes.parameter, param('overrides/login-account/abuser'));
+    assert.match(String(warnings[0]?.attributes.reason), /base must not exceed max/);
+    assert.match(String(warnings[0]?.message), /does not apply: the policy in force does/, 'not "last good stays"');
+  });
+
   it('keeps secrets apart from policies, and never logs them', async () => {
     const { source, store, warnings } = harness();
     source.values = { [param('secrets/email-pepper')]: 's3cr3t-pepper' };

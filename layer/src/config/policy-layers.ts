@@ -113,7 +113,30 @@ export function compileOverride(policy: string, base: unknown, value: unknown, k
   if (key !== undefined) assertKeyPart(key);
   const { patch, until } = overridePatch(value);
   const config = mergeOverride(base, patch);
-  return { patch, ...(until === undefined ? {} : { until }), config, compiled: compilePolicy(policy, config) };
+  const compiled = compilePolicy(policy, config);
+  assertSameShape(policy, base, config);
+  return { patch, ...(until === undefined ? {} : { until }), config, compiled };
+}
+
+/**
+ * What an override may not change: the strategy (the stored state would be
+ * read as another shape), the group (its counters would move to another hash
+ * tag, a lockout silently reset, and its grouped check refused as
+ * misconfigured) and the regions (where it is decided). Those are the
+ * default's to change, with a deploy.
+ */
+const STRUCTURAL_FIELDS = ['strategy', 'group', 'regions'] as const;
+
+function assertSameShape(policy: string, base: unknown, config: unknown): void {
+  const field = (value: unknown, name: string) => (isPlain(value) ? JSON.stringify(value[name]) : undefined);
+  for (const name of STRUCTURAL_FIELDS) {
+    if (field(base, name) !== field(config, name)) {
+      throw new InvalidPolicyError(
+        policy,
+        `an override may not change ${name} (from ${field(base, name) ?? 'none'} to ${field(config, name) ?? 'none'}): change the default instead`,
+      );
+    }
+  }
 }
 
 /** Whether an override is in force at `now`: one without an end always is, one with an end until then. */

@@ -1,8 +1,10 @@
+import { InvalidPolicyError } from '../core/errors.ts';
 import type { PolicyResolver } from '../core/limiter.ts';
 import { type CompiledPolicy, compilePolicy } from '../policy/policy.ts';
 import type { ParameterSource } from './parameter-source.ts';
 import {
   type ClassifiedParameter,
+  type CompiledOverride,
   classifyParameters,
   compileOverride,
   inForce,
@@ -140,7 +142,7 @@ export class PolicyStore implements PolicyResolver {
   explain(policy: string, key?: string): PolicyExplanation | undefined {
     this.#endOverridesDue(this.#now());
     const layer: PolicyLayers = this.#layers.get(policy) ?? {
-      base: this.#defaults[policy],
+      base: this.#shippedDefault(policy),
       baseSource: 'shipped default',
       keyPatches: new Map(),
       keyUntils: new Map(),
@@ -169,6 +171,27 @@ export class PolicyStore implements PolicyResolver {
       ...(keyUntil === undefined ? {} : { 'per-key override': new Date(keyUntil).toISOString() }),
     };
     return Object.keys(expires).length > 0 ? { config, sources, expires } : { config, sources };
+  }
+
+  /**
+   * An override checked exactly as the store will apply it (the CLI's
+   * `override` asks before it writes): a policy override laid over the
+   * default in force, a per-key one over the policy in force (the default
+   * and the policy override). Throws InvalidPolicyError (or the key's
+   * InvalidCheckError, or an `until`'s error) with the reason it would be
+   * refused; an unknown policy is an InvalidPolicyError too.
+   */
+  validateOverride(policy: string, key: string | undefined, value: unknown): CompiledOverride {
+    const explained = this.explain(policy);
+    if (explained === undefined) throw new InvalidPolicyError(policy, `no policy "${policy}" to override`);
+    const layer = this.#layers.get(policy);
+    const base = key === undefined ? (layer?.base ?? this.#shippedDefault(policy)) : explained.config;
+    return compileOverride(policy, base, value, key);
+  }
+
+  /** A shipped default by its own name only (`constructor` is no policy). */
+  #shippedDefault(policy: string): unknown {
+    return Object.hasOwn(this.#defaults, policy) ? this.#defaults[policy] : undefined;
   }
 
   /** A secret parameter (decrypted), or undefined when none is configured. */
@@ -231,7 +254,7 @@ export class PolicyStore implements PolicyResolver {
     type Base = { config: unknown; compiled: CompiledPolicy; source: PolicyLayers['baseSource'] };
     const bases = new Map<string, Base>();
     for (const [policy, compiled] of this.#shipped)
-      bases.set(policy, { config: this.#defaults[policy], compiled, source: 'shipped default' });
+      bases.set(policy, { config: this.#shippedDefault(policy), compiled, source: 'shipped default' });
     const policyOverrides = new Map<string, ClassifiedParameter>();
     const keyOverrides: (ClassifiedParameter & { kind: 'per-key override' })[] = [];
     const secrets = new Map<string, string>();
@@ -332,19 +355,36 @@ export class PolicyStore implements PolicyResolver {
       this.#reported.delete(name);
       return validated;
     }
-    this.#reject(name, raw, validated.reason);
-    if (!this.#lastGood.has(name)) return undefined;
-    const value = this.#lastGood.get(name);
-    try {
-      return { value, checked: check(value) };
-    } catch {
-      return { value, checked: undefined }; // reported when it was accepted, or refused just now
+    if (!this.#lastGood.has(name)) {
+      this.#reject(name, raw, validated.reason);
+      return undefined;
     }
+    const value = this.#lastGood.get(name);
+    let checked: T | undefined;
+    try {
+      checked = check(value);
+    } catch {
+      // the last good value no longer fits today's base either (a per-key override whose policy override ended)
+      this.#reject(
+        name,
+        raw,
+        validated.reason,
+        'rate-limit parameter rejected; it does not apply: the policy in force does',
+      );
+      return { value, checked: undefined };
+    }
+    this.#reject(name, raw, validated.reason);
+    return { value, checked };
   }
 
-  #reject(name: string, raw: string, reason: string): void {
+  #reject(
+    name: string,
+    raw: string,
+    reason: string,
+    message = 'rate-limit parameter rejected; its last good value stays in force',
+  ): void {
     if (this.#reported.get(name) === raw) return;
     this.#reported.set(name, raw);
-    this.#logger.warn('rate-limit parameter rejected; its last good value stays in force', { parameter: name, reason });
+    this.#logger.warn(message, { parameter: name, reason });
   }
 }
