@@ -14,6 +14,11 @@ export function keyOf(
   given: string | undefined,
   values: { readonly email?: string; readonly 'api-key'?: string },
 ): string {
+  if (given !== undefined && (values.email !== undefined || values['api-key'] !== undefined))
+    throw new CliError(EXIT.usage, 'the key is given twice: a key and --email/--api-key');
+  // a raw API key would be written into a parameter's name and the audit line, and match nothing (keys are hashed)
+  if (given !== undefined && isApiKey(given.trim()))
+    throw new CliError(EXIT.usage, 'that is a raw API key: pass it as --api-key (it is hashed as the API hashes it)');
   if (values.email !== undefined) {
     const pepper = context.store.secret('email-pepper');
     if (!pepper) throw new CliError(EXIT.unavailable, 'no email pepper in the parameters (secrets/login/email-pepper)');

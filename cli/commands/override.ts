@@ -3,11 +3,11 @@
  * writes a policy override (or a per-key one) where the store reads it,
  * after checking it compiles, audited; with --until/--for it ends by itself.
  */
-import { compilePolicy } from '@platform/rate-limit';
-import { mergeOverride, overrideParameter, overridePatch, parseIsoTime } from '@platform/rate-limit/config';
-import { assertKeyPart } from '@platform/rate-limit/policy';
+import { RateLimitError } from '@platform/rate-limit';
+import { overrideParameter, parseIsoTime } from '@platform/rate-limit/config';
 import { CliError, defineCommand, durationFlag, EXIT } from '../command.ts';
 import { audit, out } from '../context.ts';
+import { keyOf } from '../keys.ts';
 
 /**
  * The instant an override's `until` names, checked however it was given (the
@@ -46,8 +46,12 @@ export const override = defineCommand({
   options: { until: { type: 'string' }, for: { type: 'string' } },
   async run(context, rest, values) {
     const [policy, ...tail] = rest;
-    const [key, text] = tail.length >= 2 ? [tail[0], tail[1]] : [undefined, tail[0]];
-    if (!policy || text === undefined) throw new CliError(EXIT.usage, "override <policy> [<key>] '<json>'");
+    const [given, text] = tail.length >= 2 ? [tail[0], tail[1]] : [undefined, tail[0]];
+    if (!policy || text === undefined || tail.length > 2)
+      throw new CliError(EXIT.usage, "override <policy> [<key> | --email <email> | --api-key <key>] '<json>'");
+    // --email/--api-key name the key as for inspect and reset: without them this was a policy-wide override
+    const keyed = given !== undefined || values.email !== undefined || values['api-key'] !== undefined;
+    const key = keyed ? keyOf(context, given, values) : undefined;
     const now = Date.now();
     const until = overrideEnd(values, now);
     let patch: unknown;
@@ -67,18 +71,16 @@ export const override = defineCommand({
       const at = untilOf((patch as { until: unknown }).until, 'until', EXIT.refused, now);
       patch = { ...(patch as object), until: new Date(at).toISOString() };
     }
-    const base = context.store.explain(policy)?.config;
-    if (base === undefined) throw new CliError(EXIT.refused, `no policy "${policy}" to override`);
-    let applied: unknown;
     try {
-      applied = overridePatch(patch).patch; // an `until` of the JSON's own is checked too
+      // as the store will apply it: a policy override over the default, a per-key one over the policy in force
+      context.store.validateOverride(policy, key, patch);
     } catch (error) {
-      throw new CliError(EXIT.refused, (error as Error).message);
+      if (error instanceof RateLimitError) throw error; // InvalidPolicyError, InvalidCheckError: refused, exit 3
+      throw new CliError(EXIT.refused, (error as Error).message); // an `until` of the JSON's own
     }
-    compilePolicy(policy, mergeOverride(base, applied)); // throws InvalidPolicyError with the reason
-    if (key !== undefined) assertKeyPart(key); // an InvalidCheckError: refused, exit 3
     const name = overrideParameter(context.prefix, policy, key);
-    const before = (await context.source.fetchAll(context.prefix))[name];
+    // the overrides folder only: what the admin function may read (not the secrets beside it)
+    const before = (await context.source.fetchAll(`${context.prefix}/overrides`))[name];
     await context.source.put(name, JSON.stringify(patch));
     audit(context, 'override', { parameter: name, policy, key, before: before ?? null, after: patch });
     out(context, `wrote ${name}: ${JSON.stringify(patch)} (was ${before ?? 'unset'})`, {

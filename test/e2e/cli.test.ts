@@ -184,6 +184,54 @@ describe('ratelimit (the admin CLI)', () => {
     assert.equal(parseIsoTime('2030-03-02T00:00:00.5Z'), Date.UTC(2030, 2, 2, 0, 0, 0, 500));
   });
 
+  it('writes a per-key override for --api-key and --email, never a policy-wide one, and refuses a raw key or a key twice', async () => {
+    const demo = 'rk_localDemoPremiumKeyNotASecret000';
+    const pepper = JSON.parse(readFileSync(parameters, 'utf8'))['/ratelimit/local/secrets/api/api-key-pepper'];
+    const byKey = await ratelimit(['override', 'api-key', '--api-key', demo, '{"capacity": 2000}', '--json']);
+    assert.equal(byKey.code, 0, byKey.stderr);
+    assert.equal(
+      (JSON.parse(byKey.stdout) as { parameter: string }).parameter,
+      `/ratelimit/local/overrides/api-key/${hashApiKey(demo, pepper)}`,
+    );
+    const emailPepper = JSON.parse(readFileSync(parameters, 'utf8'))['/ratelimit/local/secrets/login/email-pepper'];
+    const byEmail = await ratelimit(['override', 'login-ip', '--email', 'a@example.com', '{"limit": 9}', '--json']);
+    assert.equal(byEmail.code, 0, byEmail.stderr);
+    assert.equal(
+      (JSON.parse(byEmail.stdout) as { parameter: string }).parameter,
+      `/ratelimit/local/overrides/login-ip/${hashEmail('a@example.com', emailPepper)}`,
+    );
+    assert.equal(JSON.parse(readFileSync(parameters, 'utf8'))['/ratelimit/local/overrides/api-key'], undefined);
+    const before = readFileSync(parameters, 'utf8');
+    for (const args of [
+      ['override', 'api-key', demo, '{"capacity": 5}'],
+      ['override', 'api-key', 'some-hash', '--api-key', demo, '{"capacity": 5}'],
+      ['inspect', 'api-key', demo, '--scope', 's'],
+    ]) {
+      const refused = await ratelimit(args);
+      assert.equal(refused.code, 2, `${args.join(' ')}: ${refused.stderr}`);
+      assert.doesNotMatch(refused.stderr + refused.stdout, new RegExp(demo), 'the raw key is never printed back');
+    }
+    assert.equal(readFileSync(parameters, 'utf8'), before, 'nothing written');
+  });
+
+  it('refuses an override as the store would: over the default for a policy override, no group or strategy change, no prototype names', async () => {
+    // an account lockout's max raised by a policy override; a new policy override replaces it, over the default
+    assert.equal((await ratelimit(['override', 'login-account', '{"max": "1 h"}'])).code, 0);
+    const before = readFileSync(parameters, 'utf8');
+    for (const [args, message] of [
+      [['override', 'login-account', '{"base": "30 m"}'], /base must not exceed max/],
+      [['override', 'login-account', 'someone', '{"group": "elsewhere"}'], /may not change group/],
+      [['override', 'constructor', '{"limit": 5}'], /no policy "constructor"/],
+    ] as const) {
+      const refused = await ratelimit([...args]);
+      assert.equal(refused.code, 3, `${args.join(' ')}: ${refused.stderr}`);
+      assert.match(refused.stderr, message);
+    }
+    assert.equal(readFileSync(parameters, 'utf8'), before, 'nothing written');
+    // a per-key override lays over the policy in force, the policy override included
+    assert.equal((await ratelimit(['override', 'login-account', 'someone', '{"base": "30 m"}'])).code, 0);
+  });
+
   it('hashes --api-key with the pepper, refuses a malformed one, and makes new keys with their registry entry', async () => {
     const malformed = await ratelimit(['policies', '--api-key', 'demo-premium-key']);
     assert.equal(malformed.code, 2);

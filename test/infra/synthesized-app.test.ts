@@ -276,12 +276,22 @@ describe('The synthesized app, run from cdk.out', () => {
     assert.match(inspected.stdout, /login-ip/);
     const reset = await run(['reset', 'login-ip', '203.0.113.9', '--scope', '203.0.113.9']);
     assert.equal(reset.exitCode, 0, `${JSON.stringify(reset)}\n${logsOf('admin')}`);
+    // an override reads what it replaces from the overrides folder: what the template lets the admin role read
+    const override = await run(['override', 'login-ip', '{"limit": 30}']);
+    assert.equal(override.exitCode, 0, `${JSON.stringify(override)}\n${logsOf('admin')}`);
+    assert.equal(
+      JSON.parse(app.aws.state.parameters.get(`/ratelimit/${STAGE}/overrides/login-ip`)?.value ?? '{}').limit,
+      30,
+    );
     app.drainPipes();
     const notices = [...app.topics.values()].flat().map((body) => JSON.parse(body) as { who: string; what: string });
     assert.deepEqual(
       notices.map((n) => [n.what, n.who]),
-      [['reset', operator]],
-      `one notice, for the write, naming the person\n${logsOf('admin')}`,
+      [
+        ['reset', operator],
+        ['override', operator],
+      ],
+      `one notice per write, naming the person\n${logsOf('admin')}`,
     );
   });
 

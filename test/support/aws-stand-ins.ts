@@ -6,7 +6,7 @@
  * | service          | protocol                         | operations                          |
  * | ---------------- | -------------------------------- | ----------------------------------- |
  * | Secrets Manager  | AWS JSON 1.1 (`X-Amz-Target`)    | GetSecretValue                      |
- * | SSM              | AWS JSON 1.1                     | GetParametersByPath, GetParameter   |
+ * | SSM              | AWS JSON 1.1                     | GetParametersByPath, GetParameter, PutParameter |
  * | SQS              | AWS JSON 1.0 (SDK v3's protocol) | SendMessage                         |
  * | Cognito IdP      | AWS JSON 1.1                     | AdminInitiateAuth                   |
  * | Bedrock Runtime  | REST JSON over HTTP/2 (`/model/{id}/converse`) | Converse              |
@@ -173,6 +173,16 @@ export async function startAwsStandIns(
       const p = state.parameters.get(name);
       if (!p) throw new ServiceError(400, 'ParameterNotFound', `Parameter ${name} not found.`);
       return { Parameter: { Name: name, Type: p.type, Value: p.value, Version: 1, ARN: parameterArn(name) } };
+    },
+    'AmazonSSM.PutParameter': (input, caller) => {
+      const name = String(input.Name);
+      allow(caller, 'ssm:PutParameter', parameterArn(name));
+      if (state.parameters.has(name) && input.Overwrite !== true) {
+        throw new ServiceError(400, 'ParameterAlreadyExists', 'The parameter already exists.');
+      }
+      const type = input.Type === 'SecureString' ? 'SecureString' : 'String';
+      state.parameters.set(name, { value: String(input.Value), type });
+      return { Version: 1, Tier: 'Standard' };
     },
     'AmazonSQS.SendMessage': (input, caller) => {
       const url = String(input.QueueUrl);
