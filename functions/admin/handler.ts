@@ -12,15 +12,20 @@
  * (the audit lines of a write in stderr, and in the function's log). The
  * audit lines name the caller Lambda authenticated (identity.ts); a call
  * that names nobody (a direct `lambda:Invoke`) is refused with a 403 and
- * runs nothing. Each write also notifies the operators (notify.ts).
+ * runs nothing. Each write also notifies the operators (notify.ts); a
+ * function that could not (no valid queue, no pepper to digest keys with)
+ * answers 5xx with the reason and runs nothing.
  * Parameters are read from SSM (`--ssm` is implied); overrides written there.
  */
 
+import { InvalidSettingError } from '@platform/rate-limit';
+import { readSettings, secretParameter, secretsFolder } from '@platform/rate-limit/config';
 import type { AuditRecord } from '../../cli/commands.ts';
 import { runCli } from '../../cli/commands.ts';
+import { SECRETS } from '../../config/secrets.ts';
 import { readOperationsQueue } from '../shared/settings.ts';
 import { readAdminRequest } from './identity.ts';
-import { noticeOf, type OperationsNotifier, SqsOperationsNotifier } from './notify.ts';
+import { DIGEST_SECRET, noticeOf, type OperationsNotifier, SqsOperationsNotifier } from './notify.ts';
 
 export interface AdminAnswer {
   readonly exitCode: number;
@@ -41,14 +46,69 @@ const json = (statusCode: number, body: unknown): UrlResult => ({
   body: JSON.stringify(body),
 });
 
-let notifier: OperationsNotifier | undefined | null = null;
-/** The operations queue when configured (always in Lambda: settings refuse it unset there). */
-function operationsNotifier(): OperationsNotifier | undefined {
-  if (notifier === null) {
-    const queueUrl = readOperationsQueue();
-    notifier = queueUrl === undefined ? undefined : new SqsOperationsNotifier(queueUrl);
+/** Why the notices could not be sent as they must: the function then runs nothing. */
+class NotifierUnavailableError extends Error {
+  override readonly name = 'NotifierUnavailableError';
+  readonly statusCode: 500 | 503;
+  constructor(statusCode: 500 | 503, message: string) {
+    super(message);
+    this.statusCode = statusCode;
   }
-  return notifier;
+}
+
+/** Where notices go, and the secret their key digests are keyed with. */
+interface Notifier {
+  readonly target: OperationsNotifier;
+  readonly digestSecret: string;
+}
+
+let queue: { readonly url: string; readonly target: OperationsNotifier } | undefined;
+let digestSecret: string | undefined;
+
+/** The email pepper from SSM, where the CLI's store reads it for `--email` (that store is per command, not ours). */
+async function readDigestSecret(): Promise<string> {
+  const { parameterPath } = readSettings();
+  const consumer = SECRETS[DIGEST_SECRET];
+  const name = secretParameter(parameterPath, consumer, DIGEST_SECRET);
+  let values: Record<string, string>;
+  try {
+    const { SsmParameterSource } = await import('@platform/rate-limit/ssm');
+    values = await new SsmParameterSource().fetchAll(`${parameterPath}/${secretsFolder(consumer)}`);
+  } catch (error) {
+    process.stderr.write(`${JSON.stringify({ audit: 'ratelimit', unreadable: name, reason: String(error) })}\n`);
+    // Powertools wraps the SDK's error (AccessDeniedException, a timeout): name what went wrong
+    const cause = (error as Error).cause instanceof Error ? ((error as Error).cause as Error) : (error as Error);
+    throw new NotifierUnavailableError(503, `${name} could not be read (${cause.name})`);
+  }
+  const value = values[name];
+  if (!value) throw new NotifierUnavailableError(500, `no ${name}: put it (npm run secrets:put)`);
+  return value;
+}
+
+/**
+ * The notifier, read and validated before any command runs: a function that
+ * wrote first and then found it could not notify would make every write an
+ * unannounced one. Undefined when nobody is to be told (a local run without
+ * a queue; in Lambda the queue is required). The queue's setting is checked
+ * on every call (a regex); the pepper read once per container, while found.
+ */
+async function readyNotifier(): Promise<Notifier | undefined> {
+  const url = readOperationsQueue();
+  if (url === undefined) return undefined;
+  if (queue?.url !== url) queue = { url, target: new SqsOperationsNotifier(url) };
+  digestSecret ??= await readDigestSecret();
+  return { target: queue.target, digestSecret };
+}
+
+/** The answer of a function that cannot notify: 5xx and the reason (never a stack), in the log too. */
+function unnotified(error: unknown): UrlResult {
+  const known = error instanceof NotifierUnavailableError || error instanceof InvalidSettingError;
+  const statusCode = error instanceof NotifierUnavailableError ? error.statusCode : known ? 500 : 503;
+  const reason = known ? error.message : `unexpected ${(error as Error)?.name ?? typeof error}`;
+  process.stderr.write(`${JSON.stringify({ audit: 'ratelimit', refused: statusCode, reason })}\n`);
+  return json(statusCode, {
+    error: `the admin function cannot notify the operators of a write (${reason}): nothing was run; fix its configuration`,
+  });
 }
 
 export async function handler(
@@ -62,8 +122,15 @@ export async function handler(
     );
     return json(request.statusCode, { error: request.reason });
   }
+  let notifier: Notifier | undefined;
+  try {
+    notifier = await readyNotifier();
+  } catch (error) {
+    return unnotified(error);
+  }
   const { caller } = request;
-  const argv = [...request.argv, ...(request.argv.includes('--ssm') ? [] : ['--ssm'])];
+  // first: after a caller's `--` every word is positional, so an `--ssm` appended there would be no option
+  const argv = ['--ssm', ...request.argv];
   const written: AuditRecord[] = [];
   let stdout = '';
   let stderr = '';
@@ -78,25 +145,27 @@ export async function handler(
     who: caller.arn,
     onAudit: (record) => written.push(record),
   });
-  const target = operationsNotifier();
-  for (const record of written) {
-    const notice = noticeOf(record, caller, {
+  if (notifier !== undefined) {
+    const where = {
       ...(context?.awsRequestId ? { requestId: context.awsRequestId } : {}),
       ...(context?.functionName ? { functionName: context.functionName } : {}),
-    });
-    try {
-      await target?.notify(notice);
-    } catch (error) {
-      // the write stands (it is done); the operator and the log are told it went unannounced
-      const line = JSON.stringify({
-        audit: 'ratelimit',
-        notified: false,
-        what: notice.what,
-        who: notice.who,
-        reason: (error as Error).name,
-      });
-      process.stderr.write(`${line}\n`);
-      stderr += `ratelimit: ${notice.what} is done but the operators were not notified (${(error as Error).name}): tell them\n`;
+    };
+    for (const record of written) {
+      const notice = noticeOf(record, caller, where, notifier.digestSecret);
+      try {
+        await notifier.target.notify(notice);
+      } catch (error) {
+        // the write stands (it is done); the operator and the log are told it went unannounced
+        const line = JSON.stringify({
+          audit: 'ratelimit',
+          notified: false,
+          what: notice.what,
+          who: notice.who,
+          reason: (error as Error).name,
+        });
+        process.stderr.write(`${line}\n`);
+        stderr += `ratelimit: ${notice.what} is done but the operators were not notified (${(error as Error).name}): tell them\n`;
+      }
     }
   }
   const answer: AdminAnswer = { exitCode, stdout, stderr };

@@ -5,10 +5,12 @@
  * (infra/admin-entry.ts). SQS rather than SNS from code: the function sits in
  * isolated subnets with an SQS endpoint already there, and the SDK client is
  * the platform's. The record carries no secret and no key: a key appears as
- * a digest (the first 16 hex of its SHA-256), enough to match the audit line
- * in the function's log, useless to replay.
+ * a digest keyed with the stage's email pepper (keyDigest), enough to match
+ * two notices of one key or the audit line in the function's log, useless to
+ * replay, and not reversible by whoever reads the topic: an unkeyed hash of
+ * an IPv4 key (login-ip) falls to hashing all 2^32 addresses.
  */
-import { createHash } from 'node:crypto';
+import { createHmac } from 'node:crypto';
 import type { SQSClient } from '@aws-sdk/client-sqs';
 import type { AuditRecord } from '../../cli/commands.ts';
 import { SQS_CLIENT_OPTIONS } from '../shared/sink.ts';
@@ -23,7 +25,7 @@ export interface OperationNotice {
   readonly what: string;
   readonly at: string;
   readonly policy: string | undefined;
-  /** The key's SHA-256, first 16 hex digits (the audit line in the function's log has the key as stored). */
+  /** keyDigest of the key: 16 hex digits (the audit line in the function's log has the key as stored). */
   readonly keyDigest: string | undefined;
   /** An override's new value, a rate change: policy settings, never a secret. */
   readonly change: unknown;
@@ -33,13 +35,29 @@ export interface OperationNotice {
   readonly functionName: string | undefined;
 }
 
-export const keyDigest = (key: string): string => createHash('sha256').update(key).digest('hex').slice(0, 16);
+/**
+ * The secret keyDigest is keyed with: the email pepper (config/secrets.ts),
+ * which the admin function already reads to hash `--email` as login does, so
+ * the digest needs no secret of its own and is the same in every container
+ * of a stage.
+ */
+export const DIGEST_SECRET = 'email-pepper';
 
-/** The notice of one audited write: who/what/when, the key as a digest. */
+/** Derives the digest's own key from the pepper: its HMACs never equal the pepper's other uses (emails hold no NUL). */
+const DIGEST_LABEL = 'ratelimit admin notice key digest\0';
+
+/** A key as the notices name it: HMAC-SHA-256 under a key derived from `secret`, first 16 hex digits. */
+export function keyDigest(key: string, secret: string): string {
+  const digestKey = createHmac('sha256', secret).update(DIGEST_LABEL).digest();
+  return createHmac('sha256', digestKey).update(key).digest('hex').slice(0, 16);
+}
+
+/** The notice of one audited write: who/what/when, the key as a digest keyed with `digestSecret`. */
 export function noticeOf(
   record: AuditRecord,
   caller: Caller,
   where: { requestId?: string; functionName?: string },
+  digestSecret: string,
 ): OperationNotice {
   const policy = typeof record.policy === 'string' ? record.policy : undefined;
   const key = typeof record.key === 'string' ? record.key : undefined;
@@ -51,7 +69,7 @@ export function noticeOf(
     what: record.what,
     at: record.at,
     policy,
-    keyDigest: key === undefined ? undefined : keyDigest(key),
+    keyDigest: key === undefined ? undefined : keyDigest(key, digestSecret),
     change,
     requestId: where.requestId,
     functionName: where.functionName,

@@ -9,15 +9,23 @@
  * answered, never thrown.
  */
 import assert from 'node:assert/strict';
+import { createHash } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { after, before, beforeEach, describe, it } from 'node:test';
 import { SendMessageCommand, SQSClient } from '@aws-sdk/client-sqs';
-import { GetParametersByPathCommand, PutParameterCommand, SSMClient } from '@aws-sdk/client-ssm';
+import { GetParametersByPathCommand, type Parameter, PutParameterCommand, SSMClient } from '@aws-sdk/client-ssm';
+import { createLimiter } from '@platform/rate-limit';
+import { createPolicyStore, FileParameterSource } from '@platform/rate-limit/config';
 import { mockClient } from 'aws-sdk-client-mock';
 import fc from 'fast-check';
+import { PLATFORM_POLICIES } from '../../config/catalogue.ts';
 import { keyDigest } from '../../functions/admin/notify.ts';
+import { connected, targets } from '../support/targets.ts';
 
 const PATH = '/ratelimit/local';
+const LOCAL_PARAMETERS = new URL('../../config/local-parameters.json', import.meta.url).pathname;
+/** The stage's email pepper (config/local-parameters.json), which the notices' key digests are keyed with. */
+const PEPPER = 'local-only-pepper-not-a-secret';
 const QUEUE = 'https://sqs.eu-west-1.amazonaws.com/123456789012/ratelimit-prod-operations';
 const ALICE = 'arn:aws:sts::123456789012:assumed-role/AWSReservedSSO_Operator_0123/alice@example.com';
 const ssm = mockClient(SSMClient);
@@ -45,21 +53,23 @@ function urlEvent(argv: unknown, caller: string | null = ALICE, method = 'POST')
   };
 }
 
+const local = JSON.parse(readFileSync(LOCAL_PARAMETERS, 'utf8')) as Record<string, unknown>;
+/** What SSM answers for any path under the stage's: the local parameters. */
+const stageParameters = {
+  Parameters: Object.entries(local).map(([Name, value]) => ({
+    Name,
+    Value: typeof value === 'string' ? value : JSON.stringify(value),
+  })),
+};
+
 const answerOf = (result: { statusCode: number; body: string }) => {
   assert.equal(result.statusCode, 200, result.body);
   return JSON.parse(result.body) as { exitCode: number; stdout: string; stderr: string };
 };
 
 before(async () => {
-  const local = JSON.parse(
-    readFileSync(new URL('../../config/local-parameters.json', import.meta.url), 'utf8'),
-  ) as Record<string, unknown>;
-  ssm.on(GetParametersByPathCommand).resolves({
-    Parameters: Object.entries(local).map(([Name, value]) => ({
-      Name,
-      Value: typeof value === 'string' ? value : JSON.stringify(value),
-    })),
-  });
+  assert.equal(local[`${PATH}/secrets/login/email-pepper`], PEPPER);
+  ssm.on(GetParametersByPathCommand).resolves(stageParameters);
   ssm.on(PutParameterCommand).resolves({ Version: 2 });
   // as the deployed function: the stage's parameter path, the store as the operator's user, the operations queue
   Object.assign(process.env, {
@@ -121,7 +131,9 @@ describe('The admin function (npx ratelimit on a deployed stage, through its IAM
     assert.deepEqual(notice.change, { limit: 30 });
     assert.equal(notice.requestId, 'req-1');
     assert.ok(!Number.isNaN(Date.parse(String(notice.at))));
-    assert.equal(notice.keyDigest, keyDigest('198.51.100.23'));
+    assert.equal(notice.keyDigest, keyDigest('198.51.100.23', PEPPER));
+    const unkeyed = createHash('sha256').update('198.51.100.23').digest('hex').slice(0, 16);
+    assert.notEqual(notice.keyDigest, unkeyed, 'an IP cannot be brute-forced back from the digest');
     assert.ok(!body.includes('198.51.100.23'), 'no raw key in the notice');
     const refused = answerOf(await handler(urlEvent(['override', 'login-ip', '{"limit":-1}'])));
     assert.equal(refused.exitCode, 3);
@@ -142,6 +154,98 @@ describe('The admin function (npx ratelimit on a deployed stage, through its IAM
     );
     assert.equal(unannounced.exitCode, 0);
     assert.match(unannounced.stderr, /reset is done but the operators were not notified \(TimeoutError\)/);
+  });
+
+  it('reads SSM even when the caller ends their argv with --, which makes every later word positional', async () => {
+    for (const argv of [
+      ['policies', '--json', '--'],
+      ['--', 'policies'],
+    ]) {
+      ssm.resetHistory();
+      const answer = answerOf(await handler(urlEvent(argv)));
+      assert.equal(answer.exitCode, 0, answer.stderr);
+      assert.ok(
+        ssm.commandCalls(GetParametersByPathCommand).some((c) => c.args[0].input.Path === PATH),
+        `${JSON.stringify(argv)} read the stage's parameters from SSM, not the local file`,
+      );
+    }
+  });
+
+  it('refuses every command, writing nothing, while its notifier is misconfigured in Lambda, and says why', async () => {
+    // a login-ip counter in the stage's Redis, as login leaves it
+    const ip = '203.0.113.79';
+    const counter = `rl:{login-net:${ip}}:login-ip:${ip}`;
+    const redis = targets[1]?.admin();
+    assert.ok(redis);
+    await connected(redis);
+    const store = createPolicyStore({
+      defaults: PLATFORM_POLICIES,
+      source: new FileParameterSource(LOCAL_PARAMETERS),
+      prefix: PATH,
+    });
+    await store.refresh();
+    await createLimiter({ redis, policies: store }).check({ policy: 'login-ip', key: ip }, { scope: ip });
+    assert.equal(await redis.exists(counter), 1);
+    const puts = ssm.commandCalls(PutParameterCommand).length;
+    const saved = { name: process.env.AWS_LAMBDA_FUNCTION_NAME, queue: process.env.OPERATIONS_QUEUE_URL };
+    try {
+      process.env.AWS_LAMBDA_FUNCTION_NAME = 'ratelimit-prod-admin';
+      for (const queue of ['https://example.com/not-a-queue', '']) {
+        process.env.OPERATIONS_QUEUE_URL = queue;
+        for (const argv of [
+          ['reset', 'login-ip', ip, '--scope', ip],
+          ['override', 'login-ip', ip, '{"limit":1000}'],
+        ]) {
+          const result = await handler(urlEvent(argv));
+          assert.ok(result.statusCode >= 500 && result.statusCode < 600, `${result.statusCode} ${result.body}`);
+          const { error } = JSON.parse(result.body) as { error: string };
+          assert.match(error, /OPERATIONS_QUEUE_URL/);
+          assert.match(error, /nothing (was )?run/);
+          assert.doesNotMatch(error, /\bat .*\.ts:\d+/, 'no stack trace');
+        }
+      }
+    } finally {
+      process.env.AWS_LAMBDA_FUNCTION_NAME = saved.name ?? '';
+      if (saved.name === undefined) delete process.env.AWS_LAMBDA_FUNCTION_NAME;
+      process.env.OPERATIONS_QUEUE_URL = saved.queue;
+    }
+    assert.equal(await redis.exists(counter), 1, 'the counter is still there: nothing was reset');
+    assert.equal(ssm.commandCalls(PutParameterCommand).length, puts, 'no override written');
+    assert.equal(sqs.commandCalls(SendMessageCommand).length, 0);
+    // configured again, the same reset goes through (so the counter above is the one it deletes)
+    const reset = answerOf(await handler(urlEvent(['reset', 'login-ip', ip, '--scope', ip])));
+    assert.equal(reset.exitCode, 0, reset.stderr);
+    assert.equal(await redis.exists(counter), 0);
+    redis.disconnect();
+  });
+
+  it('refuses every command, writing nothing, while the pepper its notices digest keys with is missing or unreadable', async () => {
+    // a container of its own: a container that has read the pepper keeps it
+    const fresh = (await import(
+      new URL(`../../functions/admin/handler.ts?pepper=${Date.now()}`, import.meta.url).href
+    )) as {
+      handler: typeof handler;
+    };
+    const secrets = { Path: `${PATH}/secrets/login` };
+    const puts = ssm.commandCalls(PutParameterCommand).length;
+    try {
+      for (const [answer, status, reason] of [
+        [{ Parameters: [] as Parameter[] }, 500, /no \/ratelimit\/local\/secrets\/login\/email-pepper/],
+        [Object.assign(new Error('denied'), { name: 'AccessDeniedException' }), 503, /AccessDeniedException/],
+      ] as const) {
+        if (answer instanceof Error) ssm.on(GetParametersByPathCommand, secrets).rejects(answer);
+        else ssm.on(GetParametersByPathCommand, secrets).resolves(answer);
+        const result = await fresh.handler(urlEvent(['override', 'login-ip', '198.51.100.24', '{"limit":30}']));
+        assert.equal(result.statusCode, status, result.body);
+        const { error } = JSON.parse(result.body) as { error: string };
+        assert.match(error, reason);
+        assert.match(error, /nothing was run/);
+      }
+    } finally {
+      ssm.on(GetParametersByPathCommand, secrets).resolves(stageParameters);
+    }
+    assert.equal(ssm.commandCalls(PutParameterCommand).length, puts, 'no override written');
+    assert.equal(sqs.commandCalls(SendMessageCommand).length, 0);
   });
 
   it('refuses a call that names no IAM caller (a direct lambda:Invoke payload) and runs nothing', async () => {
