@@ -264,7 +264,7 @@ export class Limiter {
    */
   #resolve(requests: readonly CheckRequest[], options: CheckOptions = {}): ResolvedLimit[] {
     if (!Array.isArray(requests)) throw new MisconfiguredCheckError('a check takes a list of limits');
-    if (options.scope !== undefined) assertKeyPart(options.scope, 'scope');
+    assertScope(options);
     const limits: ResolvedLimit[] = [];
     for (const request of requests) {
       const policy = this.#policy(request?.policy, request?.key);
@@ -324,9 +324,10 @@ export class Limiter {
    * Runs one of a strategy's operations beyond the check (its module's
    * `operations`) on the counter of a policy of that strategy for `key`,
    * under the policy's deadline: `decided: false` when Redis could not answer
-   * (reported to `onDegraded`). Throws MisconfiguredCheckError for an unknown
-   * policy or one of another strategy, and what the operation throws for its
-   * input (nothing sent then). The named methods below are this, typed.
+   * (reported to `onDegraded`). Throws InvalidCheckError for a bad key or
+   * scope (checked as checkAll checks them), MisconfiguredCheckError for an
+   * unknown policy or one of another strategy, and what the operation throws
+   * for its input (nothing sent then). The named methods below are this, typed.
    */
   async operate<P extends CompiledPolicy, Input, Output>(
     operation: StrategyOperation<P, Input, Output>,
@@ -335,6 +336,7 @@ export class Limiter {
     input: Input,
     options: CheckOptions = {},
   ): Promise<Answer<{ readonly result: Output }>> {
+    assertScope(options);
     const policy = this.#policy(policyName, key, operation.strategy) as CompiledPolicy as P;
     const result = await this.#operate(operation, policy, key, input, options);
     return result.ok ? { decided: true, result: result.reply } : { decided: false, reason: result.reason };
@@ -364,6 +366,7 @@ export class Limiter {
 
   /** Forgets the failures of a key (after a success). */
   async clearFailures(policyName: string, key: string, options: CheckOptions = {}): Promise<Answer> {
+    assertScope(options);
     const policy = this.#policy(policyName, key, 'failureBackoff');
     const counter = counterKey(policy, key, options.scope);
     const result = await this.#within('clearFailures', [policy], () => this.#redis.del(counter));
@@ -403,6 +406,7 @@ export class Limiter {
     units: number,
     options: CheckOptions & { id: string },
   ): Promise<Decision> {
+    assertScope(options);
     const policy = this.#policy(policyName, key, 'tokenBucket');
     const result = await this.#operate(bucketOperations.reserve, policy, key, { id: options.id, units }, options);
     if (!result.ok) return this.#degradedDecision([policy], result.reason);
@@ -424,6 +428,7 @@ export class Limiter {
     budget: { readonly policy: string; readonly key: string; readonly units: number; readonly id: string },
     options: CheckOptions = {},
   ): Promise<Decision> {
+    assertScope(options);
     const slotPolicy = this.#policy(slot.policy, slot.key, 'concurrency');
     const budgetPolicy = this.#policy(budget.policy, budget.key, 'tokenBucket');
     assertKeyPart(budget.id, 'reservation id');
@@ -480,6 +485,7 @@ export class Limiter {
     slot: { readonly policy: string; readonly key: string; readonly lease: string | undefined },
     options: CheckOptions = {},
   ): Promise<SettleInFlightOutcome> {
+    assertScope(options);
     const { policy, key, id, actualUnits } = budget;
     if (slot.lease === undefined) {
       const settled = await this.settle(policy, key, id, actualUnits, options);
@@ -498,6 +504,8 @@ export class Limiter {
 
   /** The refill rate in force for a key (its runtime rate, or the policy's once lapsed). */
   async currentRate(policyName: string, key: string, options: CheckOptions = {}): Promise<RateOutcome> {
+    // checked even when no command follows (a fixed rate): the same call must not pass or fail by policy
+    assertScope(options);
     const policy = this.#policy(policyName, key, 'tokenBucket');
     if (!policy.adaptive) return { decided: true, ratePerSecond: policy.ratePerSecond };
     const result = await this.#operate(bucketOperations.currentRate, policy, key, undefined, options);
@@ -617,6 +625,15 @@ export class Limiter {
       detail: result.detail,
     });
   }
+}
+
+/**
+ * A scope is a counter's hash tag: braces in it would move the tag (another
+ * slot, another counter) and `@` would let a raw email in. Every method taking
+ * one checks it first, as a key part, so a bad one sends nothing to Redis.
+ */
+function assertScope(options: CheckOptions | undefined): void {
+  if (options?.scope !== undefined) assertKeyPart(options.scope, 'scope');
 }
 
 /** The tightest time budget of the policies an operation involves. */
