@@ -6,6 +6,16 @@ import { keyOf } from '../keys.ts';
 
 const USAGE = 'rate <policy> <key> --set N | --increase | --decrease [--pause 30s]';
 
+// digits with an optional fraction: Number() alone reads `0x10` as 16, `1e3` as 1000 and ` 5` as 5
+const DECIMAL = /^[0-9]+(\.[0-9]+)?$/;
+
+/** A `--set` rate per second: a plain positive decimal (2, 0.5); undefined for anything else. */
+export function rateFlag(text: string): number | undefined {
+  if (!DECIMAL.test(text)) return undefined;
+  const rate = Number(text);
+  return rate > 0 && Number.isFinite(rate) ? rate : undefined;
+}
+
 export const rate = defineCommand({
   name: 'rate',
   usage: USAGE,
@@ -28,9 +38,12 @@ export const rate = defineCommand({
     const pauseMs = values.pause === undefined ? undefined : durationFlag(values.pause);
     if (values.pause !== undefined && pauseMs === undefined)
       throw new CliError(EXIT.usage, '--pause takes a duration such as 30s or 2m');
+    const set = values.set === undefined ? undefined : rateFlag(values.set);
+    if (values.set !== undefined && set === undefined)
+      throw new CliError(EXIT.usage, '--set takes a rate per second: a positive decimal such as 2 or 0.5');
     const change: RateChange =
-      values.set !== undefined
-        ? { set: Number(values.set) }
+      set !== undefined
+        ? { set }
         : values.increase
           ? { increase: true }
           : { decrease: true, ...(pauseMs === undefined ? {} : { pauseMs }) };

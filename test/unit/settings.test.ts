@@ -64,6 +64,66 @@ describe('Function: readSettings', () => {
     assert.equal(settings.redisAuthSecretFile, '/tmp/functions.secret.json');
   });
 
+  it("takes a single node's TLS from its URL's scheme: REDIS_TLS is the cluster nodes' (as documented)", () => {
+    const env = { REDIS_URL: 'redis://cache.example:6379', REDIS_TLS: 'true' };
+    assert.deepEqual(readSettings(env).redis, { url: 'redis://cache.example:6379' });
+    assert.deepEqual(readSettings({ REDIS_URL: 'rediss://cache.example:6379' }).redis, {
+      url: 'rediss://cache.example:6379',
+    });
+  });
+
+  it('reads RATE_LIMIT_CONFIG_TTL_SECONDS as plain decimal digits only, from 1 to 3600', () => {
+    for (const [text, seconds] of [
+      ['1', 1],
+      ['60', 60],
+      ['060', 60],
+      ['3600', 3600],
+    ] as const) {
+      assert.equal(readSettings({ RATE_LIMIT_CONFIG_TTL_SECONDS: text }).configTtlMs, seconds * 1000, text);
+    }
+    // Number() read these as numbers: 0x10 as 16, 1e3 as 1000, ' 60' as 60
+    for (const bad of [
+      '0x10',
+      '1e3',
+      '0b11',
+      '0o17',
+      '+60',
+      '-0',
+      '60.0',
+      ' 60',
+      '60 ',
+      '6_0',
+      'Infinity',
+      '١٢',
+      '3601',
+    ]) {
+      assert.throws(
+        () => readSettings({ RATE_LIMIT_CONFIG_TTL_SECONDS: bad }),
+        (e: unknown) =>
+          e instanceof InvalidSettingError &&
+          e.setting === 'RATE_LIMIT_CONFIG_TTL_SECONDS' &&
+          e.message ===
+            'invalid setting RATE_LIMIT_CONFIG_TTL_SECONDS: must be a whole number of seconds from 1 to 3600',
+        JSON.stringify(bad),
+      );
+    }
+  });
+
+  it('reads a cluster port as plain decimal digits only', () => {
+    for (const bad of ['redis:0x10', 'redis:1e3', 'redis: 6379', 'redis:+6379', 'redis:6379.0']) {
+      assert.throws(
+        () => readSettings({ REDIS_CLUSTER_NODES: bad }),
+        (e: unknown) => e instanceof InvalidSettingError && e.setting === 'REDIS_CLUSTER_NODES',
+        bad,
+      );
+      assert.throws(
+        () => readSettings({ REDIS_HOME_CLUSTER_NODES: bad }),
+        (e: unknown) => e instanceof InvalidSettingError && e.setting === 'REDIS_HOME_CLUSTER_NODES',
+        bad,
+      );
+    }
+  });
+
   for (const [env, message] of [
     [
       { REDIS_CLUSTER_NODES: 'redis:6379,redis' },
@@ -98,25 +158,66 @@ describe('Function: readSettings', () => {
     });
   }
 
+  /** Every variable readSettings reads (the table at the top of layer/src/config/settings.ts). */
+  const VARIABLES = [
+    'REDIS_CLUSTER_NODES',
+    'REDIS_URL',
+    'REDIS_TLS',
+    'REDIS_TLS_CA_FILE',
+    'REDIS_AUTH_SECRET_ARN',
+    'REDIS_AUTH_SECRET_FILE',
+    'RATE_LIMIT_PARAMETER_PATH',
+    'RATE_LIMIT_PARAMETERS_FILE',
+    'RATE_LIMIT_CONFIG_TTL_SECONDS',
+    'RATE_LIMIT_READ_PATHS',
+    'RATE_LIMIT_REGION',
+    'RATE_LIMIT_HOME_REGION',
+    'RATE_LIMIT_REGIONS',
+    'REDIS_HOME_URL',
+    'REDIS_HOME_CLUSTER_NODES',
+    'REDIS_HOME_AUTH_SECRET_ARN',
+    'REDIS_HOME_AUTH_SECRET_FILE',
+  ] as const;
+
   it('answers any environment with settings or an InvalidSettingError, never anything else', () => {
-    const name = fc.constantFrom(
-      'REDIS_CLUSTER_NODES',
-      'REDIS_URL',
-      'REDIS_TLS',
-      'RATE_LIMIT_PARAMETER_PATH',
-      'RATE_LIMIT_PARAMETERS_FILE',
-      'RATE_LIMIT_CONFIG_TTL_SECONDS',
+    // arbitrary text, and text near each variable's valid forms (so the fuzz also gets past the first check)
+    const number = fc.oneof(
+      fc.integer().map(String),
+      fc.double().map(String),
+      fc.nat().map((n) => `0x${n.toString(16)}`),
+      fc.nat().map((n) => `${n}e${n % 4}`),
+      fc.nat().map((n) => ` ${n}`),
+    );
+    const value = fc.oneof(
+      fc.string(),
+      fc.string({ unit: 'grapheme' }),
+      fc.webUrl(),
+      fc.constantFrom('true', 'false', '', '60', 'redis://127.0.0.1:6379', 'rediss://cache:6380', 'localhost:7000'),
+      fc.constantFrom('/ratelimit/prod', 'defaults,overrides', 'eu-west-1', 'local', 'local,eu-west-1', 'a-secret'),
+      number,
+      number.map((n) => `localhost:${n}`),
     );
     fc.assert(
-      fc.property(fc.dictionary(name, fc.oneof(fc.string(), fc.webUrl(), fc.constantFrom('true', '', '60'))), (env) => {
+      fc.property(fc.dictionary(fc.constantFrom(...VARIABLES), value), (env) => {
+        let settings: ReturnType<typeof readSettings>;
         try {
-          const settings = readSettings(env);
-          assert.ok(settings.configTtlMs >= 1000 && settings.configTtlMs <= 3_600_000);
+          settings = readSettings(env);
         } catch (error) {
           if (!(error instanceof InvalidSettingError)) throw error;
+          assert.ok((VARIABLES as readonly string[]).includes(error.setting), `names a variable: ${error.setting}`);
+          return;
+        }
+        const ttl = env.RATE_LIMIT_CONFIG_TTL_SECONDS;
+        assert.ok(settings.configTtlMs >= 1000 && settings.configTtlMs <= 3_600_000);
+        if (ttl) assert.match(ttl, /^[0-9]+$/, 'a TTL read is plain decimal digits');
+        // REDIS_TLS=true is never dropped for cluster nodes
+        if (env.REDIS_TLS === 'true') {
+          for (const redis of [settings.redis, settings.home?.redis]) {
+            if (redis?.clusterNodes) assert.equal(redis.tls, true, JSON.stringify(redis));
+          }
         }
       }),
-      { numRuns: 2000 },
+      { numRuns: 5000 },
     );
   });
 });

@@ -12,13 +12,13 @@ import { LOCAL_PARAMETER_PATH } from './parameters.ts';
  * | ------------------------------- | ------------------------------------------------------ | -------------------------- |
  * | `REDIS_CLUSTER_NODES`           | `host:port,host:port`: Redis Cluster (production)      | none: a single node        |
  * | `REDIS_URL`                     | `redis://host:port` or `rediss://…`: a single node     | `redis://127.0.0.1:6379`   |
- * | `REDIS_TLS`                     | `true` for TLS to cluster nodes (ElastiCache)          | `false`                    |
+ * | `REDIS_TLS`                     | `true` for TLS to cluster nodes (ElastiCache); a single node's is its URL's (`rediss://`) | `false` |
  * | `REDIS_TLS_CA_FILE`             | PEM of a private CA the server's certificate chains to | none: the system's CAs     |
  * | `REDIS_AUTH_SECRET_ARN`         | Secrets Manager secret `{"password","username"?}`      | none: no AUTH              |
  * | `REDIS_AUTH_SECRET_FILE`        | a file holding that secret instead (local runs)         | none: Secrets Manager      |
  * | `RATE_LIMIT_PARAMETER_PATH`     | SSM path of the policies (`/ratelimit/prod`)           | `/ratelimit/local`         |
  * | `RATE_LIMIT_PARAMETERS_FILE`    | a JSON file of parameters instead of SSM (local runs)  | none: SSM                  |
- * | `RATE_LIMIT_CONFIG_TTL_SECONDS` | how long fetched parameters serve before a refresh     | `60` (1..3600)             |
+ * | `RATE_LIMIT_CONFIG_TTL_SECONDS` | how long fetched parameters serve before a refresh (decimal digits) | `60` (1..3600) |
  * | `RATE_LIMIT_READ_PATHS`         | the paths under it this function reads (`defaults,overrides,secrets/login`) | everything |
  * | `RATE_LIMIT_REGION`, `RATE_LIMIT_HOME_REGION`, `RATE_LIMIT_REGIONS` | regions (regions/settings.ts) | `local` |
  * | `REDIS_HOME_URL` / `REDIS_HOME_CLUSTER_NODES` | the home region's store, forms as above | the regional store |
@@ -110,9 +110,12 @@ function readPaths(text: string | undefined): readonly string[] | undefined {
   return paths;
 }
 
+// Number() alone reads `0x10` as 16, `1e3` as 1000 and ` 60` as 60: a whole number is plain digits
+const DECIMAL_DIGITS = /^[0-9]+$/;
+
 function ttlSeconds(text: string | undefined): number {
   if (text === undefined || text === '') return DEFAULT_CONFIG_TTL_SECONDS;
-  const seconds = Number(text);
+  const seconds = DECIMAL_DIGITS.test(text) ? Number(text) : Number.NaN;
   if (!(Number.isInteger(seconds) && seconds >= 1 && seconds <= 3600)) {
     throw new InvalidSettingError('RATE_LIMIT_CONFIG_TTL_SECONDS', 'must be a whole number of seconds from 1 to 3600');
   }
