@@ -7,7 +7,7 @@
 import assert from 'node:assert/strict';
 import { readdirSync, readFileSync } from 'node:fs';
 import { describe, it } from 'node:test';
-import { compilePolicy } from '@platform/rate-limit';
+import { compilePolicy, InvalidCheckError, stateKeysOf } from '@platform/rate-limit';
 import { counterKey } from '@platform/rate-limit/policy';
 import {
   FUNCTIONS_COMMANDS,
@@ -62,5 +62,26 @@ describe('The keyspace and the ACL rules built from it', () => {
     const grouped = compilePolicy('g-ip', { strategy: 'slidingWindow', limit: 1, window: '1 m', group: 'g' });
     assert.ok(counterKey(solo, 'k').startsWith(KEY_FAMILIES.counters));
     assert.ok(counterKey(grouped, 'k', 'scope').startsWith(KEY_FAMILIES.counters));
+  });
+
+  it("never names one key's counter as another key's state: a grouped key may not end in a state key's suffix", () => {
+    const budget = compilePolicy('b', {
+      strategy: 'tokenBucket',
+      capacity: 10,
+      refill: { tokens: 1, every: '1 s' },
+      group: 'g',
+    });
+    const counter = counterKey(budget, 'K', 'T');
+    for (const state of stateKeysOf(budget, counter).slice(1)) {
+      const suffix = state.slice(counter.length); // ':holds', ':amounts', …
+      assert.throws(() => counterKey(budget, `K${suffix}`, 'T'), InvalidCheckError, suffix);
+    }
+    assert.throws(() => counterKey(budget, 'K:rate', 'T'), InvalidCheckError);
+    // the same words elsewhere in a key, or in an ungrouped key (whose suffixes sit outside its braces), are fine
+    assert.equal(counterKey(budget, 'holds:K', 'T'), 'rl:{g:T}:b:holds:K');
+    assert.equal(
+      counterKey(compilePolicy('s', { strategy: 'slidingWindow', limit: 1, window: '1 m' }), 'K:holds'),
+      'rl:{s:K:holds}',
+    );
   });
 });

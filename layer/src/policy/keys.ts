@@ -32,6 +32,21 @@ export function assertKeyPart(key: string, what = 'key'): void {
   }
 }
 
+/**
+ * What the keys a strategy keeps beside a counter add to its name
+ * (`stateKey`): a bucket's runtime rate, a cost budget's holds. Named here,
+ * beside the layout they must not collide with.
+ */
+export const STATE_KEY_SUFFIXES = ['rate', 'holds', 'amounts', 'settled'] as const;
+export type StateKeySuffix = (typeof STATE_KEY_SUFFIXES)[number];
+
+/** A key kept beside `counter`, in its hash slot. */
+export function stateKey(counter: string, suffix: StateKeySuffix): string {
+  return `${counter}:${suffix}`;
+}
+
+const STATE_SUFFIX_AT_END = new RegExp(`:(?:${STATE_KEY_SUFFIXES.join('|')})$`);
+
 /** The counter of one policy for one key; `scope` is the hash tag of a grouped policy's check. */
 export function counterKey(policy: Pick<CommonSettings, 'name' | 'group'>, key: string, scope?: string): string {
   const prefix = COUNTER_PREFIX;
@@ -39,6 +54,12 @@ export function counterKey(policy: Pick<CommonSettings, 'name' | 'group'>, key: 
   if (scope === undefined) {
     throw new MisconfiguredCheckError(
       `policy "${policy.name}" is in group "${policy.group}": its check must name a scope (the hash tag)`,
+    );
+  }
+  // a grouped counter ends with its key, so key `K:holds` would be key K's holds: another key's state
+  if (STATE_SUFFIX_AT_END.test(key)) {
+    throw new InvalidCheckError(
+      `a grouped policy's key may not end in :${STATE_KEY_SUFFIXES.join(', :')} (another key's state is named so)`,
     );
   }
   return `${prefix}{${policy.group}:${scope}}:${policy.name}:${key}`;

@@ -8,7 +8,7 @@ import * as v from 'valibot';
 import { type Allowed, allowedBy, type Limited, type LimitStatus, limitedBy } from '../core/decision.ts';
 import { InvalidCheckError, InvalidPolicyError, MisconfiguredCheckError } from '../core/errors.ts';
 import { toUs } from '../policy/duration.ts';
-import { assertKeyPart } from '../policy/keys.ts';
+import { assertKeyPart, stateKey } from '../policy/keys.ts';
 import {
   type CommonSettings,
   type CompiledCommon,
@@ -26,12 +26,12 @@ import {
 
 /** A token bucket's runtime rate: beside its counter, in the same slot. */
 export function rateKey(counter: string): string {
-  return `${counter}:rate`;
+  return stateKey(counter, 'rate');
 }
 
 /** Every key of a cost budget (lua/lib/holds.lua): the bucket, then its holds, all in the bucket's hash slot. */
 export function budgetKeys(counter: string): [bucket: string, holds: string, amounts: string, settled: string] {
-  return [counter, `${counter}:holds`, `${counter}:amounts`, `${counter}:settled`];
+  return [counter, stateKey(counter, 'holds'), stateKey(counter, 'amounts'), stateKey(counter, 'settled')];
 }
 
 /**
