@@ -25,6 +25,7 @@ import {
 import { authenticateFromSecret, ioredisConnection, secretReader } from '@platform/rate-limit/redis';
 import { PLATFORM_POLICIES } from '../config/catalogue.ts';
 import { localDataDir, localRedisPortFile, rememberedRedisPort } from '../config/local-data.ts';
+import { CliError, EXIT } from './command.ts';
 
 /** Where a run writes: the terminal for `npx ratelimit`, the answer for the admin function. */
 export interface CliOutput {
@@ -112,7 +113,10 @@ export async function openContext(
         settings.parametersFile ?? new URL('../config/local-parameters.json', import.meta.url).pathname,
       );
   const store = createPolicyStore({ defaults: PLATFORM_POLICIES, source, prefix: settings.parameterPath });
-  await store.refresh();
+  const refreshed = await store.refresh();
+  // shipped defaults shown as "in force", or a reset on them, would be wrong: exit 1 instead
+  if (!refreshed.fetched)
+    throw new CliError(EXIT.unavailable, `the parameters could not be read (${refreshed.reason})`);
   const context: Context = { io, json: options.json, store, source, prefix: settings.parameterPath };
   if (settings.redisAuthSecretId) {
     // A deployed Redis requires credentials: read them (Secrets Manager) before the first connection.

@@ -232,6 +232,19 @@ describe('ratelimit (the admin CLI)', () => {
     assert.equal((await ratelimit(['override', 'login-account', 'someone', '{"base": "30 m"}'])).code, 0);
   });
 
+  it('exits 1 when the parameters cannot be read, rather than show or act on shipped defaults', async () => {
+    const missing = join(dir, 'no-such-parameters.json');
+    for (const args of [
+      ['policies', '--json'],
+      ['reset', 'login-ip', '203.0.113.7', '--scope', '203.0.113.7'],
+    ]) {
+      const result = await ratelimit(args, { RATE_LIMIT_PARAMETERS_FILE: missing });
+      assert.equal(result.code, 1, `${args.join(' ')}: ${result.stderr}`);
+      assert.match(result.stderr, /ratelimit: the parameters could not be read \(/);
+      assert.equal(result.stdout, '');
+    }
+  });
+
   it('hashes --api-key with the pepper, refuses a malformed one, and makes new keys with their registry entry', async () => {
     const malformed = await ratelimit(['policies', '--api-key', 'demo-premium-key']);
     assert.equal(malformed.code, 2);

@@ -39,6 +39,7 @@ export {
   type PolicySource,
   PolicyStore,
   type PolicyStoreOptions,
+  type RefreshOutcome,
 } from './policy-store.ts';
 export { DEFAULT_PARAMETER_PATH, DEFAULT_REDIS_URL, type LayerSettings, readSettings } from './settings.ts';
 

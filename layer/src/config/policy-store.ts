@@ -13,6 +13,9 @@ import {
   validateParameter,
 } from './policy-layers.ts';
 
+/** What a refresh did: read the parameters, or not, and why (PolicyStore.refresh). */
+export type RefreshOutcome = { readonly fetched: true } | { readonly fetched: false; readonly reason: string };
+
 /** Where one value of a policy in force came from (see PolicyStore.explain). */
 export type PolicySource = 'shipped default' | 'SSM default' | 'policy override' | 'per-key override';
 
@@ -102,7 +105,7 @@ export class PolicyStore implements PolicyResolver {
   /** What was last reported as rejected, so a bad value is logged once, not every refresh. */
   readonly #reported = new Map<string, string>();
   #fetchedAt = Number.NEGATIVE_INFINITY;
-  #refreshing: Promise<void> | undefined;
+  #refreshing: Promise<RefreshOutcome> | undefined;
   /** The parameters last fetched, applied again when an override in force reaches its `until`. */
   #parameters: Record<string, string> = {};
   /** The earliest `until` of an override in force (ms); Infinity when none ends. */
@@ -218,30 +221,37 @@ export class PolicyStore implements PolicyResolver {
     if (now >= this.#nextExpiry) this.#apply(this.#parameters);
   }
 
-  /** Fetches and applies the parameters now; one refresh at a time. Never throws. */
-  refresh(): Promise<void> {
+  /**
+   * Fetches and applies the parameters now; one refresh at a time. Never
+   * throws: resolves to whether they were read, and if not why (the last good
+   * values then stay in force, which a caller that must not act on stale
+   * values, the CLI, refuses).
+   */
+  refresh(): Promise<RefreshOutcome> {
     this.#refreshing ??= this.#fetchAndApply().finally(() => {
       this.#refreshing = undefined;
     });
     return this.#refreshing;
   }
 
-  async #fetchAndApply(): Promise<void> {
+  async #fetchAndApply(): Promise<RefreshOutcome> {
     let parameters: Record<string, string>;
     try {
       const paths = this.#readPaths.map((path) => (path === '' ? this.#prefix : `${this.#prefix}/${path}`));
       parameters = Object.assign({}, ...(await Promise.all(paths.map((path) => this.#source.fetchAll(path)))));
     } catch (error) {
       this.#fetchedAt = this.#now(); // retry after a TTL, not on every request
+      const reason = error instanceof Error ? `${error.name}: ${error.message}` : String(error);
       this.#logger.warn('rate-limit parameters could not be read; the last good values stay in force', {
         path: this.#prefix,
-        reason: error instanceof Error ? `${error.name}: ${error.message}` : String(error),
+        reason,
       });
-      return;
+      return { fetched: false, reason };
     }
     this.#fetchedAt = this.#now();
     this.#parameters = parameters;
     this.#apply(parameters);
+    return { fetched: true };
   }
 
   /**
