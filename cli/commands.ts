@@ -87,6 +87,7 @@ async function run(argv: string[], io: CliOutput): Promise<number> {
     throw error;
   } finally {
     context.redis?.disconnect();
+    context.homeRedis?.disconnect();
   }
 }
 

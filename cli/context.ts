@@ -6,6 +6,7 @@
  */
 import { userInfo } from 'node:os';
 import {
+  type CompiledPolicy,
   createLimiter,
   createRedisClient,
   type Limiter,
@@ -23,6 +24,7 @@ import {
   readSettings,
 } from '@platform/rate-limit/config';
 import { authenticateFromSecret, ioredisConnection, secretReader } from '@platform/rate-limit/redis';
+import { createRegionalLimiter } from '@platform/rate-limit/regions';
 import { PLATFORM_POLICIES } from '../config/catalogue.ts';
 import { localDataDir, localRedisPortFile, rememberedRedisPort } from '../config/local-data.ts';
 import { CliError, EXIT } from './command.ts';
@@ -52,7 +54,16 @@ export interface Context {
   readonly store: PolicyStore;
   readonly source: ParameterSource & ParameterWriter;
   readonly prefix: string;
+  /** The store this region's checks use (REDIS_URL / REDIS_CLUSTER_NODES). */
   redis?: RedisClient;
+  /**
+   * A multi-region stage's home store (REDIS_HOME_*), where home-mode policies
+   * are decided, as the consumers' regional limiter decides them
+   * (functions/shared/regional.ts); undefined in a one-store stage.
+   */
+  homeRedis?: RedisClient;
+  /** Whether the stage has more than one region or a home store of its own. */
+  multiRegion?: boolean;
   limiter?: Limiter;
 }
 
@@ -91,13 +102,41 @@ export function redisWhere(env: NodeJS.ProcessEnv = process.env): string {
   return `${host}, npm start's (its port from ${localRedisPortFile(localDataDir(env))}): is it running?`;
 }
 
-/** The limiter over the context's Redis (connected on first use). */
+/**
+ * The limiter the consumers decide with, over the context's stores: in a
+ * multi-region stage the regional limiter (home-mode policies on the home
+ * store, the others on this region's), else the plain one. The CLI on the
+ * plain limiter there inspected and reset keys nobody writes.
+ */
 export function limiterOf(context: Context): Limiter {
   if (!context.limiter) {
-    context.redis ??= createRedisClient(cliRedisSettings(readSettings()));
-    context.limiter = createLimiter({ redis: context.redis, policies: context.store, onDegraded: () => {} });
+    const settings = readSettings();
+    context.redis ??= createRedisClient(cliRedisSettings(settings));
+    const options = { policies: context.store, onDegraded: () => {} };
+    context.limiter = context.multiRegion
+      ? createRegionalLimiter({
+          ...options,
+          redis: context.homeRedis ?? context.redis,
+          regionalRedis: context.redis,
+          regions: settings.regions,
+        })
+      : createLimiter({ ...options, redis: context.redis });
   }
   return context.limiter;
+}
+
+/** The store holding a policy's counter: the home store for a home-mode policy of a multi-region stage, else this region's. */
+export function storeOf(context: Context, policy: CompiledPolicy): RedisClient {
+  const regional = context.redis as RedisClient;
+  return context.multiRegion && policy.regions === 'home' ? (context.homeRedis ?? regional) : regional;
+}
+
+/** Waits for a store's connection, bounded: an operator's first command should not degrade within a 100 ms budget. */
+async function whenConnected(redis: RedisClient): Promise<void> {
+  const connected = ioredisConnection(redis)
+    .whenReady()
+    .catch(() => {});
+  await Promise.race([connected, new Promise((resolve) => setTimeout(resolve, 5000).unref())]);
 }
 
 /** The store, the parameter source and (for a deployed Redis, or a command that needs it) the Redis client. */
@@ -117,20 +156,28 @@ export async function openContext(
   // shipped defaults shown as "in force", or a reset on them, would be wrong: exit 1 instead
   if (!refreshed.fetched)
     throw new CliError(EXIT.unavailable, `the parameters could not be read (${refreshed.reason})`);
-  const context: Context = { io, json: options.json, store, source, prefix: settings.parameterPath };
+  const multiRegion = settings.home !== undefined || settings.regions.regions.length > 1;
+  const context: Context = { io, json: options.json, store, source, prefix: settings.parameterPath, multiRegion };
   if (settings.redisAuthSecretId) {
     // A deployed Redis requires credentials: read them (Secrets Manager) before the first connection.
     context.redis = createRedisClient(cliRedisSettings(settings));
     await authenticateFromSecret(context.redis, settings.redisAuthSecretId, secretReader(settings));
   }
+  if (options.redis && settings.home !== undefined) {
+    const { redis, authSecretId, authSecretFile } = settings.home;
+    context.homeRedis = createRedisClient(redis);
+    if (authSecretId !== undefined) {
+      await authenticateFromSecret(
+        context.homeRedis,
+        authSecretId,
+        secretReader({ redisAuthSecretFile: authSecretFile }),
+      );
+    }
+  }
   if (options.redis) {
-    // An operator waits for the connection (TLS, a cluster's every master) rather than have the
-    // first command degrade within a policy's 100 ms budget; bounded, then commands answer as they can.
+    // An operator waits for the connections (TLS, a cluster's every master); bounded, then commands answer as they can.
     context.redis ??= createRedisClient(cliRedisSettings(settings));
-    const connected = ioredisConnection(context.redis)
-      .whenReady()
-      .catch(() => {});
-    await Promise.race([connected, new Promise((resolve) => setTimeout(resolve, 5000).unref())]);
+    await Promise.all([context.redis, context.homeRedis].flatMap((r) => (r ? [whenConnected(r)] : [])));
   }
   return context;
 }

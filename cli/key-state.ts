@@ -4,9 +4,16 @@
  * deletes. The strategy-specific part of the CLI is here and only here.
  */
 import { type CompiledPolicy, type Decision, type RedisClient, stateKeysOf } from '@platform/rate-limit';
+import { readSettings } from '@platform/rate-limit/config';
 import { counterKey, type StrategyOperation, unitOf } from '@platform/rate-limit/policy';
+import { ringKey } from '@platform/rate-limit/regions';
 import { CliError, EXIT } from './command.ts';
-import { type Context, limiterOf } from './context.ts';
+import { type Context, limiterOf, storeOf } from './context.ts';
+
+/** Whether a policy is decided by each region on its own store (shares, approximate) in a multi-region stage. */
+export function decidedPerRegion(context: Context, policy: CompiledPolicy): boolean {
+  return context.multiRegion === true && policy.regions !== 'home';
+}
 
 /** Every key a policy holds for a counter, the counter included: what its strategy declares it keeps beside it. */
 export function keysKeptFor(policy: CompiledPolicy, counter: string): string[] {
@@ -32,8 +39,11 @@ export async function keyState(context: Context, policyName: string, key: string
     ...describe(await limiter.peek([{ policy: policyName, key }], options)),
   };
   const counter = counterKey(policy, key, scope);
-  const redis = context.redis as RedisClient;
-  state.ttlMs = await redis.pttl(counter);
+  const redis = storeOf(context, policy);
+  // a policy this region decides alone (shares, approximate) keeps its state in this region's ring
+  state.ttlMs = await redis.pttl(
+    decidedPerRegion(context, policy) ? ringKey(counter, readSettings().regions.region) : counter,
+  );
   // what else its strategy keeps (a runtime rate and its expiry, a backoff's failures)
   const reader = {
     pttl: (k: string) => redis.pttl(k),

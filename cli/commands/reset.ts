@@ -1,9 +1,8 @@
 /** `reset <policy> <key>`: forgets one key of a policy (its counter, budget holds and runtime rate), audited. */
-import type { RedisClient } from '@platform/rate-limit';
 import { counterKey } from '@platform/rate-limit/policy';
 import { CliError, defineCommand, EXIT } from '../command.ts';
-import { audit, limiterOf, out } from '../context.ts';
-import { keyState, keysKeptFor, stateTable } from '../key-state.ts';
+import { audit, limiterOf, out, storeOf } from '../context.ts';
+import { decidedPerRegion, keyState, keysKeptFor, stateTable } from '../key-state.ts';
 import { keyOf, scopeOf } from '../keys.ts';
 
 export const reset = defineCommand({
@@ -17,10 +16,17 @@ export const reset = defineCommand({
     if (!policy) throw new CliError(EXIT.usage, 'reset <policy> <key>');
     const key = keyOf(context, given, values);
     const scope = scopeOf(key, values);
-    const before = await keyState(context, policy, key, scope);
     const compiled = limiterOf(context).policyFor(policy, key);
+    if (decidedPerRegion(context, compiled)) {
+      // its state is this region's ring and the other regions' replicated copies, each written by its own region only
+      throw new CliError(
+        EXIT.refused,
+        `${policy} is decided by each region on its own (regions: ${compiled.regions}): reset is not offered for it; its window clears by itself`,
+      );
+    }
+    const before = await keyState(context, policy, key, scope);
     const counter = counterKey(compiled, key, scope);
-    await (context.redis as RedisClient).del(...keysKeptFor(compiled, counter));
+    await storeOf(context, compiled).del(...keysKeptFor(compiled, counter));
     const after = await keyState(context, policy, key, scope);
     audit(context, 'reset', { policy, key, before, after });
     out(context, `reset ${policy} ${key}\n${stateTable(after)}`, { before, after });

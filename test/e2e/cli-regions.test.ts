@@ -1,0 +1,89 @@
+/**
+ * `npx ratelimit` in a multi-region stage: it acts where the consumers'
+ * regional limiter decides (functions/shared/regional.ts): a home-mode
+ * policy on the home store, and it refuses to reset a policy each region
+ * decides on its own (its state is written by every region for itself).
+ */
+import assert from 'node:assert/strict';
+import { execFile } from 'node:child_process';
+import { copyFileSync, mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { after, before, describe, it } from 'node:test';
+import { createLimiter, createRedisClient } from '@platform/rate-limit';
+import { createPolicyStore, FileParameterSource } from '@platform/rate-limit/config';
+import { hashEmail } from '@platform/rate-limit/middleware';
+import { counterKey } from '@platform/rate-limit/policy';
+import { PLATFORM_POLICIES } from '../../config/catalogue.ts';
+import { type RedisProcess, startRedis } from '../../scripts/redis-process.ts';
+
+const CLI = new URL('../../cli/ratelimit.ts', import.meta.url).pathname;
+
+describe('ratelimit (the admin CLI) in a multi-region stage', () => {
+  const dir = mkdtempSync(join(tmpdir(), 'rl-cli-regions-'));
+  const parameters = join(dir, 'parameters.json');
+  copyFileSync(new URL('../../config/local-parameters.json', import.meta.url), parameters);
+  let home: RedisProcess;
+  let regional: RedisProcess;
+  before(async () => {
+    [home, regional] = await Promise.all([startRedis(), startRedis()]);
+  });
+  after(async () => {
+    await Promise.all([home?.stop(), regional?.stop()]);
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  const ratelimit = (args: string[]) =>
+    new Promise<{ code: number; stdout: string; stderr: string }>((resolve) => {
+      const env = {
+        ...process.env,
+        REDIS_URL: regional.url,
+        REDIS_HOME_URL: home.url,
+        REDIS_CLUSTER_NODES: '',
+        REDIS_AUTH_SECRET_FILE: '',
+        RATE_LIMIT_REGION: 'eu',
+        RATE_LIMIT_HOME_REGION: 'eu',
+        RATE_LIMIT_REGIONS: 'eu,us',
+        RATE_LIMIT_PARAMETERS_FILE: parameters,
+        RATE_LIMIT_PARAMETER_PATH: '/ratelimit/local',
+      };
+      execFile(process.execPath, [CLI, ...args], { env }, (error, stdout, stderr) => {
+        resolve({ code: error ? Number(error.code ?? 1) : 0, stdout, stderr });
+      });
+    });
+
+  it('inspects and resets a home-mode lockout on the home store, where login records it', async () => {
+    const store = createPolicyStore({
+      defaults: PLATFORM_POLICIES,
+      source: new FileParameterSource(parameters),
+      prefix: '/ratelimit/local',
+    });
+    await store.refresh();
+    const homeRedis = createRedisClient({ url: home.url });
+    const account = hashEmail('locked@example.com', store.secret('email-pepper') as string);
+    // login-account is a home-mode policy: the consumers record its failures on the home store
+    const limiter = createLimiter({ redis: homeRedis, policies: store });
+    for (let i = 0; i < 8; i++) await limiter.recordFailure('login-account', account, { scope: account });
+    const counter = counterKey(store.resolve('login-account', account) as never, account, account);
+    assert.equal(await homeRedis.exists(counter), 1);
+
+    const inspected = await ratelimit(['inspect', 'login-account', '--email', 'locked@example.com', '--json']);
+    assert.equal(inspected.code, 0, inspected.stderr);
+    const state = JSON.parse(inspected.stdout) as Record<string, unknown>;
+    assert.equal(state.outcome, 'limited');
+    assert.equal(state.failures, 8);
+    const reset = await ratelimit(['reset', 'login-account', '--email', 'locked@example.com', '--json']);
+    assert.equal(reset.code, 0, reset.stderr);
+    assert.equal(await homeRedis.exists(counter), 0, 'the lockout on the home store is gone');
+    homeRedis.disconnect();
+  });
+
+  it('refuses to reset a policy each region decides on its own, writing nothing', async () => {
+    const refused = await ratelimit(['reset', 'login-ip', '203.0.113.5', '--scope', '203.0.113.5']);
+    assert.equal(refused.code, 3, refused.stderr);
+    assert.match(refused.stderr, /login-ip is decided by each region on its own \(regions: shares\)/);
+    const inspected = await ratelimit(['inspect', 'login-ip', '203.0.113.5', '--scope', '203.0.113.5', '--json']);
+    assert.equal(inspected.code, 0, inspected.stderr);
+    assert.equal((JSON.parse(inspected.stdout) as { outcome: string }).outcome, 'allowed');
+  });
+});
