@@ -3,7 +3,7 @@
  * (and `reset`'s before and after) and every key kept for it, which `reset`
  * deletes. The strategy-specific part of the CLI is here and only here.
  */
-import { type CompiledPolicy, type Decision, type RedisClient, stateKeysOf } from '@platform/rate-limit';
+import { type CompiledPolicy, type Decision, stateKeysOf } from '@platform/rate-limit';
 import { readSettings } from '@platform/rate-limit/config';
 import { counterKey, type StrategyOperation, unitOf } from '@platform/rate-limit/policy';
 import { ringKey } from '@platform/rate-limit/regions';
