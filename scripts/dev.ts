@@ -161,7 +161,9 @@ const slackHeaders = signSlackBody('local-only-slack-signing-secret', slackBody)
 const base = gateway.url;
 console.log(`\nlistening on ${base}\n\nroutes (functions/routes.ts):`);
 for (const route of routes) {
-  const limits = route.limits.map((l) => (typeof l.policy === 'string' ? l.policy : 'the key role policy'));
+  const limits = route.limits.map((l) =>
+    typeof l.policy === 'string' ? l.policy : `the key role's ${l.policy.byRole} policy`,
+  );
   console.log(
     `  ${route.methods.join('|').padEnd(8)} ${route.path.padEnd(26)} ${[...limits, ...route.inHandler.flat()].join(', ')}`,
   );

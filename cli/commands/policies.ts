@@ -22,9 +22,11 @@ export const policies = defineCommand({
     const human = names
       .map((name) => {
         const sources = all[name]?.sources ?? {};
+        // the widest field name sets the column (adaptive.decreaseFactor is 23 characters)
+        const width = Math.max(22, ...Object.keys(sources).map((field) => field.length + 1));
         const lines = Object.entries(sources).map(
           ([field, from]) =>
-            `  ${field.padEnd(22)} ${JSON.stringify(valueAt(all[name]?.config, field)).padEnd(24)} ${from}`,
+            `  ${field.padEnd(width)} ${JSON.stringify(valueAt(all[name]?.config, field)).padEnd(24)} ${from}`,
         );
         const expires = Object.entries(all[name]?.expires ?? {}).map(([layer, at]) => `  ${layer} ends ${at}`);
         return [`${name}${key ? ` (key ${key})` : ''}`, ...lines, ...expires].join('\n');

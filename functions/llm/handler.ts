@@ -86,7 +86,9 @@ function parse(event: RestEvent): Omit<Call, 'estimate'> {
   const problems: Record<string, string> = {
     model: `model must be one of ${Object.keys(MODELS).join(', ')}`,
     prompt: `prompt must be 1 to ${MAX_PROMPT_CHARACTERS} characters`,
-    max_tokens: 'max_tokens must be a whole number from 1',
+    max_tokens: `max_tokens must be a whole number from 1 to the model's largest (${Object.entries(MODELS)
+      .map(([name, m]) => `${name}: ${(m as ModelEntry).maxTokens}`)
+      .join(', ')})`,
   };
   const body = parseBody(event, Request, (field) => problems[field] ?? `${field} is malformed`);
   const entry = MODELS[body.model] as ModelEntry;
