@@ -7,7 +7,7 @@
  * known key's owner, role and role policy are put on the event for what follows.
  */
 import type { MiddlewareObj } from '@middy/core';
-import { enforce, verdictFor } from '@platform/rate-limit';
+import { enforce, InvalidSettingError, verdictFor } from '@platform/rate-limit';
 import { clientIp, type HttpEvent, header, rateLimitHeaders, rateLimitRefusal } from '@platform/rate-limit/middleware';
 import type { Context } from 'aws-lambda';
 import { API_KEY_PEPPER, hashApiKey, isApiKey } from '../../config/api-key.ts';
@@ -31,6 +31,9 @@ export function useRegistry(replacement: KeyRegistry): void {
 function keyRegistry(): KeyRegistry {
   if (!registry) {
     const source = readConsumerSettings().apiKeys;
+    // a deployed API never reads the repository's demo keys: without its registry's path it answers no key
+    if (source.kind === 'unset')
+      throw new InvalidSettingError(source.variable, 'must be set in Lambda to look up API keys');
     registry = source.kind === 'ssm' ? new SsmKeyRegistry(source.path) : new FileKeyRegistry(source.file);
   }
   return registry;

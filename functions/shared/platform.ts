@@ -12,7 +12,7 @@ import { PLATFORM_METRICS } from './metrics.ts';
 import { AcceptedOnce } from './once.ts';
 import { regionalLimiter } from './regional.ts';
 import { readConsumerSettings } from './settings.ts';
-import { type EventSink, FileEventSink, SqsEventSink } from './sink.ts';
+import { type EventSink, eventSinkOf } from './sink.ts';
 
 /**
  * What one container shares between invocations: created on first use, once
@@ -122,9 +122,7 @@ export function createPlatform(overrides: Partial<Platform> = {}): Platform {
         logger,
         ...(settings.refusalLog ? { refusals: appendTo(settings.refusalLog) } : {}),
       }),
-    sink:
-      overrides.sink ??
-      (settings.sink.kind === 'sqs' ? new SqsEventSink(settings.sink.queueUrl) : new FileEventSink(settings.sink.file)),
+    sink: overrides.sink ?? eventSinkOf(settings.sink),
     acceptedOnce: overrides.acceptedOnce ?? new AcceptedOnce(redis),
     ready:
       overrides.ready ??

@@ -8,20 +8,34 @@ import { readRefusalLog } from '../../config/refusal-log.ts';
  *
  * | variable                  | meaning                                                              | default                      |
  * | ------------------------- | -------------------------------------------------------------------- | ---------------------------- |
- * | `EVENT_QUEUE_URL`         | SQS queue accepted webhook events go to (AWS)                        | none: the file below         |
+ * | `EVENT_QUEUE_URL`         | SQS queue accepted webhook events go to (AWS; required in Lambda where events are put) | none: the file below |
  * | `EVENT_SINK_FILE`         | JSON-lines file accepted events go to (local runs)                   | `.local/events.jsonl`        |
  * | `LOGIN_USERS_FILE`        | scrypt hashes of the local demo users                                | `config/local-users.json`    |
  * | `LOGIN_USER_POOL_ID`      | Cognito user pool login verifies passwords with (with the next; required in Lambda) | none: the users file  |
  * | `LOGIN_USER_POOL_CLIENT_ID` | its app client (ADMIN_USER_PASSWORD_AUTH, no client secret)        | none: the users file         |
- * | `API_KEYS_PARAMETER_PATH` | SSM path of the API key registry (`<path>/<key hash>` → owner, role) | none: the file below         |
+ * | `API_KEYS_PARAMETER_PATH` | SSM path of the API key registry (`<path>/<key hash>` → owner, role; required in Lambda where keys are looked up) | none: the file below |
  * | `API_KEYS_FILE`           | the API key registry as a JSON file (local runs)                     | `config/local-api-keys.json` |
  * | `RATE_LIMIT_REFUSAL_LOG`  | JSON-lines file each refusal is also written to (local runs; `npx ratelimit top` reads it; config/refusal-log.ts) | none (`npm start`: `.local/refusals.jsonl`) |
  * | `LLM_PROVIDER`            | `bedrock` or `local` (the LLM route only; in Lambda only `bedrock`)  | `local` outside Lambda       |
  */
+/** A setting a deployed function needs and was not given: refused where it is used (not every function uses each). */
+export interface UnsetInLambda<V extends string> {
+  readonly kind: 'unset';
+  readonly variable: V;
+}
+
 export interface ConsumerSettings {
-  readonly sink: { readonly kind: 'sqs'; readonly queueUrl: string } | { readonly kind: 'file'; readonly file: string };
+  /** In Lambda never the file: a deployed webhook's events must not go to a local file. */
+  readonly sink:
+    | { readonly kind: 'sqs'; readonly queueUrl: string }
+    | { readonly kind: 'file'; readonly file: string }
+    | UnsetInLambda<'EVENT_QUEUE_URL'>;
   readonly usersFile: string;
-  readonly apiKeys: { readonly kind: 'ssm'; readonly path: string } | { readonly kind: 'file'; readonly file: string };
+  /** In Lambda never the file: a deployed API must not take the repository's demo keys. */
+  readonly apiKeys:
+    | { readonly kind: 'ssm'; readonly path: string }
+    | { readonly kind: 'file'; readonly file: string }
+    | UnsetInLambda<'API_KEYS_PARAMETER_PATH'>;
   /** Where refusals are also written locally; in AWS they are log lines only (CloudWatch Contributor Insights reads them). */
   readonly refusalLog: string | undefined;
 }
@@ -44,14 +58,19 @@ export function readConsumerSettings(env: Env = process.env): ConsumerSettings {
   if (keysPath && !/^(\/[A-Za-z0-9_.-]+)+$/.test(keysPath)) {
     throw new InvalidSettingError('API_KEYS_PARAMETER_PATH', 'must be an SSM path such as /platform/api-keys');
   }
+  const inLambda = Boolean(env.AWS_LAMBDA_FUNCTION_NAME);
   return {
     sink: queueUrl
       ? { kind: 'sqs', queueUrl }
-      : { kind: 'file', file: env.EVENT_SINK_FILE || `${ROOT}.local/events.jsonl` },
+      : inLambda
+        ? { kind: 'unset', variable: 'EVENT_QUEUE_URL' }
+        : { kind: 'file', file: env.EVENT_SINK_FILE || `${ROOT}.local/events.jsonl` },
     usersFile: env.LOGIN_USERS_FILE || `${ROOT}config/local-users.json`,
     apiKeys: keysPath
       ? { kind: 'ssm', path: keysPath }
-      : { kind: 'file', file: env.API_KEYS_FILE || `${ROOT}config/local-api-keys.json` },
+      : inLambda
+        ? { kind: 'unset', variable: 'API_KEYS_PARAMETER_PATH' }
+        : { kind: 'file', file: env.API_KEYS_FILE || `${ROOT}config/local-api-keys.json` },
     refusalLog: readRefusalLog(env),
   };
 }

@@ -1,7 +1,9 @@
 import { appendFile, mkdir } from 'node:fs/promises';
 import { dirname } from 'node:path';
 import type { SQSClient } from '@aws-sdk/client-sqs';
+import { InvalidSettingError } from '@platform/rate-limit';
 import { AWS_CLIENT_OPTIONS } from '@platform/rate-limit/redis';
+import type { ConsumerSettings } from './settings.ts';
 
 /** An event a webhook accepted, on its way to the platform's processing. */
 export interface AcceptedEvent {
@@ -77,5 +79,25 @@ export class SqsEventSink implements EventSink {
         },
       }),
     );
+  }
+}
+
+/**
+ * The sink the settings name. A deployed function without EVENT_QUEUE_URL
+ * gets one that refuses every event (the webhook then answers 503, and the
+ * sender retries), never a file inside the function's package.
+ */
+export function eventSinkOf(sink: ConsumerSettings['sink']): EventSink {
+  switch (sink.kind) {
+    case 'sqs':
+      return new SqsEventSink(sink.queueUrl);
+    case 'file':
+      return new FileEventSink(sink.file);
+    case 'unset':
+      return {
+        put: async () => {
+          throw new InvalidSettingError(sink.variable, 'must be set in Lambda to hand accepted events on');
+        },
+      };
   }
 }

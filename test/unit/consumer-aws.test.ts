@@ -11,7 +11,7 @@ import { mockClient } from 'aws-sdk-client-mock';
 import fc from 'fast-check';
 import { SsmKeyRegistry } from '../../functions/api/registry.ts';
 import { readConsumerSettings } from '../../functions/shared/settings.ts';
-import { SqsEventSink } from '../../functions/shared/sink.ts';
+import { eventSinkOf, SqsEventSink } from '../../functions/shared/sink.ts';
 
 const QUEUE = 'https://sqs.eu-west-1.amazonaws.com/123456789012/accepted-events';
 
@@ -90,6 +90,16 @@ describe('Function: readConsumerSettings', () => {
     const local = readConsumerSettings({});
     assert.equal(local.sink.kind, 'file');
     assert.equal(local.apiKeys.kind, 'file');
+  });
+
+  it('never falls back to the local files in Lambda: an unset queue or key registry is refused where it is used', async () => {
+    const lambda = readConsumerSettings({ AWS_LAMBDA_FUNCTION_NAME: 'ratelimit-prod-api' });
+    assert.deepEqual(lambda.sink, { kind: 'unset', variable: 'EVENT_QUEUE_URL' });
+    assert.deepEqual(lambda.apiKeys, { kind: 'unset', variable: 'API_KEYS_PARAMETER_PATH' });
+    await assert.rejects(eventSinkOf(lambda.sink).put({ source: 'slack', id: 'e1', body: {} } as never), (error) => {
+      assert.ok(error instanceof InvalidSettingError && error.setting === 'EVENT_QUEUE_URL', String(error));
+      return true;
+    });
   });
 
   it('answers any environment with settings or an InvalidSettingError naming the variable', () => {
