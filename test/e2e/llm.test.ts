@@ -133,7 +133,7 @@ describe('LLM calls against a cost budget (POST /v1/llm/complete)', () => {
     assert.equal(none.status, 400);
     // the bound is said whichever side is out: the largest of each model
     assert.match(
-      none.json().message,
+      String(none.json().message),
       /^max_tokens must be a whole number from 1 to the model's largest \(.*nova-lite: 4096/,
     );
     const tooMany = await complete('rk_localDemoPartnerKeyNotASecret000', {
