@@ -39,6 +39,9 @@ function overrideEnd(values: { readonly until?: string; readonly for?: string },
   return new Date(untilOf(values.until, '--until', EXIT.usage, now)).toISOString();
 }
 
+/** What SSM Parameter Store takes in a name's part (besides `/`, which separates them). */
+const SSM_NAME_PART = /^[A-Za-z0-9_.-]+$/;
+
 export const override = defineCommand({
   name: 'override',
   usage: "override <policy> [<key>] '<json>' [--until 2026-12-02T06:00Z | --for 8h]",
@@ -52,6 +55,12 @@ export const override = defineCommand({
     // --email/--api-key name the key as for inspect and reset: without them this was a policy-wide override
     const keyed = given !== undefined || values.email !== undefined || values['api-key'] !== undefined;
     const key = keyed ? keyOf(context, given, values) : undefined;
+    // the key is part of an SSM parameter's name, which takes only these (an IPv6 address's ':' is refused there)
+    if (key !== undefined && !SSM_NAME_PART.test(key))
+      throw new CliError(
+        EXIT.refused,
+        "a per-key override's key must be letters, digits, _ . - (it is part of an SSM parameter's name)",
+      );
     const now = Date.now();
     const until = overrideEnd(values, now);
     let patch: unknown;

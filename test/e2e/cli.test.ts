@@ -222,6 +222,7 @@ describe('ratelimit (the admin CLI)', () => {
       [['override', 'login-account', '{"base": "30 m"}'], /base must not exceed max/],
       [['override', 'login-account', 'someone', '{"group": "elsewhere"}'], /may not change group/],
       [['override', 'constructor', '{"limit": 5}'], /no policy "constructor"/],
+      [['override', 'login-ip', '2001:db8::1', '{"limit": 5}'], /part of an SSM parameter's name/],
     ] as const) {
       const refused = await ratelimit([...args]);
       assert.equal(refused.code, 3, `${args.join(' ')}: ${refused.stderr}`);
