@@ -53,6 +53,8 @@ export interface CommandSpec<O extends ParseArgsOptionsConfig = ParseArgsOptions
   readonly options: O;
   /** It talks to Redis, so the run waits for the connection first. */
   readonly redis?: boolean;
+  /** It writes (and audits what it wrote): the admin function must be able to announce it before it runs. */
+  readonly writes?: boolean;
   run(context: Context, rest: readonly string[], values: SharedValues & ValuesOf<O>): Promise<number>;
 }
 

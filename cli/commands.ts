@@ -91,6 +91,20 @@ async function run(argv: string[], io: CliOutput): Promise<number> {
   }
 }
 
+/**
+ * Whether a command line names a command that writes (reset, rate,
+ * override); false for a read, and for a line that names no command (it
+ * runs nothing but its usage error).
+ */
+export function writesOf(argv: string[]): boolean {
+  try {
+    const { positionals } = parseArgs({ args: argv, allowPositionals: true, strict: true, options: OPTIONS });
+    return COMMANDS.find((c) => c.name === positionals[0])?.writes === true;
+  } catch {
+    return false;
+  }
+}
+
 /** Runs one command line; never throws: a failure is its exit code and a line on stderr. */
 export async function runCli(argv: string[], io: CliOutput): Promise<number> {
   try {

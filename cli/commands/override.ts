@@ -44,6 +44,7 @@ const SSM_NAME_PART = /^[A-Za-z0-9_.-]+$/;
 
 export const override = defineCommand({
   name: 'override',
+  writes: true,
   usage: "override <policy> [<key>] '<json>' [--until 2026-12-02T06:00Z | --for 8h]",
   summary: ['write a policy (or per-key) override, validated first;', 'with --until/--for it ends by itself then'],
   options: { until: { type: 'string' }, for: { type: 'string' } },

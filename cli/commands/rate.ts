@@ -18,6 +18,7 @@ export function rateFlag(text: string): number | undefined {
 
 export const rate = defineCommand({
   name: 'rate',
+  writes: true,
   usage: USAGE,
   summary: ["change an adaptive bucket's rate for every worker"],
   options: {

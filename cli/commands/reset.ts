@@ -7,6 +7,7 @@ import { keyOf, scopeOf } from '../keys.ts';
 
 export const reset = defineCommand({
   name: 'reset',
+  writes: true,
   usage: 'reset <policy> <key>',
   summary: ["forget a key's counter (unlock an account, clear a window)"],
   options: {},

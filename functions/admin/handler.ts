@@ -14,14 +14,14 @@
  * that names nobody (a direct `lambda:Invoke`) is refused with a 403 and
  * runs nothing. Each write also notifies the operators (notify.ts); a
  * function that could not (no valid queue, no pepper to digest keys with)
- * answers 5xx with the reason and runs nothing.
+ * answers a write 5xx with the reason and runs nothing; reads still run.
  * Parameters are read from SSM (`--ssm` is implied); overrides written there.
  */
 
 import { InvalidSettingError } from '@platform/rate-limit';
 import { readSettings, secretParameter, secretsFolder } from '@platform/rate-limit/config';
 import type { AuditRecord } from '../../cli/commands.ts';
-import { runCli } from '../../cli/commands.ts';
+import { runCli, writesOf } from '../../cli/commands.ts';
 import { SECRETS } from '../../config/secrets.ts';
 import { readOperationsQueue } from '../shared/settings.ts';
 import { readAdminRequest } from './identity.ts';
@@ -122,15 +122,19 @@ export async function handler(
     );
     return json(request.statusCode, { error: request.reason });
   }
-  let notifier: Notifier | undefined;
-  try {
-    notifier = await readyNotifier();
-  } catch (error) {
-    return unnotified(error);
-  }
   const { caller } = request;
   // first: after a caller's `--` every word is positional, so an `--ssm` appended there would be no option
   const argv = ['--ssm', ...request.argv];
+  // a write must be announceable before it runs; a read (policies, inspect) needs no notifier, so an
+  // incident's reads still work while the queue or the pepper is missing
+  let notifier: Notifier | undefined;
+  if (writesOf(argv)) {
+    try {
+      notifier = await readyNotifier();
+    } catch (error) {
+      return unnotified(error);
+    }
+  }
   const written: AuditRecord[] = [];
   let stdout = '';
   let stderr = '';

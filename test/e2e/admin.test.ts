@@ -171,7 +171,7 @@ describe('The admin function (npx ratelimit on a deployed stage, through its IAM
     }
   });
 
-  it('refuses every command, writing nothing, while its notifier is misconfigured in Lambda, and says why', async () => {
+  it('refuses every write, writing nothing, while its notifier is misconfigured in Lambda, says why, and still answers reads', async () => {
     // a login-ip counter in the stage's Redis, as login leaves it
     const ip = '203.0.113.79';
     const counter = `rl:{login-net:${ip}}:login-ip:${ip}`;
@@ -203,6 +203,10 @@ describe('The admin function (npx ratelimit on a deployed stage, through its IAM
           assert.match(error, /nothing (was )?run/);
           assert.doesNotMatch(error, /\bat .*\.ts:\d+/, 'no stack trace');
         }
+        // a read needs no notifier: an incident's inspect still works
+        const read = await handler(urlEvent(['inspect', 'login-ip', ip, '--scope', ip, '--json']));
+        assert.equal(read.statusCode, 200, read.body);
+        assert.equal((JSON.parse(read.body) as { exitCode: number }).exitCode, 0, read.body);
       }
     } finally {
       process.env.AWS_LAMBDA_FUNCTION_NAME = saved.name ?? '';
@@ -219,7 +223,7 @@ describe('The admin function (npx ratelimit on a deployed stage, through its IAM
     redis.disconnect();
   });
 
-  it('refuses every command, writing nothing, while the pepper its notices digest keys with is missing or unreadable', async () => {
+  it('refuses every write, writing nothing, while the pepper its notices digest keys with is missing or unreadable; reads still run', async () => {
     // a container of its own: a container that has read the pepper keeps it
     const fresh = (await import(
       new URL(`../../functions/admin/handler.ts?pepper=${Date.now()}`, import.meta.url).href
@@ -240,6 +244,8 @@ describe('The admin function (npx ratelimit on a deployed stage, through its IAM
         const { error } = JSON.parse(result.body) as { error: string };
         assert.match(error, reason);
         assert.match(error, /nothing was run/);
+        const read = await fresh.handler(urlEvent(['policies', '--json']));
+        assert.equal(read.statusCode, 200, read.body);
       }
     } finally {
       ssm.on(GetParametersByPathCommand, secrets).resolves(stageParameters);
