@@ -4,7 +4,7 @@
  * after checking it compiles, audited; with --until/--for it ends by itself.
  */
 import { RateLimitError } from '@platform/rate-limit';
-import { overrideParameter, parseIsoTime } from '@platform/rate-limit/config';
+import { folderPrefix, overrideParameter, parseIsoTime } from '@platform/rate-limit/config';
 import { CliError, defineCommand, durationFlag, EXIT } from '../command.ts';
 import { audit, out } from '../context.ts';
 import { keyOf } from '../keys.ts';
@@ -39,9 +39,6 @@ function overrideEnd(values: { readonly until?: string; readonly for?: string },
   return new Date(untilOf(values.until, '--until', EXIT.usage, now)).toISOString();
 }
 
-/** What SSM Parameter Store takes in a name's part (besides `/`, which separates them). */
-const SSM_NAME_PART = /^[A-Za-z0-9_.-]+$/;
-
 export const override = defineCommand({
   name: 'override',
   writes: true,
@@ -56,12 +53,6 @@ export const override = defineCommand({
     // --email/--api-key name the key as for inspect and reset: without them this was a policy-wide override
     const keyed = given !== undefined || values.email !== undefined || values['api-key'] !== undefined;
     const key = keyed ? keyOf(context, given, values) : undefined;
-    // the key is part of an SSM parameter's name, which takes only these (an IPv6 address's ':' is refused there)
-    if (key !== undefined && !SSM_NAME_PART.test(key))
-      throw new CliError(
-        EXIT.refused,
-        "a per-key override's key must be letters, digits, _ . - (it is part of an SSM parameter's name)",
-      );
     const now = Date.now();
     const until = overrideEnd(values, now);
     let patch: unknown;
@@ -81,22 +72,30 @@ export const override = defineCommand({
       const at = untilOf((patch as { until: unknown }).until, 'until', EXIT.refused, now);
       patch = { ...(patch as object), until: new Date(at).toISOString() };
     }
+    let fitsUntil: number | undefined;
     try {
       // as the store will apply it: a policy override over the default, a per-key one over the policy in force
-      context.store.validateOverride(policy, key, patch);
+      fitsUntil = context.store.validateOverride(policy, key, patch).fitsUntil;
     } catch (error) {
       if (error instanceof RateLimitError) throw error; // InvalidPolicyError, InvalidCheckError: refused, exit 3
       throw new CliError(EXIT.refused, (error as Error).message); // an `until` of the JSON's own
     }
     const name = overrideParameter(context.prefix, policy, key);
     // the overrides folder only: what the admin function may read (not the secrets beside it)
-    const before = (await context.source.fetchAll(`${context.prefix}/overrides`))[name];
+    const before = (await context.source.fetchAll(folderPrefix(context.prefix, 'overrides').replace(/\/$/, '')))[name];
     await context.source.put(name, JSON.stringify(patch));
     audit(context, 'override', { parameter: name, policy, key, before: before ?? null, after: patch });
+    const ends = fitsUntil === undefined ? undefined : new Date(fitsUntil).toISOString();
+    // written, as asked: but it rests on a policy override that ends, and then no longer applies
+    if (ends !== undefined)
+      context.io.stderr(
+        `ratelimit: warning: this override fits only over the policy override, which ends ${ends}: from then on it does not apply\n`,
+      );
     out(context, `wrote ${name}: ${JSON.stringify(patch)} (was ${before ?? 'unset'})`, {
       parameter: name,
       before: before ?? null,
       after: patch,
+      ...(ends === undefined ? {} : { appliesUntil: ends }),
     });
     return EXIT.ok;
   },

@@ -9,6 +9,7 @@ import { readdirSync, readFileSync } from 'node:fs';
 import { describe, it } from 'node:test';
 import { compilePolicy, InvalidCheckError, stateKeysOf } from '@platform/rate-limit';
 import { counterKey } from '@platform/rate-limit/policy';
+import { grantsKey, ringKey } from '@platform/rate-limit/regions';
 import {
   FUNCTIONS_COMMANDS,
   functionsAclRules,
@@ -77,6 +78,16 @@ describe('The keyspace and the ACL rules built from it', () => {
       assert.throws(() => counterKey(budget, `K${suffix}`, 'T'), InvalidCheckError, suffix);
     }
     assert.throws(() => counterKey(budget, 'K:rate', 'T'), InvalidCheckError);
+    // nor a region's grants: key K:grants's ring (counter@region) would be key K's grants (counter:grants@region)
+    const shares = compilePolicy('ip', {
+      strategy: 'slidingWindow',
+      limit: 4,
+      window: '1 m',
+      group: 'g',
+      regions: 'shares',
+    });
+    assert.throws(() => ringKey(counterKey(shares, 'K:grants', 'T'), 'eu'), InvalidCheckError);
+    assert.equal(grantsKey(counterKey(shares, 'K', 'T'), 'eu'), 'rl:{g:T}:ip:K:grants@eu');
     // the same words elsewhere in a key, or in an ungrouped key (whose suffixes sit outside its braces), are fine
     assert.equal(counterKey(budget, 'holds:K', 'T'), 'rl:{g:T}:b:holds:K');
     assert.equal(

@@ -234,6 +234,62 @@ describe('Class: PolicyStore', () => {
     assert.match(String(warnings[0]?.message), /does not apply: the policy in force does/, 'not "last good stays"');
   });
 
+  it('says until when a per-key override fits when it rests on a policy override that ends, and refuses a key SSM cannot name', async () => {
+    const source = new MemorySource();
+    const clock = { now: Date.parse('2030-01-01T00:00:00Z') };
+    const backoff = { strategy: 'failureBackoff', freeFailures: 3, base: '1 s', max: '5 m', memory: '15 m' };
+    const store = new PolicyStore({
+      prefix: PREFIX,
+      source,
+      defaults: { 'login-account': backoff },
+      now: () => clock.now,
+    });
+    source.values = {
+      [param('overrides/login-account')]: JSON.stringify({ max: '1 h', until: '2030-01-02T00:00:00Z' }),
+    };
+    await store.refresh();
+    assert.equal(
+      store.validateOverride('login-account', 'abuser', { base: '30 m' }).fitsUntil,
+      Date.parse('2030-01-02T00:00:00Z'),
+    );
+    assert.equal(
+      store.validateOverride('login-account', 'abuser', { base: '2 m' }).fitsUntil,
+      undefined,
+      'fits the default too',
+    );
+    assert.throws(() => store.validateOverride('login-account', '2001:db8::1', {}), /part of an SSM parameter's name/);
+  });
+
+  it('logs a rejected value again when what it means changes: kept first, then not applying', async () => {
+    const source = new MemorySource();
+    const clock = { now: Date.parse('2030-01-01T00:00:00Z') };
+    const warnings: { message: string; attributes: Record<string, unknown> }[] = [];
+    const logger: ConfigLogger = { warn: (message, attributes) => warnings.push({ message, attributes }) };
+    const backoff = { strategy: 'failureBackoff', freeFailures: 3, base: '1 s', max: '5 m', memory: '15 m' };
+    const store = new PolicyStore({
+      prefix: PREFIX,
+      source,
+      defaults: { 'login-account': backoff },
+      now: () => clock.now,
+      logger,
+    });
+    const policyOverride = JSON.stringify({ max: '1 h', until: '2030-01-01T01:00:00Z' });
+    source.values = {
+      [param('overrides/login-account')]: policyOverride,
+      [param('overrides/login-account/abuser')]: JSON.stringify({ base: '30 m' }),
+    };
+    await store.refresh();
+    source.values = {
+      [param('overrides/login-account')]: policyOverride,
+      [param('overrides/login-account/abuser')]: 'not json',
+    };
+    await store.refresh();
+    assert.match(String(warnings.at(-1)?.message), /last good value stays in force/);
+    clock.now = Date.parse('2030-01-01T02:00:00Z'); // the policy override ended: the last good base no longer fits
+    await store.refresh();
+    assert.match(String(warnings.at(-1)?.message), /does not apply: the policy in force does/);
+  });
+
   it('keeps secrets apart from policies, and never logs them', async () => {
     const { source, store, warnings } = harness();
     source.values = { [param('secrets/email-pepper')]: 's3cr3t-pepper' };

@@ -40,6 +40,7 @@ export {
   PolicyStore,
   type PolicyStoreOptions,
   type RefreshOutcome,
+  type ValidatedOverride,
 } from './policy-store.ts';
 export { DEFAULT_PARAMETER_PATH, DEFAULT_REDIS_URL, type LayerSettings, readSettings } from './settings.ts';
 

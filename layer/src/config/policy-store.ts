@@ -13,6 +13,15 @@ import {
   validateParameter,
 } from './policy-layers.ts';
 
+/** What SSM Parameter Store takes in a name's part (besides `/`, which separates them). */
+const SSM_NAME_PART = /^[A-Za-z0-9_.-]+$/;
+
+/** An override as validateOverride found it: compiled, and until when it fits when that is not forever. */
+export interface ValidatedOverride extends CompiledOverride {
+  /** A per-key override that fits only over a policy override ending then (ms): from then on it does not apply. */
+  readonly fitsUntil?: number;
+}
+
 /** What a refresh did: read the parameters, or not, and why (PolicyStore.refresh). */
 export type RefreshOutcome = { readonly fetched: true } | { readonly fetched: false; readonly reason: string };
 
@@ -182,14 +191,33 @@ export class PolicyStore implements PolicyResolver {
    * default in force, a per-key one over the policy in force (the default
    * and the policy override). Throws InvalidPolicyError (or the key's
    * InvalidCheckError, or an `until`'s error) with the reason it would be
-   * refused; an unknown policy is an InvalidPolicyError too.
+   * refused; an unknown policy is an InvalidPolicyError too. A per-key
+   * override that fits only over a policy override that ends says when it
+   * stops applying (`fitsUntil`: then it no longer compiles, and the key
+   * falls back to the policy).
    */
-  validateOverride(policy: string, key: string | undefined, value: unknown): CompiledOverride {
+  validateOverride(policy: string, key: string | undefined, value: unknown): ValidatedOverride {
     const explained = this.explain(policy);
     if (explained === undefined) throw new InvalidPolicyError(policy, `no policy "${policy}" to override`);
+    // the key is part of the parameter's name, and SSM names take only these
+    if (key !== undefined && !SSM_NAME_PART.test(key)) {
+      throw new InvalidPolicyError(
+        policy,
+        "a per-key override's key must be letters, digits, _ . - (it is part of an SSM parameter's name)",
+      );
+    }
     const layer = this.#layers.get(policy);
-    const base = key === undefined ? (layer?.base ?? this.#shippedDefault(policy)) : explained.config;
-    return compileOverride(policy, base, value, key);
+    const defaults = layer?.base ?? this.#shippedDefault(policy);
+    if (key === undefined) return compileOverride(policy, defaults, value);
+    const compiled = compileOverride(policy, explained.config, value, key);
+    const until = layer?.policyUntil;
+    if (until === undefined) return compiled;
+    try {
+      compileOverride(policy, defaults, value, key);
+      return compiled;
+    } catch {
+      return { ...compiled, fitsUntil: until };
+    }
   }
 
   /** A shipped default by its own name only (`constructor` is no policy). */
@@ -393,8 +421,10 @@ export class PolicyStore implements PolicyResolver {
     reason: string,
     message = 'rate-limit parameter rejected; its last good value stays in force',
   ): void {
-    if (this.#reported.get(name) === raw) return;
-    this.#reported.set(name, raw);
+    // the raw value and what is said of it: the same value may first keep its last good, then not apply
+    const reported = `${message}\n${raw}`;
+    if (this.#reported.get(name) === reported) return;
+    this.#reported.set(name, reported);
     this.#logger.warn(message, { parameter: name, reason });
   }
 }

@@ -34,10 +34,11 @@ export function assertKeyPart(key: string, what = 'key'): void {
 
 /**
  * What the keys a strategy keeps beside a counter add to its name
- * (`stateKey`): a bucket's runtime rate, a cost budget's holds. Named here,
+ * (`stateKey`): a bucket's runtime rate, a cost budget's holds, a region's
+ * grants (regions/keys.ts, `:grants@<region>`). Named here,
  * beside the layout they must not collide with.
  */
-export const STATE_KEY_SUFFIXES = ['rate', 'holds', 'amounts', 'settled'] as const;
+export const STATE_KEY_SUFFIXES = ['rate', 'holds', 'amounts', 'settled', 'grants'] as const;
 export type StateKeySuffix = (typeof STATE_KEY_SUFFIXES)[number];
 
 /** A key kept beside `counter`, in its hash slot. */

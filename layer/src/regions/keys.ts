@@ -5,6 +5,7 @@
  * whole: one writer per key, so last-writer-wins never loses a write. Every
  * key of one limit keeps the counter's hash tag (one slot for its script).
  */
+import { stateKey } from '../policy/keys.ts';
 import { COUNTER_PREFIX } from '../redis/keyspace.ts';
 
 /** A region's ring of admission times for one limit (lua/lib/sliding_window.lua's layout). */
@@ -14,7 +15,7 @@ export function ringKey(counter: string, region: string): string {
 
 /** A region's grants hash for one `shares` limit (lua/lib/regions.lua's fields). */
 export function grantsKey(counter: string, region: string): string {
-  return `${counter}:grants@${region}`;
+  return `${stateKey(counter, 'grants')}@${region}`;
 }
 
 /** The limits a region refused lately, for the other regions' rebalancers (a sorted set: member → ms). */
