@@ -7,6 +7,7 @@
  */
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
+import { decimalWhole } from '@platform/rate-limit/config';
 
 /** LOCAL_DATA_DIR, or `.local` in the working directory. */
 export function localDataDir(env: NodeJS.ProcessEnv = process.env, cwd: string = process.cwd()): string {
@@ -26,6 +27,6 @@ export function rememberedRedisPort(dataDir: string): number | undefined {
   } catch {
     return undefined;
   }
-  const port = Number(text.trim());
+  const port = decimalWhole(text.trim());
   return Number.isInteger(port) && port > 0 && port < 65536 ? port : undefined;
 }

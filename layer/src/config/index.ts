@@ -42,7 +42,13 @@ export {
   type RefreshOutcome,
   type ValidatedOverride,
 } from './policy-store.ts';
-export { DEFAULT_PARAMETER_PATH, DEFAULT_REDIS_URL, type LayerSettings, readSettings } from './settings.ts';
+export {
+  DEFAULT_PARAMETER_PATH,
+  DEFAULT_REDIS_URL,
+  decimalWhole,
+  type LayerSettings,
+  readSettings,
+} from './settings.ts';
 
 export interface PolicyStoreSettings {
   /** The defaults shipped with the caller's code (the platform's catalogue): the last resort. */

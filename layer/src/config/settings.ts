@@ -110,12 +110,18 @@ function readPaths(text: string | undefined): readonly string[] | undefined {
   return paths;
 }
 
-// Number() alone reads `0x10` as 16, `1e3` as 1000 and ` 60` as 60: a whole number is plain digits
-const DECIMAL_DIGITS = /^[0-9]+$/;
+/**
+ * A whole number written as plain decimal digits, or NaN: Number() alone
+ * reads `0x10` as 16, `1e3` as 1000 and ` 60` as 60. Every whole-number
+ * setting of the platform is read through it.
+ */
+export function decimalWhole(text: string): number {
+  return /^[0-9]{1,15}$/.test(text) ? Number(text) : Number.NaN;
+}
 
 function ttlSeconds(text: string | undefined): number {
   if (text === undefined || text === '') return DEFAULT_CONFIG_TTL_SECONDS;
-  const seconds = DECIMAL_DIGITS.test(text) ? Number(text) : Number.NaN;
+  const seconds = decimalWhole(text);
   if (!(Number.isInteger(seconds) && seconds >= 1 && seconds <= 3600)) {
     throw new InvalidSettingError('RATE_LIMIT_CONFIG_TTL_SECONDS', 'must be a whole number of seconds from 1 to 3600');
   }
