@@ -20,6 +20,13 @@ export class CliError extends Error {
   }
 }
 
+/** Redis did not decide (down, slow, refusing): exit 1, and the message says which Redis (commands.ts). */
+export class RedisUnavailableError extends CliError {
+  constructor(reason: string) {
+    super(EXIT.unavailable, `Redis could not answer (${reason})`);
+  }
+}
+
 /** The options every command takes, each with its line of the usage. */
 export const SHARED_OPTIONS = {
   email: { type: 'string', help: '--email <address>   the key is this email, hashed with the pepper as login does' },

@@ -16,7 +16,7 @@
  */
 import { type ParseArgsOptionsConfig, parseArgs } from 'node:util';
 import { InvalidCheckError, InvalidPolicyError, MisconfiguredCheckError, RateLimitError } from '@platform/rate-limit';
-import { CliError, type CommandSpec, EXIT, SHARED_OPTIONS } from './command.ts';
+import { CliError, type CommandSpec, EXIT, RedisUnavailableError, SHARED_OPTIONS } from './command.ts';
 import { apiKey } from './commands/api-key.ts';
 import { inspect } from './commands/inspect.ts';
 import { override } from './commands/override.ts';
@@ -81,7 +81,7 @@ async function run(argv: string[], io: CliOutput): Promise<number> {
     return await command.run(context, rest, values as Parameters<CommandSpec['run']>[2]);
   } catch (error) {
     // say which Redis did not answer: the CLI may not be pointed where its user thinks
-    if (error instanceof CliError && error.code === EXIT.unavailable && context.redis) {
+    if (error instanceof RedisUnavailableError) {
       throw new CliError(EXIT.unavailable, `${error.message}, Redis at ${redisWhere()}`);
     }
     throw error;

@@ -7,7 +7,7 @@ import { type CompiledPolicy, type Decision, stateKeysOf } from '@platform/rate-
 import { readSettings } from '@platform/rate-limit/config';
 import { counterKey, type StrategyOperation, unitOf } from '@platform/rate-limit/policy';
 import { ringKey } from '@platform/rate-limit/regions';
-import { CliError, EXIT } from './command.ts';
+import { RedisUnavailableError } from './command.ts';
 import { type Context, limiterOf, storeOf } from './context.ts';
 
 /** Whether a policy is decided by each region on its own store (shares, approximate) in a multi-region stage. */
@@ -21,8 +21,7 @@ export function keysKeptFor(policy: CompiledPolicy, counter: string): string[] {
 }
 
 function describe(decision: Decision): Record<string, unknown> {
-  if (decision.outcome === 'degraded')
-    throw new CliError(EXIT.unavailable, `Redis could not answer (${decision.reason})`);
+  if (decision.outcome === 'degraded') throw new RedisUnavailableError(decision.reason);
   const { remaining, retryAfterMs, resetAfterMs, limit } = decision.binding;
   return { outcome: decision.outcome, limit, remaining, retryAfterMs, resetAfterMs };
 }

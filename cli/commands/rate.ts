@@ -1,6 +1,6 @@
 /** `rate <policy> <key> --set N | --increase | --decrease [--pause 30s]`: an adaptive bucket's runtime rate for one key, audited. */
 import type { RateChange } from '@platform/rate-limit';
-import { CliError, defineCommand, durationFlag, EXIT } from '../command.ts';
+import { CliError, defineCommand, durationFlag, EXIT, RedisUnavailableError } from '../command.ts';
 import { audit, limiterOf, out } from '../context.ts';
 import { keyOf } from '../keys.ts';
 
@@ -53,7 +53,7 @@ export const rate = defineCommand({
     const current = await limiter.currentRate(policy, key, options);
     const before = current.decided ? current.ratePerSecond : undefined;
     const outcome = await limiter.changeRate(policy, key, change, options);
-    if (!outcome.decided) throw new CliError(EXIT.unavailable, `Redis could not answer (${outcome.reason})`);
+    if (!outcome.decided) throw new RedisUnavailableError(outcome.reason);
     audit(context, 'rate', { policy, key, change, before, after: outcome.ratePerSecond });
     out(context, `${policy} ${key}: ${before}/s -> ${outcome.ratePerSecond}/s`, {
       before,

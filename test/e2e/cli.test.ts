@@ -5,7 +5,7 @@
  */
 import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
-import { copyFileSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { copyFileSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, describe, it } from 'node:test';
@@ -237,6 +237,22 @@ describe('ratelimit (the admin CLI)', () => {
     assert.equal(resting.code, 0, resting.stderr);
     assert.match(resting.stderr, /warning: this override fits only over the policy override, which ends \d{4}-/);
     assert.match((JSON.parse(resting.stdout) as { appliesUntil: string }).appliesUntil, /^\d{4}-\d{2}-\d{2}T/);
+  });
+
+  it('names the Redis only when Redis is what did not answer', async () => {
+    const empty = join(dir, 'no-secrets.json');
+    writeFileSync(empty, '{}');
+    const noPepper = await ratelimit(['inspect', 'login-account', '--email', 'a@example.com'], {
+      RATE_LIMIT_PARAMETERS_FILE: empty,
+    });
+    assert.equal(noPepper.code, 1);
+    assert.match(noPepper.stderr, /no email pepper/);
+    assert.doesNotMatch(noPepper.stderr, /Redis at/);
+    const down = await ratelimit(['inspect', 'login-ip', '203.0.113.8', '--scope', '203.0.113.8'], {
+      REDIS_URL: `redis://127.0.0.1:${await freePort()}`,
+    });
+    assert.equal(down.code, 1);
+    assert.match(down.stderr, /Redis could not answer \(\w[\w-]*\), Redis at 127\.0\.0\.1:\d+/);
   });
 
   it('exits 1 when the parameters cannot be read, rather than show or act on shipped defaults', async () => {
