@@ -9,7 +9,7 @@ import {
 } from '../lua/contract.ts';
 import { ENTRY_SCRIPTS, type ScriptSet } from '../lua/scripts.ts';
 import { combinedFailureMode, DEFAULT_FAILURE_MODE, type FailureMode } from '../policy/failure-mode.ts';
-import { assertKeyPart, counterKey } from '../policy/keys.ts';
+import { assertKeyPart, assertScope, counterKey } from '../policy/keys.ts';
 import type { CompiledPolicy, Strategy } from '../policy/policy.ts';
 import { DEFAULT_MAX_ABANDONED_COMMANDS, guardedRedis, type RedisAccess } from '../redis/access.ts';
 import type { Guarded } from '../redis/deadline.ts';
@@ -264,7 +264,7 @@ export class Limiter {
    */
   #resolve(requests: readonly CheckRequest[], options: CheckOptions = {}): ResolvedLimit[] {
     if (!Array.isArray(requests)) throw new MisconfiguredCheckError('a check takes a list of limits');
-    assertScope(options);
+    assertScope(options?.scope);
     const limits: ResolvedLimit[] = [];
     for (const request of requests) {
       const policy = this.#policy(request?.policy, request?.key);
@@ -336,7 +336,7 @@ export class Limiter {
     input: Input,
     options: CheckOptions = {},
   ): Promise<Answer<{ readonly result: Output }>> {
-    assertScope(options);
+    assertScope(options?.scope);
     const policy = this.#policy(policyName, key, operation.strategy) as CompiledPolicy as P;
     const result = await this.#operate(operation, policy, key, input, options);
     return result.ok ? { decided: true, result: result.reply } : { decided: false, reason: result.reason };
@@ -366,7 +366,7 @@ export class Limiter {
 
   /** Forgets the failures of a key (after a success). */
   async clearFailures(policyName: string, key: string, options: CheckOptions = {}): Promise<Answer> {
-    assertScope(options);
+    assertScope(options?.scope);
     const policy = this.#policy(policyName, key, 'failureBackoff');
     const counter = counterKey(policy, key, options.scope);
     const result = await this.#within('clearFailures', [policy], () => this.#redis.del(counter));
@@ -406,7 +406,7 @@ export class Limiter {
     units: number,
     options: CheckOptions & { id: string },
   ): Promise<Decision> {
-    assertScope(options);
+    assertScope(options?.scope);
     const policy = this.#policy(policyName, key, 'tokenBucket');
     const result = await this.#operate(bucketOperations.reserve, policy, key, { id: options.id, units }, options);
     if (!result.ok) return this.#degradedDecision([policy], result.reason);
@@ -428,7 +428,7 @@ export class Limiter {
     budget: { readonly policy: string; readonly key: string; readonly units: number; readonly id: string },
     options: CheckOptions = {},
   ): Promise<Decision> {
-    assertScope(options);
+    assertScope(options?.scope);
     const slotPolicy = this.#policy(slot.policy, slot.key, 'concurrency');
     const budgetPolicy = this.#policy(budget.policy, budget.key, 'tokenBucket');
     assertKeyPart(budget.id, 'reservation id');
@@ -485,7 +485,7 @@ export class Limiter {
     slot: { readonly policy: string; readonly key: string; readonly lease: string | undefined },
     options: CheckOptions = {},
   ): Promise<SettleInFlightOutcome> {
-    assertScope(options);
+    assertScope(options?.scope);
     const { policy, key, id, actualUnits } = budget;
     if (slot.lease === undefined) {
       const settled = await this.settle(policy, key, id, actualUnits, options);
@@ -505,7 +505,7 @@ export class Limiter {
   /** The refill rate in force for a key (its runtime rate, or the policy's once lapsed). */
   async currentRate(policyName: string, key: string, options: CheckOptions = {}): Promise<RateOutcome> {
     // checked even when no command follows (a fixed rate): the same call must not pass or fail by policy
-    assertScope(options);
+    assertScope(options?.scope);
     const policy = this.#policy(policyName, key, 'tokenBucket');
     if (!policy.adaptive) return { decided: true, ratePerSecond: policy.ratePerSecond };
     const result = await this.#operate(bucketOperations.currentRate, policy, key, undefined, options);
@@ -625,15 +625,6 @@ export class Limiter {
       detail: result.detail,
     });
   }
-}
-
-/**
- * A scope is a counter's hash tag: braces in it would move the tag (another
- * slot, another counter) and `@` would let a raw email in. Every method taking
- * one checks it first, as a key part, so a bad one sends nothing to Redis.
- */
-function assertScope(options: CheckOptions | undefined): void {
-  if (options?.scope !== undefined) assertKeyPart(options.scope, 'scope');
 }
 
 /** The tightest time budget of the policies an operation involves. */

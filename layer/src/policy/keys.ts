@@ -33,6 +33,16 @@ export function assertKeyPart(key: string, what = 'key'): void {
 }
 
 /**
+ * A scope is a counter's hash tag: braces in it would move the tag (another
+ * slot, another counter) and `@` would let a raw email in. Every limiter
+ * method taking one checks it first, as a key part, so a bad one sends
+ * nothing to Redis.
+ */
+export function assertScope(scope: string | undefined): void {
+  if (scope !== undefined) assertKeyPart(scope, 'scope');
+}
+
+/**
  * What the keys a strategy keeps beside a counter add to its name
  * (`stateKey`): a bucket's runtime rate, a cost budget's holds, a region's
  * grants (regions/keys.ts, `:grants@<region>`). Named here,

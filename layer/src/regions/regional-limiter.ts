@@ -16,7 +16,7 @@ import {
   type LimiterOptions,
   type ShadowedDecisions,
 } from '../core/limiter.ts';
-import { assertKeyPart, counterKey } from '../policy/keys.ts';
+import { assertScope, counterKey } from '../policy/keys.ts';
 import type { RegionMode } from './modes.ts';
 import { RegionalChecks, type RegionalChecksOptions, type RegionalLimit } from './regional-checks.ts';
 
@@ -54,7 +54,7 @@ export class RegionalLimiter extends Limiter {
   }
 
   #resolve(requests: readonly CheckRequest[], options: CheckOptions = {}): RegionalLimit[] {
-    if (options.scope !== undefined) assertKeyPart(options.scope, 'scope');
+    assertScope(options.scope);
     if (requests.length > 16) throw new MisconfiguredCheckError('a check takes 1 to 16 limits');
     const limits = requests.map((request) => {
       const policy = this.policyFor(request.policy, request.key);
