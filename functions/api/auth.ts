@@ -15,7 +15,7 @@ import { type RoleLimits, roleLimits } from '../../config/api-roles.ts';
 import type { PolicyName } from '../../config/catalogue.ts';
 import { httpError } from '../shared/http.ts';
 import { platform } from '../shared/platform.ts';
-import { readConsumerSettings } from '../shared/settings.ts';
+import { type ConsumerSettings, readConsumerSettings } from '../shared/settings.ts';
 import { FileKeyRegistry, type KeyOwner, type KeyRegistry, SsmKeyRegistry } from './registry.ts';
 
 /** The per-IP window on unknown keys (key guessing). */
@@ -28,14 +28,19 @@ export function useRegistry(replacement: KeyRegistry): void {
   registry = replacement;
 }
 
+/**
+ * The registry the settings name. A deployed API never reads the
+ * repository's demo keys: without its registry's path (unset in Lambda) it
+ * is an InvalidSettingError naming the variable.
+ */
+export function keyRegistryFor(source: ConsumerSettings['apiKeys']): KeyRegistry {
+  if (source.kind === 'unset')
+    throw new InvalidSettingError(source.variable, 'must be set in Lambda to look up API keys');
+  return source.kind === 'ssm' ? new SsmKeyRegistry(source.path) : new FileKeyRegistry(source.file);
+}
+
 function keyRegistry(): KeyRegistry {
-  if (!registry) {
-    const source = readConsumerSettings().apiKeys;
-    // a deployed API never reads the repository's demo keys: without its registry's path it answers no key
-    if (source.kind === 'unset')
-      throw new InvalidSettingError(source.variable, 'must be set in Lambda to look up API keys');
-    registry = source.kind === 'ssm' ? new SsmKeyRegistry(source.path) : new FileKeyRegistry(source.file);
-  }
+  registry ??= keyRegistryFor(readConsumerSettings().apiKeys);
   return registry;
 }
 
@@ -57,7 +62,14 @@ export const apiKeyAuth: MiddlewareObj<HttpEvent, unknown, Error, AuthenticatedC
     if (!pepper) throw httpError(503, 'not_configured', 'The API key pepper is not configured.');
     // a malformed key is an unknown one (same answer, same count), without a hash or a registry read
     const keyHash = isApiKey(apiKey) ? hashApiKey(apiKey, pepper) : undefined;
-    const keys = keyRegistry();
+    let keys: KeyRegistry;
+    try {
+      keys = keyRegistry();
+    } catch (error) {
+      if (!(error instanceof InvalidSettingError)) throw error;
+      platform().logger.error('the API key registry is not configured', { setting: error.setting });
+      throw httpError(503, 'not_configured', 'The API key registry is not configured.');
+    }
     const ip = (() => {
       try {
         return clientIp(request.event);

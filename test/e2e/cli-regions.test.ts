@@ -14,6 +14,7 @@ import { createLimiter, createRedisClient } from '@platform/rate-limit';
 import { createPolicyStore, FileParameterSource } from '@platform/rate-limit/config';
 import { hashEmail } from '@platform/rate-limit/middleware';
 import { counterKey } from '@platform/rate-limit/policy';
+import { createRegionalLimiter, readRegionSettings } from '@platform/rate-limit/regions';
 import { PLATFORM_POLICIES } from '../../config/catalogue.ts';
 import { type RedisProcess, startRedis } from '../../scripts/redis-process.ts';
 
@@ -78,12 +79,40 @@ describe('ratelimit (the admin CLI) in a multi-region stage', () => {
     homeRedis.disconnect();
   });
 
-  it('refuses to reset a policy each region decides on its own, writing nothing', async () => {
-    const refused = await ratelimit(['reset', 'login-ip', '203.0.113.5', '--scope', '203.0.113.5']);
+  it('inspects a policy each region decides on its own as this region decides it, and refuses to reset it', async () => {
+    const store = createPolicyStore({
+      defaults: PLATFORM_POLICIES,
+      source: new FileParameterSource(parameters),
+      prefix: '/ratelimit/local',
+    });
+    await store.refresh();
+    const [homeRedis, regionalRedis] = [createRedisClient({ url: home.url }), createRedisClient({ url: regional.url })];
+    const regions = readRegionSettings({
+      RATE_LIMIT_REGION: 'eu',
+      RATE_LIMIT_HOME_REGION: 'eu',
+      RATE_LIMIT_REGIONS: 'eu,us',
+    });
+    // three login attempts from one IP in this region, decided as the login function decides them
+    const limiter = createRegionalLimiter({ redis: homeRedis, regionalRedis, regions, policies: store });
+    const ip = '203.0.113.5';
+    for (let i = 0; i < 3; i++)
+      assert.equal((await limiter.check({ policy: 'login-ip', key: ip }, { scope: ip })).allowed, true);
+    const expected = await limiter.peek([{ policy: 'login-ip', key: ip }], { scope: ip });
+    assert.ok(expected.outcome === 'allowed');
+
+    const inspected = await ratelimit(['inspect', 'login-ip', ip, '--scope', ip, '--json']);
+    assert.equal(inspected.code, 0, inspected.stderr);
+    const state = JSON.parse(inspected.stdout) as { outcome: string; remaining: number; limit: number; ttlMs: number };
+    assert.equal(state.remaining, expected.binding.remaining, "this region's share, less its three attempts");
+    assert.ok(state.remaining < state.limit);
+    assert.ok(state.ttlMs > 0, "the TTL of this region's ring, where its state is");
+
+    const refused = await ratelimit(['reset', 'login-ip', ip, '--scope', ip]);
     assert.equal(refused.code, 3, refused.stderr);
     assert.match(refused.stderr, /login-ip is decided by each region on its own \(regions: shares\)/);
-    const inspected = await ratelimit(['inspect', 'login-ip', '203.0.113.5', '--scope', '203.0.113.5', '--json']);
-    assert.equal(inspected.code, 0, inspected.stderr);
-    assert.equal((JSON.parse(inspected.stdout) as { outcome: string }).outcome, 'allowed');
+    const after = await limiter.peek([{ policy: 'login-ip', key: ip }], { scope: ip });
+    assert.ok(after.outcome === 'allowed' && after.binding.remaining === expected.binding.remaining, 'nothing reset');
+    homeRedis.disconnect();
+    regionalRedis.disconnect();
   });
 });

@@ -9,6 +9,7 @@ import { GetParameterCommand, ParameterNotFound, SSMClient } from '@aws-sdk/clie
 import { InvalidSettingError } from '@platform/rate-limit';
 import { mockClient } from 'aws-sdk-client-mock';
 import fc from 'fast-check';
+import { keyRegistryFor } from '../../functions/api/auth.ts';
 import { SsmKeyRegistry } from '../../functions/api/registry.ts';
 import { readConsumerSettings } from '../../functions/shared/settings.ts';
 import { eventSinkOf, SqsEventSink } from '../../functions/shared/sink.ts';
@@ -96,6 +97,10 @@ describe('Function: readConsumerSettings', () => {
     const lambda = readConsumerSettings({ AWS_LAMBDA_FUNCTION_NAME: 'ratelimit-prod-api' });
     assert.deepEqual(lambda.sink, { kind: 'unset', variable: 'EVENT_QUEUE_URL' });
     assert.deepEqual(lambda.apiKeys, { kind: 'unset', variable: 'API_KEYS_PARAMETER_PATH' });
+    assert.throws(
+      () => keyRegistryFor(lambda.apiKeys),
+      (error) => error instanceof InvalidSettingError && error.setting === 'API_KEYS_PARAMETER_PATH',
+    );
     await assert.rejects(eventSinkOf(lambda.sink).put({ source: 'slack', id: 'e1', body: {} } as never), (error) => {
       assert.ok(error instanceof InvalidSettingError && error.setting === 'EVENT_QUEUE_URL', String(error));
       return true;
