@@ -158,26 +158,33 @@ export async function openContext(
     throw new CliError(EXIT.unavailable, `the parameters could not be read (${refreshed.reason})`);
   const multiRegion = settings.home !== undefined || settings.regions.regions.length > 1;
   const context: Context = { io, json: options.json, store, source, prefix: settings.parameterPath, multiRegion };
-  if (settings.redisAuthSecretId) {
-    // A deployed Redis requires credentials: read them (Secrets Manager) before the first connection.
-    context.redis = createRedisClient(cliRedisSettings(settings));
-    await authenticateFromSecret(context.redis, settings.redisAuthSecretId, secretReader(settings));
-  }
-  if (options.redis && settings.home !== undefined) {
-    const { redis, authSecretId, authSecretFile } = settings.home;
-    context.homeRedis = createRedisClient(redis);
-    if (authSecretId !== undefined) {
-      await authenticateFromSecret(
-        context.homeRedis,
-        authSecretId,
-        secretReader({ redisAuthSecretFile: authSecretFile }),
-      );
+  try {
+    if (settings.redisAuthSecretId) {
+      // A deployed Redis requires credentials: read them (Secrets Manager) before the first connection.
+      context.redis = createRedisClient(cliRedisSettings(settings));
+      await authenticateFromSecret(context.redis, settings.redisAuthSecretId, secretReader(settings));
     }
-  }
-  if (options.redis) {
-    // An operator waits for the connections (TLS, a cluster's every master); bounded, then commands answer as they can.
-    context.redis ??= createRedisClient(cliRedisSettings(settings));
-    await Promise.all([context.redis, context.homeRedis].flatMap((r) => (r ? [whenConnected(r)] : [])));
+    if (options.redis && settings.home !== undefined) {
+      const { redis, authSecretId, authSecretFile } = settings.home;
+      context.homeRedis = createRedisClient(redis);
+      if (authSecretId !== undefined) {
+        await authenticateFromSecret(
+          context.homeRedis,
+          authSecretId,
+          secretReader({ redisAuthSecretFile: authSecretFile }),
+        );
+      }
+    }
+    if (options.redis) {
+      // An operator waits for the connections (TLS, a cluster's every master); bounded, then commands answer as they can.
+      context.redis ??= createRedisClient(cliRedisSettings(settings));
+      await Promise.all([context.redis, context.homeRedis].flatMap((r) => (r ? [whenConnected(r)] : [])));
+    }
+  } catch (error) {
+    // a failed sign-in (a secret that cannot be read) must not leave a connection open in a warm container
+    context.redis?.disconnect();
+    context.homeRedis?.disconnect();
+    throw error;
   }
   return context;
 }
