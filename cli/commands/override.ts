@@ -4,7 +4,7 @@
  * after checking it compiles, audited; with --until/--for it ends by itself.
  */
 import { RateLimitError } from '@platform/rate-limit';
-import { folderPrefix, overrideParameter, parseIsoTime } from '@platform/rate-limit/config';
+import { folderPrefix, overrideParameter, parseIsoTime, type ValidatedOverride } from '@platform/rate-limit/config';
 import { CliError, defineCommand, durationFlag, EXIT } from '../command.ts';
 import { audit, out } from '../context.ts';
 import { keyOf } from '../keys.ts';
@@ -72,10 +72,10 @@ export const override = defineCommand({
       const at = untilOf((patch as { until: unknown }).until, 'until', EXIT.refused, now);
       patch = { ...(patch as object), until: new Date(at).toISOString() };
     }
-    let fitsUntil: number | undefined;
+    let validated: ValidatedOverride;
     try {
       // as the store will apply it: a policy override over the default, a per-key one over the policy in force
-      fitsUntil = context.store.validateOverride(policy, key, patch).fitsUntil;
+      validated = context.store.validateOverride(policy, key, patch);
     } catch (error) {
       if (error instanceof RateLimitError) throw error; // InvalidPolicyError, InvalidCheckError: refused, exit 3
       throw new CliError(EXIT.refused, (error as Error).message); // an `until` of the JSON's own
@@ -85,17 +85,31 @@ export const override = defineCommand({
     const before = (await context.source.fetchAll(folderPrefix(context.prefix, 'overrides').replace(/\/$/, '')))[name];
     await context.source.put(name, JSON.stringify(patch));
     audit(context, 'override', { parameter: name, policy, key, before: before ?? null, after: patch });
+    const { fitsUntil, strands = [] } = validated;
     const ends = fitsUntil === undefined ? undefined : new Date(fitsUntil).toISOString();
     // written, as asked: but it rests on a policy override that ends, and then no longer applies
     if (ends !== undefined)
       context.io.stderr(
         `ratelimit: warning: this override fits only over the policy override, which ends ${ends}: from then on it does not apply\n`,
       );
+    // a policy override the per-key ones in force no longer fit over: they stop applying (at once, or when it ends)
+    for (const { key: other, at } of strands)
+      context.io.stderr(
+        `ratelimit: warning: the per-key override ${policy}/${other} no longer fits over this one: it stops applying ${at === undefined ? 'now' : `at ${new Date(at).toISOString()}`}\n`,
+      );
     out(context, `wrote ${name}: ${JSON.stringify(patch)} (was ${before ?? 'unset'})`, {
       parameter: name,
       before: before ?? null,
       after: patch,
       ...(ends === undefined ? {} : { appliesUntil: ends }),
+      ...(strands.length === 0
+        ? {}
+        : {
+            strands: strands.map(({ key: other, at }) => ({
+              key: other,
+              at: at === undefined ? 'now' : new Date(at).toISOString(),
+            })),
+          }),
     });
     return EXIT.ok;
   },

@@ -237,6 +237,23 @@ describe('ratelimit (the admin CLI)', () => {
     assert.equal(resting.code, 0, resting.stderr);
     assert.match(resting.stderr, /warning: this override fits only over the policy override, which ends \d{4}-/);
     assert.match((JSON.parse(resting.stdout) as { appliesUntil: string }).appliesUntil, /^\d{4}-\d{2}-\d{2}T/);
+    // one that ends by itself before the policy override does needs no warning
+    const own = await ratelimit(['override', 'login-account', 'brief', '{"base": "30 m"}', '--for', '1h']);
+    assert.equal(own.code, 0, own.stderr);
+    assert.doesNotMatch(own.stderr, /warning/);
+    // rewriting the policy override under them says which per-key overrides stop applying, and when
+    const lowered = await ratelimit(['override', 'login-account', '{"max": "10 m"}', '--json']);
+    assert.equal(lowered.code, 0, lowered.stderr);
+    const { strands } = JSON.parse(lowered.stdout) as { strands: { key: string; at: string }[] };
+    assert.deepEqual(strands.map((s) => [s.key, s.at]).sort(), [
+      ['brief', 'now'],
+      ['other', 'now'],
+      ['someone', 'now'],
+    ]);
+    assert.match(
+      lowered.stderr,
+      /the per-key override login-account\/someone no longer fits over this one: it stops applying now/,
+    );
   });
 
   it('names the Redis only when Redis is what did not answer', async () => {

@@ -258,6 +258,21 @@ describe('Class: PolicyStore', () => {
       'fits the default too',
     );
     assert.throws(() => store.validateOverride('login-account', '2001:db8::1', {}), /part of an SSM parameter's name/);
+    // a per-key override that ends by itself first never reaches the policy override's end
+    const brief = { base: '30 m', until: '2030-01-01T06:00:00Z' };
+    assert.equal(store.validateOverride('login-account', 'abuser', brief).fitsUntil, undefined);
+    // a policy override written over per-key ones in force: which stop fitting, and when
+    source.values = {
+      [param('overrides/login-account')]: JSON.stringify({ max: '1 h' }),
+      [param('overrides/login-account/abuser')]: JSON.stringify({ base: '30 m' }),
+    };
+    await store.refresh();
+    assert.deepEqual(store.validateOverride('login-account', undefined, { max: '10 m' }).strands, [{ key: 'abuser' }]);
+    assert.deepEqual(
+      store.validateOverride('login-account', undefined, { max: '2 h', until: '2030-01-03T00:00:00Z' }).strands,
+      [{ key: 'abuser', at: Date.parse('2030-01-03T00:00:00Z') }],
+    );
+    assert.equal(store.validateOverride('login-account', undefined, { max: '2 h' }).strands, undefined);
   });
 
   it('logs a rejected value again when what it means changes: kept first, then not applying', async () => {

@@ -71,7 +71,8 @@ describe('Class: SsmParameterSource', () => {
     assert.equal(policies.resolve('login-ip', 'k')?.limit, 20);
     assert.deepEqual(warnings, [
       {
-        message: 'rate-limit parameter rejected; its last good value stays in force',
+        // never good: nothing of it applies (the default does)
+        message: 'rate-limit parameter rejected; it does not apply: the policy in force does',
         parameter: `${PREFIX}/overrides/login-ip`,
         reason: 'limit must be at least 1',
       },

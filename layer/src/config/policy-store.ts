@@ -16,10 +16,16 @@ import {
 /** What SSM Parameter Store takes in a name's part (besides `/`, which separates them). */
 const SSM_NAME_PART = /^[A-Za-z0-9_.-]+$/;
 
-/** An override as validateOverride found it: compiled, and until when it fits when that is not forever. */
+/** An override as validateOverride found it: compiled, and what it does to the overrides that rest on it. */
 export interface ValidatedOverride extends CompiledOverride {
   /** A per-key override that fits only over a policy override ending then (ms): from then on it does not apply. */
   readonly fitsUntil?: number;
+  /**
+   * A policy override: the per-key overrides in force that no longer fit
+   * over it, at once (`at` undefined) or when it ends (`at`, ms); they stop
+   * applying then, and the key falls back to the policy.
+   */
+  readonly strands?: readonly { readonly key: string; readonly at?: number }[];
 }
 
 /** What a refresh did: read the parameters, or not, and why (PolicyStore.refresh). */
@@ -208,16 +214,34 @@ export class PolicyStore implements PolicyResolver {
     }
     const layer = this.#layers.get(policy);
     const defaults = layer?.base ?? this.#shippedDefault(policy);
-    if (key === undefined) return compileOverride(policy, defaults, value);
+    const fits = (base: unknown, patch: unknown, key: string) => {
+      try {
+        compileOverride(policy, base, patch, key);
+        return true;
+      } catch {
+        return false;
+      }
+    };
+    if (key === undefined) {
+      const compiled = compileOverride(policy, defaults, value);
+      const strands: { key: string; at?: number }[] = [];
+      for (const [other, patch] of layer?.keyPatches ?? []) {
+        const otherUntil = layer?.keyUntils.get(other);
+        if (!fits(compiled.config, patch, other)) strands.push({ key: other });
+        else if (
+          compiled.until !== undefined &&
+          (otherUntil === undefined || otherUntil > compiled.until) &&
+          !fits(defaults, patch, other)
+        )
+          strands.push({ key: other, at: compiled.until });
+      }
+      return strands.length > 0 ? { ...compiled, strands } : compiled;
+    }
     const compiled = compileOverride(policy, explained.config, value, key);
     const until = layer?.policyUntil;
-    if (until === undefined) return compiled;
-    try {
-      compileOverride(policy, defaults, value, key);
-      return compiled;
-    } catch {
-      return { ...compiled, fitsUntil: until };
-    }
+    // nothing to say when it fits the default too, or ends by itself first
+    if (until === undefined || (compiled.until !== undefined && compiled.until <= until)) return compiled;
+    return fits(defaults, value, key) ? compiled : { ...compiled, fitsUntil: until };
   }
 
   /** A shipped default by its own name only (`constructor` is no policy). */
@@ -394,7 +418,13 @@ export class PolicyStore implements PolicyResolver {
       return validated;
     }
     if (!this.#lastGood.has(name)) {
-      this.#reject(name, raw, validated.reason);
+      // nothing was ever good: what applies is the policy (or the default) without it
+      this.#reject(
+        name,
+        raw,
+        validated.reason,
+        'rate-limit parameter rejected; it does not apply: the policy in force does',
+      );
       return undefined;
     }
     const value = this.#lastGood.get(name);
