@@ -22,8 +22,11 @@ export class CliError extends Error {
 
 /** Redis did not decide (down, slow, refusing): exit 1, and the message says which Redis (commands.ts). */
 export class RedisUnavailableError extends CliError {
-  constructor(reason: string) {
+  /** Which of a multi-region stage's stores did not answer (a one-store stage: 'regional'). */
+  readonly store: 'home' | 'regional';
+  constructor(reason: string, store: 'home' | 'regional' = 'regional') {
     super(EXIT.unavailable, `Redis could not answer (${reason})`);
+    this.store = store;
   }
 }
 

@@ -82,7 +82,7 @@ async function run(argv: string[], io: CliOutput): Promise<number> {
   } catch (error) {
     // say which Redis did not answer: the CLI may not be pointed where its user thinks
     if (error instanceof RedisUnavailableError) {
-      throw new CliError(EXIT.unavailable, `${error.message}, Redis at ${redisWhere()}`);
+      throw new CliError(EXIT.unavailable, `${error.message}, Redis at ${redisWhere(process.env, error.store)}`);
     }
     throw error;
   } finally {
@@ -98,8 +98,9 @@ async function run(argv: string[], io: CliOutput): Promise<number> {
  */
 export function writesOf(argv: string[]): boolean {
   try {
-    const { positionals } = parseArgs({ args: argv, allowPositionals: true, strict: true, options: OPTIONS });
-    return COMMANDS.find((c) => c.name === positionals[0])?.writes === true;
+    const { values, positionals } = parseArgs({ args: argv, allowPositionals: true, strict: true, options: OPTIONS });
+    // --help prints the usage and runs nothing
+    return values.help !== true && COMMANDS.find((c) => c.name === positionals[0])?.writes === true;
   } catch {
     return false;
   }

@@ -94,8 +94,9 @@ export function cliRedisSettings(settings: LayerSettings, env: NodeJS.ProcessEnv
 }
 
 /** Where the CLI's Redis is, for an unavailable command's message: host and port only (a URL may hold a password). */
-export function redisWhere(env: NodeJS.ProcessEnv = process.env): string {
-  const settings = cliRedisSettings(readSettings(env), env);
+export function redisWhere(env: NodeJS.ProcessEnv = process.env, store: 'home' | 'regional' = 'regional'): string {
+  const all = readSettings(env);
+  const settings = store === 'home' && all.home !== undefined ? all.home.redis : cliRedisSettings(all, env);
   if (settings.clusterNodes) return settings.clusterNodes.join(',');
   const host = new URL(settings.url ?? DEFAULT_REDIS_URL).host;
   if (env.REDIS_URL || rememberedRedisPort(localDataDir(env)) === undefined) return host;
@@ -125,10 +126,15 @@ export function limiterOf(context: Context): Limiter {
   return context.limiter;
 }
 
-/** The store holding a policy's counter: the home store for a home-mode policy of a multi-region stage, else this region's. */
+/** Which store holds a policy's counter: the home store for a home-mode policy of a multi-region stage, else this region's. */
+export function storeNameOf(context: Context, policy: CompiledPolicy): 'home' | 'regional' {
+  return context.multiRegion && policy.regions === 'home' ? 'home' : 'regional';
+}
+
+/** The store holding a policy's counter (storeNameOf). */
 export function storeOf(context: Context, policy: CompiledPolicy): RedisClient {
   const regional = context.redis as RedisClient;
-  return context.multiRegion && policy.regions === 'home' ? (context.homeRedis ?? regional) : regional;
+  return storeNameOf(context, policy) === 'home' ? (context.homeRedis ?? regional) : regional;
 }
 
 /** Waits for a store's connection, bounded: an operator's first command should not degrade within a 100 ms budget. */

@@ -8,7 +8,7 @@ import { readSettings } from '@platform/rate-limit/config';
 import { counterKey, type StrategyOperation, unitOf } from '@platform/rate-limit/policy';
 import { ringKey } from '@platform/rate-limit/regions';
 import { RedisUnavailableError } from './command.ts';
-import { type Context, limiterOf, storeOf } from './context.ts';
+import { type Context, limiterOf, storeNameOf, storeOf } from './context.ts';
 
 /** Whether a policy is decided by each region on its own store (shares, approximate) in a multi-region stage. */
 export function decidedPerRegion(context: Context, policy: CompiledPolicy): boolean {
@@ -20,8 +20,8 @@ export function keysKeptFor(policy: CompiledPolicy, counter: string): string[] {
   return stateKeysOf(policy, counter);
 }
 
-function describe(decision: Decision): Record<string, unknown> {
-  if (decision.outcome === 'degraded') throw new RedisUnavailableError(decision.reason);
+function describe(decision: Decision, store: 'home' | 'regional'): Record<string, unknown> {
+  if (decision.outcome === 'degraded') throw new RedisUnavailableError(decision.reason, store);
   const { remaining, retryAfterMs, resetAfterMs, limit } = decision.binding;
   return { outcome: decision.outcome, limit, remaining, retryAfterMs, resetAfterMs };
 }
@@ -35,7 +35,7 @@ export async function keyState(context: Context, policyName: string, key: string
     policy: policyName,
     key,
     strategy: policy.strategy,
-    ...describe(await limiter.peek([{ policy: policyName, key }], options)),
+    ...describe(await limiter.peek([{ policy: policyName, key }], options), storeNameOf(context, policy)),
   };
   const counter = counterKey(policy, key, scope);
   const redis = storeOf(context, policy);

@@ -7,6 +7,7 @@
  */
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
+import { InvalidSettingError } from '@platform/rate-limit';
 import { decimalWhole } from '@platform/rate-limit/config';
 
 /** LOCAL_DATA_DIR, or `.local` in the working directory. */
@@ -29,4 +30,17 @@ export function rememberedRedisPort(dataDir: string): number | undefined {
   }
   const port = decimalWhole(text.trim());
   return Number.isInteger(port) && port > 0 && port < 65536 ? port : undefined;
+}
+
+/**
+ * A port a local run is told through the environment (PORT, MATTERMOST_PORT,
+ * …): plain decimal digits from 0 (any free port) to 65535; undefined when
+ * unset. Anything else is an InvalidSettingError naming the variable.
+ */
+export function localPortSetting(variable: string, env: NodeJS.ProcessEnv = process.env): number | undefined {
+  const text = env[variable];
+  if (text === undefined || text === '') return undefined;
+  const port = decimalWhole(text);
+  if (!(port >= 0 && port <= 65535)) throw new InvalidSettingError(variable, 'must be a port number from 0 to 65535');
+  return port;
 }

@@ -25,7 +25,7 @@
  */
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { localDataDir, localRedisPortFile, rememberedRedisPort } from '../config/local-data.ts';
+import { localDataDir, localPortSetting, localRedisPortFile, rememberedRedisPort } from '../config/local-data.ts';
 import { signSlackBody } from '../functions/slack/signature.ts';
 import { localStageEnvironment, plainRedisEnvironment } from './local-stage.ts';
 import { freePort, isPortFree, type RedisProcess, startRedis } from './redis-process.ts';
@@ -102,7 +102,7 @@ if (bundles) {
   console.log('serving the built bundles (dist/functions, the layer from dist/layer)');
 }
 const gateway = await startGateway({
-  port: Number(process.env.PORT ?? 3000),
+  port: localPortSetting('PORT') ?? 3000,
   ...(bundles ? { handlerModule: builtHandler } : {}),
 });
 
@@ -112,7 +112,8 @@ const { MattermostListener } = await import('../functions/mattermost-listener/li
 const { platform } = await import('../functions/shared/platform.ts');
 /** The port asked for, else the usual one while it is free, else any free one (the URLs are printed below). */
 async function portFor(variable: string, usual: number): Promise<number> {
-  if (process.env[variable]) return Number(process.env[variable]);
+  const asked = localPortSetting(variable);
+  if (asked !== undefined) return asked;
   return (await isPortFree(usual)) ? usual : freePort();
 }
 const mattermost = await startMattermostServer({ port: await portFor('MATTERMOST_PORT', 8065) });

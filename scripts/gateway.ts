@@ -19,6 +19,7 @@ import { chmodSync, rmSync } from 'node:fs';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import { type AddressInfo, isIP, type Socket } from 'node:net';
 import type { APIGatewayProxyEvent, APIGatewayProxyResult, Context } from 'aws-lambda';
+import { localPortSetting } from '../config/local-data.ts';
 import { type OuterLine, readOuterLine, type Throttle } from '../config/outer-line.ts';
 import { type HttpMethod, type Route, routes } from '../functions/routes.ts';
 import { PLATFORM_MADE, type Platform } from '../functions/shared/platform.ts';
@@ -438,7 +439,7 @@ export async function startGateway(options: GatewayOptions = {}): Promise<Gatewa
 }
 
 if (import.meta.url === `file://${process.argv[1]}`) {
-  const gateway = await startGateway({ port: Number(process.env.PORT ?? 3000) });
+  const gateway = await startGateway({ port: localPortSetting('PORT') ?? 3000 });
   console.log(`gateway listening on ${gateway.url}`);
   const stop = async () => {
     await gateway.close();

@@ -53,7 +53,8 @@ export const rate = defineCommand({
     const current = await limiter.currentRate(policy, key, options);
     const before = current.decided ? current.ratePerSecond : undefined;
     const outcome = await limiter.changeRate(policy, key, change, options);
-    if (!outcome.decided) throw new RedisUnavailableError(outcome.reason);
+    // a runtime rate is the limiter's operation, run on the home store of a multi-region stage
+    if (!outcome.decided) throw new RedisUnavailableError(outcome.reason, context.multiRegion ? 'home' : 'regional');
     audit(context, 'rate', { policy, key, change, before, after: outcome.ratePerSecond });
     out(context, `${policy} ${key}: ${before}/s -> ${outcome.ratePerSecond}/s`, {
       before,

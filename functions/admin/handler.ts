@@ -86,7 +86,7 @@ async function readDigestSecret(): Promise<string> {
 }
 
 /**
- * The notifier, read and validated before any command runs: a function that
+ * The notifier, read and validated before a write runs: a function that
  * wrote first and then found it could not notify would make every write an
  * unannounced one. Undefined when nobody is to be told (a local run without
  * a queue; in Lambda the queue is required). The queue's setting is checked

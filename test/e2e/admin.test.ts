@@ -195,6 +195,7 @@ describe('The admin function (npx ratelimit on a deployed stage, through its IAM
         for (const argv of [
           ['reset', 'login-ip', ip, '--scope', ip],
           ['override', 'login-ip', ip, '{"limit":1000}'],
+          ['rate', 'harvester-source', 'site-1', '--set', '2'],
         ]) {
           const result = await handler(urlEvent(argv));
           assert.ok(result.statusCode >= 500 && result.statusCode < 600, `${result.statusCode} ${result.body}`);

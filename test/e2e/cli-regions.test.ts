@@ -16,7 +16,7 @@ import { hashEmail } from '@platform/rate-limit/middleware';
 import { counterKey } from '@platform/rate-limit/policy';
 import { createRegionalLimiter, readRegionSettings } from '@platform/rate-limit/regions';
 import { PLATFORM_POLICIES } from '../../config/catalogue.ts';
-import { type RedisProcess, startRedis } from '../../scripts/redis-process.ts';
+import { freePort, type RedisProcess, startRedis } from '../../scripts/redis-process.ts';
 
 const CLI = new URL('../../cli/ratelimit.ts', import.meta.url).pathname;
 
@@ -34,7 +34,7 @@ describe('ratelimit (the admin CLI) in a multi-region stage', () => {
     rmSync(dir, { recursive: true, force: true });
   });
 
-  const ratelimit = (args: string[]) =>
+  const ratelimit = (args: string[], extra: NodeJS.ProcessEnv = {}) =>
     new Promise<{ code: number; stdout: string; stderr: string }>((resolve) => {
       const env = {
         ...process.env,
@@ -47,6 +47,7 @@ describe('ratelimit (the admin CLI) in a multi-region stage', () => {
         RATE_LIMIT_REGIONS: 'eu,us',
         RATE_LIMIT_PARAMETERS_FILE: parameters,
         RATE_LIMIT_PARAMETER_PATH: '/ratelimit/local',
+        ...extra,
       };
       execFile(process.execPath, [CLI, ...args], { env }, (error, stdout, stderr) => {
         resolve({ code: error ? Number(error.code ?? 1) : 0, stdout, stderr });
@@ -77,6 +78,13 @@ describe('ratelimit (the admin CLI) in a multi-region stage', () => {
     assert.equal(reset.code, 0, reset.stderr);
     assert.equal(await homeRedis.exists(counter), 0, 'the lockout on the home store is gone');
     homeRedis.disconnect();
+  });
+
+  it('names the home store when it is the one that did not answer', async () => {
+    const port = await freePort();
+    const down = await ratelimit(['inspect', 'login-account', 'k', '--scope', 'k'], { REDIS_HOME_URL: `redis://127.0.0.1:${port}` });
+    assert.equal(down.code, 1, down.stderr);
+    assert.match(down.stderr, new RegExp(`Redis could not answer \\(\\S+\\), Redis at 127\\.0\\.0\\.1:${port}\\b`));
   });
 
   it('inspects a policy each region decides on its own as this region decides it, and refuses to reset it', async () => {

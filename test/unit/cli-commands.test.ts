@@ -5,10 +5,10 @@
  * command takes.
  */
 import assert from 'node:assert/strict';
-import { readdirSync } from 'node:fs';
+import { readdirSync, readFileSync } from 'node:fs';
 import { describe, it } from 'node:test';
 import { SHARED_OPTIONS } from '../../cli/command.ts';
-import { COMMANDS, runCli, usage } from '../../cli/commands.ts';
+import { COMMANDS, runCli, usage, writesOf } from '../../cli/commands.ts';
 
 const COMMAND_DIR = new URL('../../cli/commands/', import.meta.url);
 
@@ -26,6 +26,23 @@ function capture() {
 }
 
 describe('The CLI, one module per command (cli/commands/)', () => {
+  it('marks as writes exactly the commands that audit a write (the admin function announces those first)', () => {
+    for (const command of COMMANDS) {
+      const source = readFileSync(new URL(`${command.name}.ts`, COMMAND_DIR), 'utf8');
+      assert.equal(command.writes === true, /\baudit\(context/.test(source), command.name);
+    }
+    assert.deepEqual(
+      COMMANDS.filter((c) => c.writes)
+        .map((c) => c.name)
+        .sort(),
+      ['override', 'rate', 'reset'],
+    );
+    assert.equal(writesOf(['--ssm', '--json', 'reset', 'login-ip', 'k']), true, 'options before the name');
+    assert.equal(writesOf(['--ssm', 'reset', '--help']), false, 'help runs nothing');
+    assert.equal(writesOf(['--ssm', 'inspect', 'login-ip', 'k']), false);
+    assert.equal(writesOf(['--ssm', '--bogus', 'reset']), false, 'a line that does not parse runs nothing');
+  });
+
   it('lists every module of cli/commands/ and no command twice', async () => {
     const modules = readdirSync(COMMAND_DIR).filter((file) => file.endsWith('.ts'));
     const specs = await Promise.all(

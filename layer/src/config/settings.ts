@@ -113,7 +113,7 @@ function readPaths(text: string | undefined): readonly string[] | undefined {
 /**
  * A whole number written as plain decimal digits, or NaN: Number() alone
  * reads `0x10` as 16, `1e3` as 1000 and ` 60` as 60. Every whole-number
- * setting of the platform is read through it.
+ * setting of the layer and the platform's functions is read through it.
  */
 export function decimalWhole(text: string): number {
   return /^[0-9]{1,15}$/.test(text) ? Number(text) : Number.NaN;
