@@ -82,7 +82,9 @@ describe('ratelimit (the admin CLI) in a multi-region stage', () => {
 
   it('names the home store when it is the one that did not answer', async () => {
     const port = await freePort();
-    const down = await ratelimit(['inspect', 'login-account', 'k', '--scope', 'k'], { REDIS_HOME_URL: `redis://127.0.0.1:${port}` });
+    const down = await ratelimit(['inspect', 'login-account', 'k', '--scope', 'k'], {
+      REDIS_HOME_URL: `redis://127.0.0.1:${port}`,
+    });
     assert.equal(down.code, 1, down.stderr);
     assert.match(down.stderr, new RegExp(`Redis could not answer \\(\\S+\\), Redis at 127\\.0\\.0\\.1:${port}\\b`));
   });
