@@ -6,14 +6,13 @@
  * by the limiter with exit 3 before a command is sent.
  */
 import assert from 'node:assert/strict';
-import { execFile } from 'node:child_process';
 import { after, before, describe, it } from 'node:test';
 import { createLimiter, createRedisClient } from '@platform/rate-limit';
 import { createPolicyStore, FileParameterSource } from '@platform/rate-limit/config';
 import { PLATFORM_POLICIES } from '../../config/catalogue.ts';
+import { runRatelimit } from '../support/cli.ts';
 import { connected } from '../support/targets.ts';
 
-const CLI = new URL('../../cli/ratelimit.ts', import.meta.url).pathname;
 const parameters = new URL('../../config/local-parameters.json', import.meta.url).pathname;
 const env = {
   ...process.env,
@@ -25,13 +24,7 @@ const env = {
   RATE_LIMIT_PARAMETER_PATH: '/ratelimit/local',
 };
 
-function ratelimit(args: string[], extra: NodeJS.ProcessEnv = {}) {
-  return new Promise<{ code: number; stdout: string; stderr: string }>((resolve) => {
-    execFile(process.execPath, [CLI, ...args], { env: { ...env, ...extra } }, (error, stdout, stderr) => {
-      resolve({ code: error ? Number(error.code ?? 1) : 0, stdout, stderr });
-    });
-  });
-}
+const ratelimit = (args: string[], extra: NodeJS.ProcessEnv = {}) => runRatelimit(args, { ...env, ...extra });
 
 describe('ratelimit rate: bad input changes nothing', () => {
   const redis = createRedisClient({ url: process.env.REDIS_URL as string });

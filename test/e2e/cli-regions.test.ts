@@ -5,7 +5,6 @@
  * decides on its own (its state is written by every region for itself).
  */
 import assert from 'node:assert/strict';
-import { execFile } from 'node:child_process';
 import { copyFileSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -17,8 +16,7 @@ import { counterKey } from '@platform/rate-limit/policy';
 import { createRegionalLimiter, readRegionSettings } from '@platform/rate-limit/regions';
 import { PLATFORM_POLICIES } from '../../config/catalogue.ts';
 import { freePort, type RedisProcess, startRedis } from '../../scripts/redis-process.ts';
-
-const CLI = new URL('../../cli/ratelimit.ts', import.meta.url).pathname;
+import { runRatelimit } from '../support/cli.ts';
 
 describe('ratelimit (the admin CLI) in a multi-region stage', () => {
   const dir = mkdtempSync(join(tmpdir(), 'rl-cli-regions-'));
@@ -35,23 +33,18 @@ describe('ratelimit (the admin CLI) in a multi-region stage', () => {
   });
 
   const ratelimit = (args: string[], extra: NodeJS.ProcessEnv = {}) =>
-    new Promise<{ code: number; stdout: string; stderr: string }>((resolve) => {
-      const env = {
-        ...process.env,
-        REDIS_URL: regional.url,
-        REDIS_HOME_URL: home.url,
-        REDIS_CLUSTER_NODES: '',
-        REDIS_AUTH_SECRET_FILE: '',
-        RATE_LIMIT_REGION: 'eu',
-        RATE_LIMIT_HOME_REGION: 'eu',
-        RATE_LIMIT_REGIONS: 'eu,us',
-        RATE_LIMIT_PARAMETERS_FILE: parameters,
-        RATE_LIMIT_PARAMETER_PATH: '/ratelimit/local',
-        ...extra,
-      };
-      execFile(process.execPath, [CLI, ...args], { env }, (error, stdout, stderr) => {
-        resolve({ code: error ? Number(error.code ?? 1) : 0, stdout, stderr });
-      });
+    runRatelimit(args, {
+      ...process.env,
+      REDIS_URL: regional.url,
+      REDIS_HOME_URL: home.url,
+      REDIS_CLUSTER_NODES: '',
+      REDIS_AUTH_SECRET_FILE: '',
+      RATE_LIMIT_REGION: 'eu',
+      RATE_LIMIT_HOME_REGION: 'eu',
+      RATE_LIMIT_REGIONS: 'eu,us',
+      RATE_LIMIT_PARAMETERS_FILE: parameters,
+      RATE_LIMIT_PARAMETER_PATH: '/ratelimit/local',
+      ...extra,
     });
 
   it('inspects and resets a home-mode lockout on the home store, where login records it', async () => {

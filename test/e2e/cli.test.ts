@@ -4,7 +4,6 @@
  * writes nothing, and Redis unavailable, with the exit codes they mean.
  */
 import assert from 'node:assert/strict';
-import { execFile } from 'node:child_process';
 import { copyFileSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -15,8 +14,8 @@ import { hashEmail } from '@platform/rate-limit/middleware';
 import { hashApiKey, isApiKey } from '../../config/api-key.ts';
 import { PLATFORM_POLICIES } from '../../config/catalogue.ts';
 import { freePort } from '../../scripts/redis-process.ts';
+import { runRatelimit } from '../support/cli.ts';
 
-const CLI = new URL('../../cli/ratelimit.ts', import.meta.url).pathname;
 const dir = mkdtempSync(join(tmpdir(), 'rl-cli-'));
 const parameters = join(dir, 'parameters.json');
 copyFileSync(new URL('../../config/local-parameters.json', import.meta.url), parameters);
@@ -28,13 +27,7 @@ const env = {
   RATE_LIMIT_PARAMETER_PATH: '/ratelimit/local',
 };
 
-function ratelimit(args: string[], extra: NodeJS.ProcessEnv = {}) {
-  return new Promise<{ code: number; stdout: string; stderr: string }>((resolve) => {
-    execFile(process.execPath, [CLI, ...args], { env: { ...env, ...extra } }, (error, stdout, stderr) => {
-      resolve({ code: error ? Number(error.code ?? 1) : 0, stdout, stderr });
-    });
-  });
-}
+const ratelimit = (args: string[], extra: NodeJS.ProcessEnv = {}) => runRatelimit(args, { ...env, ...extra });
 
 describe('ratelimit (the admin CLI)', () => {
   after(() => rmSync(dir, { recursive: true, force: true }));

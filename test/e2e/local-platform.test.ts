@@ -5,13 +5,14 @@
  * install redis-server when there is none.
  */
 import assert from 'node:assert/strict';
-import { type ChildProcess, execFile, spawn } from 'node:child_process';
+import { type ChildProcess, spawn } from 'node:child_process';
 import { once } from 'node:events';
 import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, describe, it } from 'node:test';
 import { startRedis } from '../../scripts/redis-process.ts';
+import { runRatelimit } from '../support/cli.ts';
 
 const DEV = new URL('../../scripts/dev.ts', import.meta.url).pathname;
 
@@ -47,8 +48,6 @@ async function stop(child: ChildProcess): Promise<number | null> {
   return code as number | null;
 }
 
-const CLI = new URL('../../cli/ratelimit.ts', import.meta.url).pathname;
-
 /** `npx ratelimit` as a user runs it beside npm start: no Redis named in the environment. */
 function cli(args: string[], dataDir: string): Promise<{ code: number; stdout: string; stderr: string }> {
   const env = {
@@ -58,11 +57,7 @@ function cli(args: string[], dataDir: string): Promise<{ code: number; stdout: s
     REDIS_AUTH_SECRET_FILE: '',
     LOCAL_DATA_DIR: dataDir,
   };
-  return new Promise((resolve) => {
-    execFile(process.execPath, [CLI, ...args], { env }, (error, stdout, stderr) => {
-      resolve({ code: error ? Number(error.code ?? 1) : 0, stdout, stderr });
-    });
-  });
+  return runRatelimit(args, env);
 }
 
 const login = (base: string) =>

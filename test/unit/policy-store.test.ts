@@ -24,14 +24,26 @@ class MemorySource implements ParameterSource {
   }
 }
 
-function harness() {
+function harness(options: { defaults?: Record<string, unknown>; now?: number } = {}) {
   const source = new MemorySource();
-  const clock = { now: 1_000 };
+  const clock = { now: options.now ?? 1_000 };
   const warnings: { message: string; attributes: Record<string, unknown> }[] = [];
   const logger: ConfigLogger = { warn: (message, attributes) => warnings.push({ message, attributes }) };
-  const store = new PolicyStore({ prefix: PREFIX, source, defaults, ttlMs: 60_000, now: () => clock.now, logger });
+  const store = new PolicyStore({
+    prefix: PREFIX,
+    source,
+    defaults: options.defaults ?? defaults,
+    ttlMs: 60_000,
+    now: () => clock.now,
+    logger,
+  });
   return { source, clock, warnings, store };
 }
+
+/** An account's lockout (login-account's shape): base ≤ max, which overrides must keep. */
+const BACKOFF = {
+  'login-account': { strategy: 'failureBackoff', freeFailures: 3, base: '1 s', max: '5 m', memory: '15 m' },
+};
 
 const param = (name: string) => `${PREFIX}/${name}`;
 
@@ -205,18 +217,7 @@ describe('Class: PolicyStore', () => {
   });
 
   it('says so when a per-key override no longer fits the policy it lays over, and the policy applies', async () => {
-    const source = new MemorySource();
-    const clock = { now: 1_000 };
-    const warnings: { message: string; attributes: Record<string, unknown> }[] = [];
-    const logger: ConfigLogger = { warn: (message, attributes) => warnings.push({ message, attributes }) };
-    const backoff = { strategy: 'failureBackoff', freeFailures: 3, base: '1 s', max: '5 m', memory: '15 m' };
-    const store = new PolicyStore({
-      prefix: PREFIX,
-      source,
-      defaults: { 'login-account': backoff },
-      now: () => clock.now,
-      logger,
-    });
+    const { source, warnings, store } = harness({ defaults: BACKOFF, now: 1_000 });
     // a longer lockout for one account, which fits only under the policy override's longer max
     source.values = {
       [param('overrides/login-account')]: JSON.stringify({ max: '1 h' }),
@@ -235,15 +236,7 @@ describe('Class: PolicyStore', () => {
   });
 
   it('says until when a per-key override fits when it rests on a policy override that ends, and refuses a key SSM cannot name', async () => {
-    const source = new MemorySource();
-    const clock = { now: Date.parse('2030-01-01T00:00:00Z') };
-    const backoff = { strategy: 'failureBackoff', freeFailures: 3, base: '1 s', max: '5 m', memory: '15 m' };
-    const store = new PolicyStore({
-      prefix: PREFIX,
-      source,
-      defaults: { 'login-account': backoff },
-      now: () => clock.now,
-    });
+    const { source, store } = harness({ defaults: BACKOFF, now: Date.parse('2030-01-01T00:00:00Z') });
     source.values = {
       [param('overrides/login-account')]: JSON.stringify({ max: '1 h', until: '2030-01-02T00:00:00Z' }),
     };
@@ -276,18 +269,7 @@ describe('Class: PolicyStore', () => {
   });
 
   it('logs a rejected value again when what it means changes: kept first, then not applying', async () => {
-    const source = new MemorySource();
-    const clock = { now: Date.parse('2030-01-01T00:00:00Z') };
-    const warnings: { message: string; attributes: Record<string, unknown> }[] = [];
-    const logger: ConfigLogger = { warn: (message, attributes) => warnings.push({ message, attributes }) };
-    const backoff = { strategy: 'failureBackoff', freeFailures: 3, base: '1 s', max: '5 m', memory: '15 m' };
-    const store = new PolicyStore({
-      prefix: PREFIX,
-      source,
-      defaults: { 'login-account': backoff },
-      now: () => clock.now,
-      logger,
-    });
+    const { source, warnings, store, clock } = harness({ defaults: BACKOFF, now: Date.parse('2030-01-01T00:00:00Z') });
     const policyOverride = JSON.stringify({ max: '1 h', until: '2030-01-01T01:00:00Z' });
     source.values = {
       [param('overrides/login-account')]: policyOverride,
