@@ -99,17 +99,27 @@ function luaScript(name: string, source: string): LuaScript {
 
 /**
  * All scripts with the given clock fragment in front. Production code only
- * ever uses `productionScripts()`, whose clock is Redis `TIME`. A narrowed
- * check is assembled the first time it is named, then kept.
+ * ever uses `productionScripts()`, whose clock is Redis `TIME`. Each entry,
+ * and a narrowed check, is assembled the first time it is named, then kept.
  */
 export function assembleScripts(clockSource: string): ScriptSet {
   const assemble = (entry: string, units?: readonly Unit[]) => {
     const body = readLua(entry);
     return assembleEntry(clockSource, fragmentsOf(body, entry, units), body); // only what the entry calls
   };
-  const entries: Record<string, LuaScript> = Object.fromEntries(
-    entryFiles().map((entry) => [entry, luaScript(entry, assemble(entry))]),
-  );
+  // each entry assembled (and hashed) when first asked for: a function uses one or two of them, and
+  // assembling all at a cold start cost its init ~7-10 ms (built layer, Lambda's V8 flags)
+  const entries: Record<string, LuaScript> = {};
+  for (const entry of entryFiles()) {
+    let script: LuaScript | undefined;
+    Object.defineProperty(entries, entry, {
+      enumerable: true,
+      get: () => {
+        script ??= luaScript(entry, assemble(entry));
+        return script;
+      },
+    });
+  }
   const narrowed = new Map<string, LuaScript>();
   return {
     entries,
