@@ -28,6 +28,10 @@ export interface ValidatedOverride extends CompiledOverride {
   readonly strands?: readonly { readonly key: string; readonly at?: number }[];
 }
 
+/** What the log says of a rejected parameter: its last good value still applies, or nothing of it does. */
+const LAST_GOOD_KEPT = 'rate-limit parameter rejected; its last good value stays in force';
+const NOT_APPLIED = 'rate-limit parameter rejected; it does not apply: the policy in force does';
+
 /** What a refresh did: read the parameters, or not, and why (PolicyStore.refresh). */
 export type RefreshOutcome = { readonly fetched: true } | { readonly fetched: false; readonly reason: string };
 
@@ -417,40 +421,21 @@ export class PolicyStore implements PolicyResolver {
       this.#reported.delete(name);
       return validated;
     }
-    if (!this.#lastGood.has(name)) {
-      // nothing was ever good: what applies is the policy (or the default) without it
-      this.#reject(
-        name,
-        raw,
-        validated.reason,
-        'rate-limit parameter rejected; it does not apply: the policy in force does',
-      );
-      return undefined;
-    }
+    // what applies instead: the last good value, checked again against today's base, or (never good, or it
+    // no longer fits: a per-key override whose policy override ended) the policy in force without it
+    const known = this.#lastGood.has(name);
     const value = this.#lastGood.get(name);
     let checked: T | undefined;
     try {
-      checked = check(value);
+      if (known) checked = check(value);
     } catch {
-      // the last good value no longer fits today's base either (a per-key override whose policy override ended)
-      this.#reject(
-        name,
-        raw,
-        validated.reason,
-        'rate-limit parameter rejected; it does not apply: the policy in force does',
-      );
-      return { value, checked: undefined };
+      checked = undefined;
     }
-    this.#reject(name, raw, validated.reason);
-    return { value, checked };
+    this.#reject(name, raw, validated.reason, checked === undefined ? NOT_APPLIED : LAST_GOOD_KEPT);
+    return known ? { value, checked } : undefined;
   }
 
-  #reject(
-    name: string,
-    raw: string,
-    reason: string,
-    message = 'rate-limit parameter rejected; its last good value stays in force',
-  ): void {
+  #reject(name: string, raw: string, reason: string, message = LAST_GOOD_KEPT): void {
     // the raw value and what is said of it: the same value may first keep its last good, then not apply
     const reported = `${message}\n${raw}`;
     if (this.#reported.get(name) === reported) return;
