@@ -22,6 +22,7 @@ import {
   type ParameterWriter,
   type PolicyStore,
   readSettings,
+  spansRegions,
 } from '@platform/rate-limit/config';
 import { authenticateFromSecret, ioredisConnection, secretReader } from '@platform/rate-limit/redis';
 import { createRegionalLimiter } from '@platform/rate-limit/regions';
@@ -162,7 +163,7 @@ export async function openContext(
   // shipped defaults shown as "in force", or a reset on them, would be wrong: exit 1 instead
   if (!refreshed.fetched)
     throw new CliError(EXIT.unavailable, `the parameters could not be read (${refreshed.reason})`);
-  const multiRegion = settings.home !== undefined || settings.regions.regions.length > 1;
+  const multiRegion = spansRegions(settings);
   const context: Context = { io, json: options.json, store, source, prefix: settings.parameterPath, multiRegion };
   try {
     if (settings.redisAuthSecretId) {

@@ -7,7 +7,7 @@
  */
 import type { Logger } from '@aws-lambda-powertools/logger';
 import { createRedisClient, type Limiter, type LimiterOptions, type RedisClient } from '@platform/rate-limit';
-import { readSettings } from '@platform/rate-limit/config';
+import { readSettings, spansRegions } from '@platform/rate-limit/config';
 import { authenticateFromSecret, secretReader } from '@platform/rate-limit/redis';
 import { createRegionalLimiter } from '@platform/rate-limit/regions';
 
@@ -17,7 +17,7 @@ export function regionalLimiter(
   logger: Logger,
 ): Limiter | undefined {
   const settings = readSettings();
-  if (settings.home === undefined && settings.regions.regions.length === 1) return undefined;
+  if (!spansRegions(settings)) return undefined;
   let home = regionalRedis;
   if (settings.home !== undefined) {
     const { redis, authSecretId, authSecretFile } = settings.home;

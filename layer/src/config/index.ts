@@ -48,6 +48,7 @@ export {
   decimalWhole,
   type LayerSettings,
   readSettings,
+  spansRegions,
 } from './settings.ts';
 
 export interface PolicyStoreSettings {

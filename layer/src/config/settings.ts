@@ -148,6 +148,15 @@ function homeStore(env: Env, tls: boolean, tlsCa: { tlsCaFile?: string }, secret
   };
 }
 
+/**
+ * Whether a stage decides across regions: more than one region, or a home
+ * store of its own. Then its limiter is the regional one (home-mode policies
+ * on the home store); the consumers and the CLI ask this one question.
+ */
+export function spansRegions(settings: Pick<LayerSettings, 'home' | 'regions'>): boolean {
+  return settings.home !== undefined || settings.regions.regions.length > 1;
+}
+
 /** The layer's settings from the environment; throws InvalidSettingError for the first bad one. */
 export function readSettings(env: Env = process.env): LayerSettings {
   const nodes = env.REDIS_CLUSTER_NODES;
