@@ -43,6 +43,9 @@ export interface ConsumerSettings {
 const ROOT = new URL('../../', import.meta.url).pathname;
 type Env = Readonly<Record<string, string | undefined>>;
 
+/** Running in Lambda (its runtime sets the function's name): there no setting falls back to a local stand-in. */
+const inLambda = (env: Env): boolean => Boolean(env.AWS_LAMBDA_FUNCTION_NAME);
+
 export function readConsumerSettings(env: Env = process.env): ConsumerSettings {
   const queueUrl = env.EVENT_QUEUE_URL;
   if (
@@ -58,17 +61,17 @@ export function readConsumerSettings(env: Env = process.env): ConsumerSettings {
   if (keysPath && !/^(\/[A-Za-z0-9_.-]+)+$/.test(keysPath)) {
     throw new InvalidSettingError('API_KEYS_PARAMETER_PATH', 'must be an SSM path such as /platform/api-keys');
   }
-  const inLambda = Boolean(env.AWS_LAMBDA_FUNCTION_NAME);
+  const deployed = inLambda(env);
   return {
     sink: queueUrl
       ? { kind: 'sqs', queueUrl }
-      : inLambda
+      : deployed
         ? { kind: 'unset', variable: 'EVENT_QUEUE_URL' }
         : { kind: 'file', file: env.EVENT_SINK_FILE || `${ROOT}.local/events.jsonl` },
     usersFile: env.LOGIN_USERS_FILE || `${ROOT}config/local-users.json`,
     apiKeys: keysPath
       ? { kind: 'ssm', path: keysPath }
-      : inLambda
+      : deployed
         ? { kind: 'unset', variable: 'API_KEYS_PARAMETER_PATH' }
         : { kind: 'file', file: env.API_KEYS_FILE || `${ROOT}config/local-api-keys.json` },
     refusalLog: readRefusalLog(env),
@@ -86,8 +89,7 @@ export type LlmProviderKind = 'bedrock' | 'local';
  */
 export function readLlmProvider(env: Env = process.env): LlmProviderKind {
   const value = env.LLM_PROVIDER || undefined;
-  const inLambda = Boolean(env.AWS_LAMBDA_FUNCTION_NAME);
-  if (inLambda && value !== 'bedrock') {
+  if (inLambda(env) && value !== 'bedrock') {
     throw new InvalidSettingError('LLM_PROVIDER', 'must be "bedrock" in Lambda (the local fake is never deployed)');
   }
   if (value !== undefined && value !== 'bedrock' && value !== 'local') {
@@ -124,7 +126,7 @@ export function readLoginSettings(env: Env = process.env): LoginDirectory {
     const missing = userPoolId ? 'LOGIN_USER_POOL_CLIENT_ID' : 'LOGIN_USER_POOL_ID';
     throw new InvalidSettingError(missing, 'must be set with the other (the pool and its app client go together)');
   }
-  if (env.AWS_LAMBDA_FUNCTION_NAME) {
+  if (inLambda(env)) {
     throw new InvalidSettingError(
       'LOGIN_USER_POOL_ID',
       'must be set in Lambda: a deployed login never reads a local users file',
@@ -142,7 +144,7 @@ export function readLoginSettings(env: Env = process.env): LoginDirectory {
 export function readOperationsQueue(env: Env = process.env): string | undefined {
   const url = env.OPERATIONS_QUEUE_URL || undefined;
   if (url === undefined) {
-    if (env.AWS_LAMBDA_FUNCTION_NAME)
+    if (inLambda(env))
       throw new InvalidSettingError(
         'OPERATIONS_QUEUE_URL',
         'must be set in Lambda: every write notifies the operators',
