@@ -47,13 +47,19 @@ describe('ratelimit (the admin CLI) in a multi-region stage', () => {
       ...extra,
     });
 
-  it('inspects and resets a home-mode lockout on the home store, where login records it', async () => {
+  /** The policies as the consumers hold them, from the stage's parameters file. */
+  const localStore = async () => {
     const store = createPolicyStore({
       defaults: PLATFORM_POLICIES,
       source: new FileParameterSource(parameters),
       prefix: '/ratelimit/local',
     });
     await store.refresh();
+    return store;
+  };
+
+  it('inspects and resets a home-mode lockout on the home store, where login records it', async () => {
+    const store = await localStore();
     const homeRedis = createRedisClient({ url: home.url });
     const account = hashEmail('locked@example.com', store.secret('email-pepper') as string);
     // login-account is a home-mode policy: the consumers record its failures on the home store
@@ -83,12 +89,7 @@ describe('ratelimit (the admin CLI) in a multi-region stage', () => {
   });
 
   it('inspects a policy each region decides on its own as this region decides it, and refuses to reset it', async () => {
-    const store = createPolicyStore({
-      defaults: PLATFORM_POLICIES,
-      source: new FileParameterSource(parameters),
-      prefix: '/ratelimit/local',
-    });
-    await store.refresh();
+    const store = await localStore();
     const [homeRedis, regionalRedis] = [createRedisClient({ url: home.url }), createRedisClient({ url: regional.url })];
     const regions = readRegionSettings({
       RATE_LIMIT_REGION: 'eu',
