@@ -83,10 +83,23 @@ export class SqsEventSink implements EventSink {
 }
 
 /**
- * The sink the settings name. A deployed function without EVENT_QUEUE_URL
- * gets one that refuses every event (the webhook then answers 503, and the
- * sender retries), never a file inside the function's package.
+ * The sink of a deployed function whose EVENT_QUEUE_URL is unset: it refuses
+ * every event, never writing a file inside the function's package, and a
+ * webhook answers 503 before counting anything (webhook.ts, `sinkConfigured`).
  */
+export class UnsetEventSink implements EventSink {
+  readonly variable: string;
+
+  constructor(variable: string) {
+    this.variable = variable;
+  }
+
+  async put(): Promise<void> {
+    throw new InvalidSettingError(this.variable, 'must be set in Lambda to hand accepted events on');
+  }
+}
+
+/** The sink the settings name. */
 export function eventSinkOf(sink: ConsumerSettings['sink']): EventSink {
   switch (sink.kind) {
     case 'sqs':
@@ -94,10 +107,6 @@ export function eventSinkOf(sink: ConsumerSettings['sink']): EventSink {
     case 'file':
       return new FileEventSink(sink.file);
     case 'unset':
-      return {
-        put: async () => {
-          throw new InvalidSettingError(sink.variable, 'must be set in Lambda to hand accepted events on');
-        },
-      };
+      return new UnsetEventSink(sink.variable);
   }
 }

@@ -6,7 +6,7 @@ import type { PolicyName } from '../../config/catalogue.ts';
 import { admitOnce } from './admission.ts';
 import { type HttpResponse, httpError, type JsonBounds, json, outOfBounds, type RestEvent } from './http.ts';
 import { platform } from './platform.ts';
-import type { AcceptedEvent } from './sink.ts';
+import { type AcceptedEvent, UnsetEventSink } from './sink.ts';
 
 /**
  * The bounds of a webhook's body: Slack's and Telegram's events are a few KiB
@@ -34,6 +34,25 @@ export function boundedWebhookBody(
         throw httpError(413, 'too_large', `The body is larger than ${bounds.maxBytes} bytes.`, noRetryHeaders);
       if (out === 'too-deep')
         throw httpError(400, 'too_deep', `The body nests deeper than ${bounds.maxDepth} levels.`, noRetryHeaders);
+    },
+  };
+}
+
+/**
+ * Refuses every delivery with 503 not_configured, logging the setting, while
+ * the function has nowhere to hand events on (EVENT_QUEUE_URL unset in
+ * Lambda). Runs before the route's limits: otherwise each delivery, and each
+ * of the sender's retries of it, would spend the per-IP window and the
+ * event's own windows for an event that could never be accepted, until the
+ * workspace or bot was refused 429 for traffic nobody received.
+ */
+export function sinkConfigured(): MiddlewareObj<HttpEvent> {
+  return {
+    before: function sinkConfiguredBefore() {
+      const { sink, logger } = platform();
+      if (!(sink instanceof UnsetEventSink)) return;
+      logger.error('no event sink: a webhook cannot accept events', { setting: sink.variable });
+      throw httpError(503, 'not_configured', 'The event queue is not configured.');
     },
   };
 }

@@ -11,7 +11,8 @@
  *    accepted answers 200 and is neither counted nor forwarded again.
  *
  * 0. Before anything is counted: a body past 192 KiB is 413, one nested past
- *    64 levels 400, both with `X-Slack-No-Retry: 1` (WEBHOOK_BODY_BOUNDS).
+ *    64 levels 400, both with `X-Slack-No-Retry: 1` (WEBHOOK_BODY_BOUNDS). A
+ *    function with no event queue (EVENT_QUEUE_URL unset) answers 503.
  *
  * A refusal is 429 with Retry-After and `X-Slack-No-Retry: 1`: Slack would
  * otherwise retry at +1 min and +5 min into a channel that is over its limit;
@@ -24,7 +25,7 @@ import { header } from '@platform/rate-limit/middleware';
 import * as v from 'valibot';
 import { httpError, json, jsonObjectBody, parseBody, rawBody, routeHandler, SenderId } from '../shared/http.ts';
 import { platform } from '../shared/platform.ts';
-import { acceptOnce, boundedWebhookBody } from '../shared/webhook.ts';
+import { acceptOnce, boundedWebhookBody, sinkConfigured } from '../shared/webhook.ts';
 import { route } from './route.ts';
 import { verifySlackSignature } from './signature.ts';
 
@@ -83,6 +84,6 @@ export const handler = routeHandler(
       NO_RETRY,
     );
   },
-  // a body too large or too deep is refused before the per-IP window or anything else counts it
-  { before: [boundedWebhookBody(NO_RETRY)] },
+  // a body too large or too deep, or a function with no queue, is refused before the per-IP window or anything else counts it
+  { before: [boundedWebhookBody(NO_RETRY), sinkConfigured()] },
 );

@@ -3,6 +3,7 @@
  *
  * 0. Before anything is counted: a body past 192 KiB is 413, one nested past
  *    64 levels 400 (WEBHOOK_BODY_BOUNDS): no update Telegram builds is either.
+ *    A function with no event queue (EVENT_QUEUE_URL unset) answers 503.
  * 1. Before verification: the per-IP window `telegram-ip` (the route's middleware).
  * 2. `X-Telegram-Bot-Api-Secret-Token` (set with setWebhook(secret_token))
  *    compared in constant time with the bot's secret
@@ -18,7 +19,7 @@ import { header } from '@platform/rate-limit/middleware';
 import * as v from 'valibot';
 import { httpError, jsonObjectBody, parseBody, routeHandler, SenderId, safeId } from '../shared/http.ts';
 import { platform } from '../shared/platform.ts';
-import { acceptOnce, boundedWebhookBody } from '../shared/webhook.ts';
+import { acceptOnce, boundedWebhookBody, sinkConfigured } from '../shared/webhook.ts';
 import { route } from './route.ts';
 
 /** Equal-length digests, so the comparison takes the same time whatever was sent. */
@@ -84,6 +85,6 @@ export const handler = routeHandler(
       limits: [{ policy: BOT, key: bot }, ...(chat === undefined ? [] : [{ policy: CHAT, key: chat }])],
     });
   },
-  // a body too large or too deep is refused before anything counts it (Telegram itself never builds one)
-  { before: [boundedWebhookBody()] },
+  // a body too large or too deep (Telegram itself never builds one), or a function with no queue, is refused before anything counts it
+  { before: [boundedWebhookBody(), sinkConfigured()] },
 );

@@ -12,7 +12,7 @@ import fc from 'fast-check';
 import { keyRegistryFor } from '../../functions/api/auth.ts';
 import { SsmKeyRegistry } from '../../functions/api/registry.ts';
 import { readConsumerSettings } from '../../functions/shared/settings.ts';
-import { eventSinkOf, SqsEventSink } from '../../functions/shared/sink.ts';
+import { eventSinkOf, SqsEventSink, UnsetEventSink } from '../../functions/shared/sink.ts';
 
 const QUEUE = 'https://sqs.eu-west-1.amazonaws.com/123456789012/accepted-events';
 
@@ -96,6 +96,10 @@ describe('Function: readConsumerSettings', () => {
   it('never falls back to the local files in Lambda: an unset queue or key registry is refused where it is used', async () => {
     const lambda = readConsumerSettings({ AWS_LAMBDA_FUNCTION_NAME: 'ratelimit-prod-api' });
     assert.deepEqual(lambda.sink, { kind: 'unset', variable: 'EVENT_QUEUE_URL' });
+    assert.ok(
+      eventSinkOf(lambda.sink) instanceof UnsetEventSink,
+      'what the webhooks refuse before counting (sinkConfigured)',
+    );
     assert.deepEqual(lambda.apiKeys, { kind: 'unset', variable: 'API_KEYS_PARAMETER_PATH' });
     assert.throws(
       () => keyRegistryFor(lambda.apiKeys),
