@@ -257,8 +257,9 @@ export const handler = routeHandler<AuthenticatedContext>(
     // undefined when the failure mode let it through undecided (degraded open): no headers to give
     const budget = reserved.outcome === 'degraded' ? undefined : reserved.limits.find((l) => l.policy === BUDGET);
     const lease = holdLeases(limiter, slot, verdict, { scope: tenant });
-    // none when the failure mode let the call through undecided (degraded open): then the settle is all there is
-    const leaseId = verdict.limits.find((l) => l.policy === IN_FLIGHT)?.lease;
+    // The lease is the reservation id (Limiter.reserveInFlight). Let through undecided (degraded open), the
+    // admission may still have taken its slot once Redis answered: the settle gives that back too.
+    const leaseId = verdict.limits.find((l) => l.policy === IN_FLIGHT)?.lease ?? id;
     const scope = { scope: tenant };
     // a stopped call's slot is given back by its settle, in the same script; `lease.release` (idempotent) only
     // when that settle did not run or Redis could not answer it

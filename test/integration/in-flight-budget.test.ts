@@ -131,6 +131,16 @@ for (const target of targets) {
       await s.limiter.settle('llm-budget', s.tenant, id, 50, { scope: s.tenant });
       await assert.rejects(s.take(100, id), InvalidCheckError);
       assert.deepEqual(await s.state(), { leases: 1, holds: 0 });
+      // a retry of a call whose hold is live (its first answer lost): one hold, and one slot, its own
+      const retried = unique('call');
+      const first = await s.take(100, retried);
+      const again = await s.take(100, retried);
+      assert.equal(again.outcome, 'allowed');
+      const leaseOf = (d: typeof first) => (d.outcome === 'allowed' ? d.limits[0]?.lease : undefined);
+      assert.equal(leaseOf(again), leaseOf(first), 'the retry names the lease it holds');
+      assert.deepEqual(await s.state(), { leases: 2, holds: 1 }, 'the retry took no second slot');
+      await s.end(retried, 0, leaseOf(again));
+      assert.deepEqual(await s.state(), { leases: 1, holds: 0 }, 'its end gave its one slot back');
     });
 
     it('ends a stopped call in one round trip: the settle as lua/settle.lua answers it, and the lease given back in the same script', async (t) => {
@@ -235,6 +245,76 @@ async function privateNode(t: TestContext): Promise<{ redis: RedisClient; admin:
   await Promise.all([connected(redis), connected(admin)]);
   return { redis, admin };
 }
+
+describe('an LLM admission answered degraded at its deadline (a private single node, stalled)', () => {
+  it('takes nothing once Redis answers again: the late reserve is settled at nothing and its slot released', async (t) => {
+    const server = await startRedis();
+    const redis = createRedisClient({ url: server.url });
+    const admin = createRedisClient({ url: server.url });
+    t.after(async () => {
+      server.resume();
+      redis.disconnect();
+      admin.disconnect();
+      await server.stop();
+    });
+    await Promise.all([connected(redis), connected(admin)]);
+    const catalogued = policies({
+      'llm-in-flight': { strategy: 'concurrency', limit: 4, leaseTtl: '95 s', group: 'llm', timeBudget: '100 ms' },
+      'llm-budget': {
+        strategy: 'tokenBucket',
+        capacity: 1000,
+        refill: { tokens: 1, every: '1 h' },
+        reservation: { hold: '2 m', remember: '5 m' },
+        group: 'llm',
+        timeBudget: '100 ms',
+      },
+    });
+    const limiter = createLimiter({ redis, policies: catalogued, onDegraded: () => {} });
+    const tenant = unique('tenant');
+    const compiled = (name: string) => catalogued.resolve(name) as NonNullable<ReturnType<typeof catalogued.resolve>>;
+    const leasesKey = counterKey(compiled('llm-in-flight'), tenant, tenant);
+    const [, holdsKey] = budgetKeys(counterKey(compiled('llm-budget'), tenant, tenant));
+    const take = (id: string) =>
+      limiter.reserveInFlight(
+        { policy: 'llm-in-flight', key: tenant },
+        { policy: 'llm-budget', key: tenant, units: 300, id },
+        { scope: tenant },
+      );
+    // both scripts loaded first (the reserve, and the settle that undoes it), so each is one EVALSHA on the wire
+    const warm = await take(unique('call'));
+    assert.equal(warm.outcome, 'allowed');
+    await limiter.settleInFlight(
+      { policy: 'llm-budget', key: tenant, id: 'never-reserved', actualUnits: 0 },
+      { policy: 'llm-in-flight', key: tenant, lease: 'never-reserved' },
+      { scope: tenant },
+    );
+    server.pause();
+    let stalled: Awaited<ReturnType<typeof take>>;
+    try {
+      stalled = await take('stalled');
+    } finally {
+      server.resume();
+    }
+    assert.equal(stalled.outcome, 'degraded');
+    assert.equal(stalled.allowed, false, 'the LLM policies fail closed');
+    // Redis runs one connection's commands in order: once this answers, the late reserve and its undoing have run
+    await redis.ping();
+    assert.equal(await admin.zscore(leasesKey, 'stalled'), null, 'no slot kept for the lease TTL');
+    assert.equal(await admin.zscore(holdsKey, 'stalled'), null, 'no hold left to lapse charged');
+    assert.deepEqual(
+      [await admin.zcard(leasesKey), await admin.zcard(holdsKey)],
+      [1, 1],
+      'only the warm-up call holds anything',
+    );
+    const standing = await limiter.peek([{ policy: 'llm-budget', key: tenant }], { scope: tenant });
+    assert.ok(standing.decided);
+    assert.equal(
+      standing.limits[0]?.remaining,
+      700,
+      'the stalled estimate was given back: only the warm-up is charged',
+    );
+  });
+});
 
 describe('an LLM call at maxmemory under noeviction (a private single node)', () => {
   it("gives the slot back and settles (the lease's ZREM, not deny-OOM, is the first write); a settle alone whose first write is deny-OOM is refused, its hold kept", async (t) => {

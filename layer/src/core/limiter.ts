@@ -38,6 +38,8 @@ import {
   parseReserveInFlightReply,
   parseSettleInFlightReply,
   reserveInFlightCall,
+  type SettleRequest,
+  type SlotRequest,
   settleInFlightCall,
 } from './in-flight-budget.ts';
 
@@ -422,6 +424,18 @@ export class Limiter {
    * back with `release`); `limited` took nothing and names the binding one.
    * The two policies must share a group (one hash slot). An id already
    * settled, or whose hold lapsed, is an InvalidCheckError (nothing taken).
+   *
+   * The slot's lease is the reservation id, so a retry with the same id
+   * (its hold live) holds its one slot again rather than a second one. A
+   * `degraded` answer that refuses (closed) at its deadline gives back
+   * whatever the script may still take: a command past its deadline still
+   * runs once Redis answers again, so the settle of nothing and the slot's
+   * release follow it on the same connection (Redis runs them after it);
+   * without that, a stall kept the slot for its lease TTL and the estimate
+   * charged. (A reserve ioredis resends after a reconnect can still land
+   * after them: then it holds until its lease and its hold lapse.) A
+   * degraded answer that lets the call through takes back nothing: the
+   * caller settles it (`settleInFlight`, the lease its id) when it ends.
    */
   async reserveInFlight(
     slot: { readonly policy: string; readonly key: string },
@@ -438,14 +452,19 @@ export class Limiter {
       );
     }
     assertSharedGroup(slotPolicy, budgetPolicy);
-    const s = { policy: slotPolicy, counter: counterKey(slotPolicy, slot.key, options.scope), lease: randomUUID() };
+    const s = { policy: slotPolicy, counter: counterKey(slotPolicy, slot.key, options.scope), lease: budget.id };
     const counter = counterKey(budgetPolicy, budget.key, options.scope);
     const b = { policy: budgetPolicy, counter, id: budget.id, units: budget.units };
     const policies = [slotPolicy, budgetPolicy];
     const result = await this.#run('reserve', policies, reserveInFlightCall(s, b), (reply) =>
       parseReserveInFlightReply(s, b, reply),
     );
-    if (!result.ok) return this.#degradedDecision(policies, result.reason);
+    if (!result.ok) {
+      const degraded = this.#degradedDecision(policies, result.reason);
+      // past its deadline the script may still run (Redis answered nothing); any other reason ran nothing or refused whole
+      if (!degraded.allowed && result.reason === 'timeout') this.#giveBackReservation(s, { ...b, actualUnits: 0 });
+      return degraded;
+    }
     if (result.reply === 'id-used')
       throw new InvalidCheckError(`reservation "${budget.id}" was settled already, or its hold lapsed`);
     if (result.reply.outcome === 'allowed') return withLeases(result.reply, asResolved(s, b, slot.key));
@@ -500,6 +519,17 @@ export class Limiter {
       parseSettleInFlightReply(s, b, reply),
     );
     return result.ok ? { decided: true, ...result.reply } : { decided: false, reason: result.reason };
+  }
+
+  /**
+   * A refused reserveInFlight's late effect undone: its reservation settled
+   * at nothing and its slot released, sent now and not awaited (the caller
+   * has its answer). Not reported: the reserve's degraded answer was.
+   */
+  #giveBackReservation(slot: SlotRequest, settle: SettleRequest): void {
+    const call = settleInFlightCall(slot, settle);
+    const read = (reply: unknown) => parseSettleInFlightReply(slot, settle, reply);
+    this.#send([slot.policy, settle.policy], call, read, () => {}).catch(() => {});
   }
 
   /** The refill rate in force for a key (its runtime rate, or the policy's once lapsed). */
