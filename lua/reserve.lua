@@ -11,7 +11,7 @@
 -- SETRANGE gate (deny-OOM): at maxmemory a reservation takes nothing.
 local budget_key = KEYS[1] -- the budget: a token bucket of cost units (its TAT)
 local holds_key = KEYS[2] -- reservation id -> µs its hold lapses
-local amounts_key = KEYS[3] -- reservation id -> units held
+local amounts_key = KEYS[3] -- reservation id -> what its hold charged
 local settled_key = KEYS[4] -- reservation id -> µs it was settled
 local id = ARGV[1] -- the reservation's id (unique per call)
 local units = tonumber(ARGV[2]) -- the estimate, whole cost units, 1..capacity
@@ -32,6 +32,6 @@ local admitted, remaining, reset_us, retry_us = tb_eval(tb_stored(budget_key), n
 if not admitted then return { 0, remaining, reset_us, retry_us } end
 tb_write(budget_key, reset_us, now, nil)
 redis.call('ZADD', holds_key, now + hold_us, id)
-redis.call('HSET', amounts_key, id, units)
+redis.call('HSET', amounts_key, id, holds_amount(units, interval_us))
 holds_keep({ holds_key, amounts_key, settled_key }, math.ceil((hold_us + retention_us) / 1000))
 return { 1, remaining, reset_us }

@@ -68,7 +68,7 @@ cc_apply(slot, now)
 if not held then
   tb_write(budget_key, reset_us, now, nil)
   redis.call('ZADD', holds_key, now + hold_us, id)
-  redis.call('HSET', amounts_key, id, units)
+  redis.call('HSET', amounts_key, id, holds_amount(units, interval_us))
   holds_keep({ holds_key, amounts_key, settled_key }, math.ceil((hold_us + retention_us) / 1000))
 end
 return { 1, 0, 0, slot.remaining, slot.reset_us, slot.retry_us, remaining, reset_us, 0 }

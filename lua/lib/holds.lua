@@ -3,7 +3,7 @@
 -- charges its estimate to the bucket at once, and a settle replaces it by
 -- the actual cost (the difference refunded, or debited).
 --   holds     sorted set: reservation id -> µs its hold lapses
---   amounts   hash:       reservation id -> units held (charged)
+--   amounts   hash:       reservation id -> what its hold charged (holds_amount)
 --   settled   sorted set: reservation id -> µs it was settled
 -- A hold that lapses unsettled (its caller crashed, or was killed at its
 -- timeout) stays CHARGED its estimate: nothing is refunded by a lapse, so a
@@ -23,22 +23,28 @@
 local HOLDS_FORGOTTEN_PER_CALL = 100
 local HOLDS_MAX_IDS = 10000
 
--- Gives `units` back to the budget: its debt shrinks, but a budget never holds
--- more than its capacity (a refund after the bucket refilled is not banked).
-local function holds_refund(budget_key, units, interval_us, now)
-  tb_store(budget_key, tb_debt(budget_key, now) - units * interval_us, now)
+-- A hold's charge as `amounts` keeps it: the whole µs of debt it added, with
+-- a 'us' suffix, so a settle gives back exactly what was charged even when
+-- the budget's refill rate changed in between (an override). A bare number
+-- (an amount kept before they were kept in µs) is units at the rate in force.
+local function holds_amount(units, interval_us)
+  return string.format('%dus', units * interval_us)
 end
 
--- Adds `units` to the budget's debt, past its capacity if need be (a call that
--- cost more than it reserved): later reservations wait until it is paid back.
-local function holds_charge(budget_key, units, interval_us, now)
-  tb_store(budget_key, tb_debt(budget_key, now) + units * interval_us, now)
+local function holds_held_us(amount, interval_us)
+  local us = string.match(amount, '^(%d+)us$')
+  return us and tonumber(us) or tonumber(amount) * interval_us
 end
 
--- Replaces a hold of `held` units by the actual cost.
-local function holds_true_up(budget_key, held, actual, interval_us, now)
-  if actual > held then holds_charge(budget_key, actual - held, interval_us, now) end
-  if actual < held then holds_refund(budget_key, held - actual, interval_us, now) end
+-- Replaces a hold that charged `held_us` by the actual cost at the rate in
+-- force: the difference refunded or debited. A refund never leaves more than
+-- the capacity (one after the bucket refilled is not banked: tb_store of no
+-- debt deletes the key); an extra debit may go past empty (a call that cost
+-- more than it reserved), and later reservations wait until it is paid back.
+-- Nothing is written when the two are equal.
+local function holds_true_up(budget_key, held_us, actual, interval_us, now)
+  local actual_us = actual * interval_us
+  if actual_us ~= held_us then tb_store(budget_key, tb_debt(budget_key, now) + actual_us - held_us, now) end
 end
 
 -- The lowest-scored members of a sorted set to forget now: those scored at
@@ -92,10 +98,10 @@ end
 local function holds_settle(budget_key, holds_key, amounts_key, settled_key, id, actual, interval_us, retention_us, now)
   holds_forget(holds_key, amounts_key, settled_key, retention_us, now)
   if redis.call('ZSCORE', settled_key, id) then return 3 end
-  local held = tonumber(redis.call('HGET', amounts_key, id))
-  if not held then return 4 end
+  local amount = redis.call('HGET', amounts_key, id)
+  if not amount then return 4 end
   local outcome = (tonumber(redis.call('ZSCORE', holds_key, id)) or now) > now and 1 or 2
-  holds_true_up(budget_key, held, actual, interval_us, now)
+  holds_true_up(budget_key, holds_held_us(amount, interval_us), actual, interval_us, now)
   redis.call('ZREM', holds_key, id)
   redis.call('HDEL', amounts_key, id)
   redis.call('ZADD', settled_key, now, id)

@@ -62,6 +62,44 @@ for (const target of targets) {
       assert.equal((await limiter.settle('llm', tenant, 'never-reserved', 5)).decided && 'unknown', 'unknown');
     });
 
+    it("give back exactly what a hold charged when the budget's rate changed before its settle (an override)", async () => {
+      const budget = (tokensPerHour: number) =>
+        compilePolicy('llm', {
+          strategy: 'tokenBucket',
+          capacity: 1000,
+          refill: { tokens: tokensPerHour, every: '1 h' },
+          timeBudget: '5 s',
+          reservation: { hold: '2 m', remember: '5 m' },
+        });
+      const clock = { nowUs: 1_800_000_000_000_000 };
+      const at = (tokensPerHour: number) => {
+        const policy = budget(tokensPerHour);
+        return pinnedLimiter({ redis, policies: { resolve: () => policy } }, clock);
+      };
+      // Act: reserved at 1000 tokens/h, settled at nothing once the rate is 2000/h
+      const faster = unique('tenant');
+      assert.equal((await at(1000).reserve('llm', faster, 500, { id: 'call' })).outcome, 'allowed');
+      const refunded = await at(2000).settle('llm', faster, 'call', 0);
+      // Assess: the whole charge given back (half of it was, at the new rate's µs per unit)
+      assert.ok(refunded.decided && refunded.result === 'settled');
+      assert.equal(refunded.status.remaining, 1000);
+      // Act: two calls reserved at 2000/h, one settled at nothing once the rate is 1000/h
+      const slower = unique('tenant');
+      assert.equal((await at(2000).reserve('llm', slower, 300, { id: 'a' })).outcome, 'allowed');
+      assert.equal((await at(2000).reserve('llm', slower, 200, { id: 'b' })).outcome, 'allowed');
+      const settled = await at(1000).settle('llm', slower, 'a', 0);
+      // Assess: b's charge still owed (200 units at 2000/h: 100 at 1000/h); twice a's charge would have wiped it
+      assert.ok(settled.decided);
+      assert.equal(settled.status.remaining, 900);
+      // an amount kept before amounts were kept in µs (a bare number of units) settles at the rate in force
+      const older = unique('tenant');
+      assert.equal((await at(1000).reserve('llm', older, 400, { id: 'old' })).outcome, 'allowed');
+      const amountsKey = budgetKeys(counterKey(budget(1000), older))[2];
+      await redis.hset(amountsKey, 'old', '400');
+      const legacy = await at(1000).settle('llm', older, 'old', 100);
+      assert.ok(legacy.decided && legacy.result === 'settled' && legacy.status.remaining === 900);
+    });
+
     it('never hold more than the budget under 8 processes, and spend exactly the actual costs', async (t) => {
       const tenant = unique('tenant');
       const catalogue = {
