@@ -1,5 +1,6 @@
 import { readFile } from 'node:fs/promises';
 import type { SSMClient } from '@aws-sdk/client-ssm';
+import { assertKeyPart, counterKey } from '@platform/rate-limit/policy';
 import { AWS_CLIENT_OPTIONS } from '@platform/rate-limit/redis';
 
 /** Who an API key belongs to, and the role its quota comes from. */
@@ -19,9 +20,26 @@ export interface KeyRegistry {
   remembers(keyHash: string): boolean;
 }
 
+/**
+ * An owner names its tenant's counters: the key, and the hash tag, of the
+ * LLM budget and its in-flight limit. One the limiter would refuse as a key
+ * (a space, `@`, braces, a state key's suffix such as `:holds`) makes the
+ * entry no key at all (401), rather than a key every LLM call of which is
+ * refused for a reason it does not have.
+ */
+function namesCounters(owner: string): boolean {
+  try {
+    assertKeyPart(owner, 'owner');
+    counterKey({ name: 'owner', group: 'owner' }, owner, owner); // a grouped key's own rules
+    return true;
+  } catch {
+    return false;
+  }
+}
+
 function owner(value: unknown): KeyOwner | undefined {
   const { owner, role } = (value ?? {}) as Record<string, unknown>;
-  return typeof owner === 'string' && typeof role === 'string' ? { owner, role } : undefined;
+  return typeof owner === 'string' && typeof role === 'string' && namesCounters(owner) ? { owner, role } : undefined;
 }
 
 /** config/local-api-keys.json: demo keys `rk_localDemoStandardKeyNotASecret00`, `rk_localDemoPartnerKeyNotASecret000`, `rk_localDemoPremiumKeyNotASecret000`. */

@@ -74,6 +74,22 @@ describe('Class: SsmKeyRegistry', () => {
     ssm.restore();
   });
 
+  it('takes an entry whose owner cannot key a counter for no key (its LLM calls were refused as over budget)', async () => {
+    const ssm = mockClient(SSMClient);
+    const registry = new SsmKeyRegistry('/platform/api-keys', { client: new SSMClient({}) });
+    for (const [i, bad] of ['acme corp', 'ops@acme', '{acme}', 'acme:holds', 'acme:settled', ''].entries()) {
+      ssm
+        .on(GetParameterCommand, { Name: `/platform/api-keys/bad${i}` })
+        .resolves({ Parameter: { Value: JSON.stringify({ owner: bad, role: 'partner' }) } });
+      assert.equal(await registry.lookup(`bad${i}`), undefined, bad);
+    }
+    ssm
+      .on(GetParameterCommand, { Name: '/platform/api-keys/good' })
+      .resolves({ Parameter: { Value: JSON.stringify({ owner: 'acme-corp.eu', role: 'partner' }) } });
+    assert.deepEqual(await registry.lookup('good'), { owner: 'acme-corp.eu', role: 'partner' });
+    ssm.restore();
+  });
+
   it('lets an SSM failure other than "not found" through (the API answers 503)', async () => {
     const ssm = mockClient(SSMClient);
     ssm.on(GetParameterCommand).rejects(new Error('ThrottlingException'));
