@@ -13,7 +13,8 @@
  *    normalised email. Both count the attempt as a failure in the check that
  *    reads the wait (`countAttempts`), before the password is verified, so
  *    concurrent guesses queue. Nothing clears it, not even a success (two
- *    round trips on every path): a success issues a fresh device cookie, so
+ *    round trips on every path the directory answers; a trusted attempt it
+ *    could not answer is forgiven on its device, a third): a success issues a fresh device cookie, so
  *    that browser's next attempts count on their own device's backoff, and
  *    an untrusted success's attempt stays on the account until the backoff
  *    forgets it (docs/consumers.md, "Login"). A revoked device's attempt is
@@ -145,8 +146,14 @@ export const handler = routeHandler(route, async (event) => {
       // the attempt was counted as a failure when it was admitted: nothing to write
       return json(401, WRONG);
     case 'unavailable':
-      // the pending failure stays: refunding it would let anyone who can make the directory throttle
-      // (a flood of logins) take back their slots; a user retrying through an outage spends a free failure
+      // An account's pending failure stays: refunding it would let anyone who can make the directory throttle
+      // (a flood of logins) take back their slots. A device's is forgiven (a third round trip, on this path
+      // only): only the cookie's holder spends that backoff, and a browser retrying through an outage as told
+      // (Retry-After: 1) would otherwise revoke its own device in ten tries, and fall back to the account's
+      // backoff an attacker can hold at its cap.
+      if (device && verdict.policy === DEVICE && verdict.decision.outcome === 'allowed') {
+        await limiter.forgiveFailure(DEVICE, device.key, { scope: accountKey });
+      }
       throw httpError(503, 'unavailable', 'The user directory did not answer; try again shortly.', {
         'Retry-After': String(Math.max(1, Math.ceil(verification.retryAfterMs / 1000))),
       });

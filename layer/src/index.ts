@@ -40,6 +40,7 @@ export type {
   CheckOptions,
   CheckRequest,
   DegradedEvent,
+  ForgiveFailureOutcome,
   Limiter,
   LimiterOptions,
   PolicyResolver,

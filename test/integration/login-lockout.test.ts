@@ -272,6 +272,31 @@ describe('Login lockout: an attacker delays new devices, never a returning one',
     assert.ok(refusedBy.has('login-account'), 'the account stayed in its backoff all along');
   });
 
+  it('a returning victim retrying through a directory outage as told keeps its device: the attacker still cannot delay it', async (t) => {
+    freshWindow();
+    const victimIp = '198.51.100.70';
+    const cookie = await returningDevice(victimIp);
+    clock.nowUs += 20 * 60 * S; // the login's own counted attempt forgotten by the account
+    // Act: the directory is down (throttled by a flood, say); the browser retries every second, as told, 12 times
+    loginModule.useCredentials({ verify: async () => ({ outcome: 'unavailable', retryAfterMs: 1000 }) });
+    t.after(() => loginModule.useCredentials(store));
+    for (let i = 0; i < 12; i++) {
+      const retry = await attempt(victimIp, ALICE, cookie);
+      assert.equal(retry.status, 503, retry.body);
+      assert.equal(retry.retryAfterS, 1);
+      clock.nowUs += S;
+    }
+    loginModule.useCredentials(store);
+    // an attacker then pushes the account's backoff up
+    for (let i = 0; i < 8; i++) {
+      await attempt(`203.0.113.${20 + i}`, { email: ALICE.email, password: `guess-${i}` });
+      clock.nowUs += 1000;
+    }
+    // Assess: the device was not revoked by the outage, so its own backoff decides: admitted at once
+    const back = await attempt(victimIp, ALICE, cookie);
+    assert.equal(back.status, 200, back.body);
+  });
+
   it('forged, foreign (another account) and revoked cookies are untrusted attempts', async () => {
     freshWindow();
     const victimIp = '198.51.100.20';
@@ -381,16 +406,17 @@ describe('Login: Redis round trips per attempt', () => {
       verify: async () => ({ outcome: 'challenge', challenge: 'NEW_PASSWORD_REQUIRED' }),
     };
     const down: CredentialStore = { verify: async () => ({ outcome: 'unavailable', retryAfterMs: 1000 }) };
-    for (const [directory, status] of [
-      [challenging, 403],
-      [down, 503],
+    for (const [directory, status, trustedTrips] of [
+      [challenging, 403, 2],
+      [down, 503, 3], // the device's counted attempt forgiven: the one path with a third
     ] as const) {
       loginModule.useCredentials(directory);
-      assert.equal((await roundTrips(() => attempt('198.51.100.82', ALICE, trusted.cookie), 2)).status, status);
+      const withCookie = await roundTrips(() => attempt('198.51.100.82', ALICE, trusted.cookie), trustedTrips);
+      assert.equal(withCookie.status, status);
       assert.equal((await roundTrips(() => attempt('198.51.100.83', ALICE), 2)).status, status);
     }
     console.log(
-      '# round trips per login attempt: failure 2, success 2 with a device cookie and 2 without, challenge 2, outage 2, revoked cookie 2',
+      '# round trips per login attempt: failure 2, success 2 with a device cookie and 2 without, challenge 2, outage 2 (3 with a device cookie: its attempt forgiven), revoked cookie 2',
     );
   });
 });

@@ -79,6 +79,7 @@ for (const target of targets) {
       release: (scope) => limiter.release(names.slots, k, 'lease', { scope }),
       recordFailure: (scope) => limiter.recordFailure(names.backoff, k, { scope }),
       clearFailures: (scope) => limiter.clearFailures(names.backoff, k, { scope }),
+      forgiveFailure: (scope) => limiter.forgiveFailure(names.backoff, k, { scope }),
       changeRate: (scope) => limiter.changeRate(names.rate, k, { set: 5 }, { scope }),
       currentRate: (scope) => limiter.currentRate(names.rate, k, { scope }),
       'currentRate (not adaptive)': (scope) => limiter.currentRate(names.fixed, k, { scope }),

@@ -97,6 +97,8 @@ export interface LimiterOptions {
 
 /** A recorded failure: the wait the next attempt will face. */
 export type RecordFailureOutcome = Answer<{ readonly nextWaitMs: number }>;
+/** What `forgiveFailure` answered: the failures remembered after it. */
+export type ForgiveFailureOutcome = Answer<{ readonly failures: number }>;
 
 /** The refill rate in force after a change (or a read), tokens per second. */
 export type RateOutcome = Answer<{ readonly ratePerSecond: number }>;
@@ -364,6 +366,18 @@ export class Limiter {
   async recordFailure(policyName: string, key: string, options: CheckOptions = {}): Promise<RecordFailureOutcome> {
     const answer = await this.operate(backoffOperations.recordFailure, policyName, key, undefined, options);
     return answer.decided ? { decided: true, nextWaitMs: answer.result } : answer;
+  }
+
+  /**
+   * Takes back one pending failure a counted check (`countAttempts`) wrote
+   * for this attempt, when the attempt could not be decided after all (the
+   * user directory did not answer). Only for a key whose holder alone can
+   * spend it, such as a device's keyed by a secret: forgiving on a key anyone
+   * can name hands an attacker back the attempts an outage cost them.
+   */
+  async forgiveFailure(policyName: string, key: string, options: CheckOptions = {}): Promise<ForgiveFailureOutcome> {
+    const answer = await this.operate(backoffOperations.forgiveFailure, policyName, key, undefined, options);
+    return answer.decided ? { decided: true, failures: answer.result } : answer;
   }
 
   /** Forgets the failures of a key (after a success). */

@@ -125,4 +125,21 @@ export const backoffOperations = {
     },
     example: "'rl:{demo-bo:k}' , 1000000 8000000 2 900000000",
   } satisfies StrategyOperation<CompiledFailureBackoff, undefined, number>,
+  /**
+   * lua/forgive_failure.lua: backoff; memory µs. Takes back one pending
+   * failure a counted check wrote; answers the failures left.
+   */
+  forgiveFailure: {
+    name: 'forgiveFailure',
+    strategy: 'failureBackoff',
+    entry: 'forgive_failure',
+    pack: (policy, counter) => ({ keys: [counter], args: [int(policy.memoryUs)] }),
+    reply(_policy, reply) {
+      const failures = Number(reply);
+      if (!Number.isInteger(failures) || failures < 0)
+        throw new TypeError(`unexpected forgive_failure reply: ${JSON.stringify(reply)}`);
+      return failures;
+    },
+    example: "'rl:{demo-bo:k}' , 900000000",
+  } satisfies StrategyOperation<CompiledFailureBackoff, undefined, number>,
 };
