@@ -96,4 +96,29 @@ describe('Multi-region shares: gifts and the limit', () => {
       MisconfiguredCheckError,
     );
   });
+
+  it('costs two round trips for a refused check: the check, then its demand noted in one pipeline', async () => {
+    // its own single-node client, so each socket write is one round trip's request
+    const own = targets[0]?.client() ?? assert.fail('a single-node target');
+    await connected(own);
+    const { name, policies, settings } = setup();
+    const us = createRegionalLimiter({ redis: own, regionalRedis: own, regions: settings('us'), policies });
+    for (let i = 0; i < 3; i++) assert.equal((await us.check({ policy: name, key: 'k' })).allowed, true);
+    await us.check({ policy: name, key: 'k' }); // the first refusal: its scripts and commands used once
+    const stream = (own as unknown as { stream: { write: (...args: unknown[]) => boolean } }).stream;
+    const write = stream.write.bind(stream);
+    let writes = 0;
+    stream.write = (...args: unknown[]) => {
+      writes++;
+      return write(...args);
+    };
+    try {
+      const refused = await us.check({ policy: name, key: 'k' });
+      assert.equal(refused.allowed, false, 'past its split of 3');
+    } finally {
+      stream.write = write;
+      own.disconnect();
+    }
+    assert.equal(writes, 2);
+  });
 });
