@@ -167,12 +167,19 @@ async function completeWithinBudget(
   const headersOf = (settled: SettleOutcome) =>
     settled.decided ? budgetHeaders(settled.status) : budget ? budgetHeaders(budget) : {};
   const costBody = (charged: number) => ({ reservedMicroUsd: call.estimate, chargedMicroUsd: charged });
+  // A settle Redis could not take leaves the hold to lapse charged its estimate: the answer says so
+  const chargedBy = (settled: SettleOutcome, meant: number) => (settled.decided ? meant : call.estimate);
   const deadlineMs = remainingMs() - ABORT_MARGIN_MS;
   if (deadlineMs <= 0) {
     const settled = await settle(0, true);
+    const charged = chargedBy(settled, 0);
+    const what =
+      charged === 0
+        ? 'nothing was charged'
+        : `${charged} µUSD (the estimate: the refund could not be recorded) was charged`;
     return json(
       504,
-      { error: 'no_time', message: 'No time was left for the call; nothing was charged.', cost: costBody(0) },
+      { error: 'no_time', message: `No time was left for the call; ${what}.`, cost: costBody(charged) },
       headersOf(settled),
     );
   }
@@ -184,7 +191,7 @@ async function completeWithinBudget(
       model: call.model,
       text: outcome.completion.text,
       usage: outcome.completion.usage,
-      cost: { reservedMicroUsd: call.estimate, actualMicroUsd: actual },
+      cost: { reservedMicroUsd: call.estimate, actualMicroUsd: actual, chargedMicroUsd: chargedBy(settled, actual) },
     };
     return json(200, body, headersOf(settled));
   }
@@ -195,13 +202,16 @@ async function completeWithinBudget(
     const body = { error: 'provider_timeout', message, cost: costBody(call.estimate) };
     return json(504, body, headersOf(settled));
   }
-  const charged = chargeOf(call, outcome.spent);
-  const settled = await settle(charged, true);
+  const spent = chargeOf(call, outcome.spent);
+  const settled = await settle(spent, true);
   const headers = headersOf(settled);
-  const what =
-    charged === 0
-      ? 'nothing was charged'
-      : `${charged} µUSD (${outcome.spent.kind === 'usage' ? 'what it produced' : 'the estimate'}) was charged`;
+  const charged = chargedBy(settled, spent);
+  const why = !settled.decided
+    ? 'the estimate: its settle could not be recorded'
+    : outcome.spent.kind === 'usage'
+      ? 'what it produced'
+      : 'the estimate';
+  const what = charged === 0 ? 'nothing was charged' : `${charged} µUSD (${why}) was charged`;
   const cost = costBody(charged);
   return outcome.aborted
     ? json(504, { error: 'provider_timeout', message: `The model did not answer in time; ${what}.`, cost }, headers)

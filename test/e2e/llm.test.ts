@@ -50,7 +50,7 @@ describe('LLM calls against a cost budget (POST /v1/llm/complete)', () => {
     });
     assert.equal(answer.status, 200, answer.body);
     // (40 + 64) × 0.06 + 100 × 0.24 = 30.24 reserved; 40 × 0.06 + 20 output tokens × 0.24 = 7.2 spent
-    assert.deepEqual(answer.json().cost, { reservedMicroUsd: 31, actualMicroUsd: 8 });
+    assert.deepEqual(answer.json().cost, { reservedMicroUsd: 31, actualMicroUsd: 8, chargedMicroUsd: 8 });
     assert.deepEqual(answer.json().usage, {
       inputTokens: 40,
       outputTokens: 20,
@@ -262,6 +262,31 @@ describe('LLM calls bounded by the invocation (globex: 2 at once; its handler ca
     };
     return { ...answer, json: () => JSON.parse(answer.body) };
   }
+
+  it('says the estimate was charged when Redis could not take the settle (its hold lapses charged)', async (t) => {
+    const { platform } = await import('../../functions/shared/platform.ts');
+    const { limiter } = platform();
+    const { useProvider } = await handlerModule();
+    const settleInFlight = limiter.settleInFlight;
+    limiter.settleInFlight = async () => ({ decided: false, reason: 'timeout' });
+    t.after(() => {
+      limiter.settleInFlight = settleInFlight;
+    });
+    const request = { model: 'nova-lite', prompt: 'u'.repeat(8), max_tokens: 2 }; // 72 × 0.06 + 2 × 0.24 → 5
+    const answered = await invoke(request, 10_000);
+    assert.equal(answered.statusCode, 200, answered.body);
+    assert.deepEqual(answered.json().cost, { reservedMicroUsd: 5, actualMicroUsd: 1, chargedMicroUsd: 5 });
+    useProvider({
+      async complete() {
+        throw new ProviderError('refused', { kind: 'nothing' }); // refused before any work: meant to cost 0
+      },
+    });
+    const refused = await invoke(request, 10_000);
+    assert.equal(refused.statusCode, 502, refused.body);
+    assert.deepEqual(refused.json().cost, { reservedMicroUsd: 5, chargedMicroUsd: 5 });
+    assert.match(refused.json().message, /5 µUSD \(the estimate: its settle could not be recorded\) was charged/);
+    useProvider(new FakeProvider());
+  });
 
   it('aborts a call outliving the invocation, charges its estimate, and never runs more than 2 at once', async (t) => {
     const { ABORT_MARGIN_MS, useProvider } = await handlerModule();
