@@ -11,10 +11,13 @@
  * (config/policies.json, `harvester-source`).
  *
  * A refusal is a value with its wait: the worker sleeps exactly that long,
- * it never spins on Redis. When Redis cannot decide the policy fails open and
- * each worker goes on alone at `localRatePerSecond`, counted.
+ * it never spins on Redis, and never past its run's end: a wait that outlasts
+ * the run (or its stop) ends the turn as 'over'. When Redis cannot decide the
+ * policy fails open and each worker goes on alone at `localRatePerSecond`,
+ * counted.
  */
 
+import { setTimeout as sleepFor } from 'node:timers/promises';
 import { type Limiter, type RateLimitObserver, verdictFor } from '@platform/rate-limit';
 import type { AcceptedOnce } from '../shared/once.ts';
 import { HARVESTER_POLICY } from '../workers.ts';
@@ -41,7 +44,9 @@ export interface PacerOptions {
   readonly localRatePerSecond?: number;
   /** The pause after a throttle whose Retry-After is absent or unreadable. @default 1000 */
   readonly defaultPauseMs?: number;
-  readonly sleep?: (ms: number) => Promise<void>;
+  /** Resolves after `ms`, or early once `signal` is aborted. */
+  readonly sleep?: (ms: number, signal?: AbortSignal) => Promise<void>;
+  /** Milliseconds since the epoch: the probe's calm, and a run's `until`. */
   readonly now?: () => number;
   /** Sees every decision (the platform's metrics: Allowed, Limited, Degraded… per policy). */
   readonly observer?: RateLimitObserver;
@@ -55,7 +60,18 @@ export interface PacerOptions {
  */
 export const PROBE_DOUBLING_MS = 2000;
 
-const sleepFor = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
+/** What bounds a worker's turns: its run's end, and its stop (SIGTERM, a shutdown). */
+export interface RunBounds {
+  /** Ms since the epoch. */
+  readonly until: number;
+  readonly stop?: AbortSignal | undefined;
+}
+
+/** A turn: granted by the bucket ('shared') or at the local pace ('local'), or none before the run ends ('over'). */
+export type Turn = 'shared' | 'local' | 'over';
+
+const abortableSleep = (ms: number, signal?: AbortSignal) =>
+  sleepFor(ms, undefined, signal ? { signal } : {}).catch(() => {});
 
 export class AdaptivePacer {
   readonly stats: PacerStats = { shared: 0, local: 0, waits: 0, waitedMs: 0, increases: 0, decreases: 0 };
@@ -64,7 +80,7 @@ export class AdaptivePacer {
   readonly #policy: string;
   readonly #localIntervalMs: number;
   readonly #defaultPauseMs: number;
-  readonly #sleep: (ms: number) => Promise<void>;
+  readonly #sleep: (ms: number, signal?: AbortSignal) => Promise<void>;
   /** Per scope: the rate this worker last saw, whether it is in its slow start, and since when no decrease. */
   readonly #seen = new Map<string, { rate: number; slowStart: boolean; calmSince: number }>();
   readonly #now: () => number;
@@ -77,7 +93,7 @@ export class AdaptivePacer {
     this.#policy = options.policy ?? HARVESTER_POLICY;
     this.#localIntervalMs = Math.ceil(1000 / (options.localRatePerSecond ?? 1));
     this.#defaultPauseMs = options.defaultPauseMs ?? 1000;
-    this.#sleep = options.sleep ?? sleepFor;
+    this.#sleep = options.sleep ?? abortableSleep;
     this.#now = options.now ?? Date.now;
   }
 
@@ -86,9 +102,15 @@ export class AdaptivePacer {
     return this.#limiter.policyFor(this.#policy, scope).timeBudgetMs;
   }
 
-  /** Resolves when this worker may send one request for `scope`: 'shared' by the bucket, 'local' at the local pace. */
-  async turn(scope: string): Promise<'shared' | 'local'> {
+  /**
+   * Resolves when this worker may send one request for `scope`, or with
+   * 'over' at once when no turn can come before `run.until` (a Retry-After
+   * may be an hour, a Lambda's run minutes) or the run is stopped, also
+   * during a wait: the worker then stops cleanly instead of being cut off.
+   */
+  async turn(scope: string, run: RunBounds): Promise<Turn> {
     for (;;) {
+      if (this.#now() >= run.until || run.stop?.aborted) return 'over';
       const started = performance.now();
       const decision = await this.#limiter.check({ policy: this.#policy, key: scope });
       this.#observer?.observe(verdictFor(decision, this.#policy, performance.now() - started, scope));
@@ -96,22 +118,25 @@ export class AdaptivePacer {
         this.stats.shared++;
         return 'shared';
       }
+      const waitMs = decision.outcome === 'limited' ? decision.retryAfterMs : this.#localIntervalMs;
+      if (this.#now() + waitMs >= run.until) return 'over';
       if (decision.outcome === 'limited') {
         this.stats.waits++;
-        this.stats.waitedMs += decision.retryAfterMs;
-        await this.#sleep(decision.retryAfterMs);
+        this.stats.waitedMs += waitMs;
+        await this.#sleep(waitMs, run.stop);
         continue;
       }
+      await this.#sleep(waitMs, run.stop);
+      if (run.stop?.aborted) return 'over';
       this.stats.local++;
-      await this.#sleep(this.#localIntervalMs);
       return 'local';
     }
   }
 
   /** Moves the shared rate by what the source answered. */
   async answered(scope: string, answer: SourceAnswer): Promise<void> {
-    const seen = this.#seen.get(scope) ?? { rate: 0, slowStart: true, calmSince: this.#now() };
-    this.#seen.set(scope, seen);
+    if (answer.kind === 'failed') return;
+    const seen = await this.#seenOf(scope);
     if (answer.kind === 'page') {
       const change = await this.#limiter.changeRate(this.#policy, scope, {
         increase: true,
@@ -124,7 +149,6 @@ export class AdaptivePacer {
       seen.rate = change.ratePerSecond;
       return;
     }
-    if (answer.kind !== 'throttled') return;
     // A slow start overshoots by up to its last doubling: its first throttle halves the rate.
     const steps = seen.slowStart ? this.#halvingSteps(scope) : 1;
     this.#decreased(seen);
@@ -137,6 +161,26 @@ export class AdaptivePacer {
     if (!change.decided) return;
     this.stats.decreases++;
     seen.rate = change.ratePerSecond;
+  }
+
+  /**
+   * What this worker knows of a scope, from the rate in force when it first
+   * meets it. A slow start only while the scope has no runtime rate (new, or
+   * its rate lapsed after the policy's `keep`, when the policy's rate is in
+   * force again): every run is a new pacer, and a slow start on a rate
+   * earlier runs tuned would overshoot it into a throttle at every run.
+   * Unknown while Redis cannot answer: no slow start, and asked again next time.
+   */
+  async #seenOf(scope: string): Promise<{ rate: number; slowStart: boolean; calmSince: number }> {
+    const known = this.#seen.get(scope);
+    if (known) return known;
+    const current = await this.#limiter.currentRate(this.#policy, scope);
+    const policy = this.#limiter.policyFor(this.#policy, scope);
+    const untuned =
+      current.decided && policy.strategy === 'tokenBucket' && current.ratePerSecond === policy.ratePerSecond;
+    const seen = { rate: current.decided ? current.ratePerSecond : 0, slowStart: untuned, calmSince: this.#now() };
+    if (current.decided) this.#seen.set(scope, seen);
+    return seen;
   }
 
   /** Decrease steps that halve the rate (at least one): ⌈log 0.5 / log decreaseFactor⌉. */

@@ -5,12 +5,17 @@
  */
 
 export type SourceAnswer =
-  | { readonly kind: 'page'; readonly body: string }
+  /** Only the page's size is kept: its body is counted as it arrives, never buffered. */
+  | { readonly kind: 'page'; readonly bytes: number }
   | { readonly kind: 'throttled'; readonly status: 429 | 503; readonly retryAfterMs: number | undefined }
-  | { readonly kind: 'failed'; readonly status: number | 'network' };
+  /** `network`: no answer, or one cut short (reset, timeout); `oversized`: a body past MAX_PAGE_BYTES. */
+  | { readonly kind: 'failed'; readonly status: number | 'network' | 'oversized' };
 
 /** The longest pause a source may ask of us: beyond it the header is treated as absent. */
 export const MAX_RETRY_AFTER_MS = 3_600_000;
+
+/** The largest body read as a page: past it the source is not sending a page of ours, and the read stops. */
+export const MAX_PAGE_BYTES = 16 * 1024 * 1024;
 
 /**
  * Retry-After (RFC 9110 §10.2.3): delay-seconds or an HTTP-date, as whole
@@ -32,24 +37,51 @@ export function parseRetryAfter(header: string | null | undefined, nowMs: number
   return ms <= MAX_RETRY_AFTER_MS ? ms : undefined;
 }
 
+/**
+ * Fetches one page; never rejects. The timeout covers the body too: a body
+ * that trickles, or a connection reset while it arrives, is a `network` failure.
+ */
 export async function fetchPage(
   url: string,
-  options: { timeoutMs?: number; now?: () => number } = {},
+  options: { timeoutMs?: number; now?: () => number; maxBytes?: number } = {},
 ): Promise<SourceAnswer> {
-  let response: Response;
   try {
-    response = await fetch(url, { signal: AbortSignal.timeout(options.timeoutMs ?? 10_000) });
+    const response = await fetch(url, { signal: AbortSignal.timeout(options.timeoutMs ?? 10_000) });
+    if (response.status === 429 || response.status === 503) {
+      await discard(response);
+      const retryAfterMs = parseRetryAfter(response.headers.get('retry-after'), (options.now ?? Date.now)());
+      return { kind: 'throttled', status: response.status, retryAfterMs };
+    }
+    if (!response.ok) {
+      await discard(response);
+      return { kind: 'failed', status: response.status };
+    }
+    return await pageOf(response, options.maxBytes ?? MAX_PAGE_BYTES);
   } catch {
     return { kind: 'failed', status: 'network' };
   }
-  if (response.status === 429 || response.status === 503) {
-    await response.body?.cancel();
-    const retryAfterMs = parseRetryAfter(response.headers.get('retry-after'), (options.now ?? Date.now)());
-    return { kind: 'throttled', status: response.status, retryAfterMs };
+}
+
+/** An answer's body, not wanted: a cancel that fails changes nothing about the answer. */
+async function discard(response: Response): Promise<void> {
+  await response.body?.cancel().catch(() => {});
+}
+
+/** The body's size, read chunk by chunk and kept by none; past `maxBytes` the read stops. */
+async function pageOf(response: Response, maxBytes: number): Promise<SourceAnswer> {
+  if (Number(response.headers.get('content-length')) > maxBytes) {
+    await discard(response);
+    return { kind: 'failed', status: 'oversized' };
   }
-  if (!response.ok) {
-    await response.body?.cancel();
-    return { kind: 'failed', status: response.status };
+  let bytes = 0;
+  const reader = response.body?.getReader();
+  for (;;) {
+    const chunk = await reader?.read();
+    if (!chunk || chunk.done) return { kind: 'page', bytes };
+    bytes += chunk.value.byteLength;
+    if (bytes > maxBytes) {
+      await reader?.cancel().catch(() => {});
+      return { kind: 'failed', status: 'oversized' };
+    }
   }
-  return { kind: 'page', body: await response.text() };
 }

@@ -1,9 +1,11 @@
 /**
  * The harvester's pacing against real Redis: AIMD on the shared rate, one
- * decrease per throttle episode; and the Retry-After reader.
+ * decrease per throttle episode, a slow start only on a scope not tuned yet,
+ * turns bounded by their run; and the Retry-After reader.
  */
 import assert from 'node:assert/strict';
-import { describe, it } from 'node:test';
+import { randomUUID } from 'node:crypto';
+import { describe, it, type TestContext } from 'node:test';
 import { compilePolicies, createLimiter, createRedisClient, staticPolicies } from '@platform/rate-limit';
 import fc from 'fast-check';
 import { PLATFORM_POLICIES } from '../../config/catalogue.ts';
@@ -17,26 +19,33 @@ const shipped = PLATFORM_POLICIES[HARVESTER_POLICY] as {
   adaptive: { increaseBy: number; decreaseFactor: number; slowStartSteps: number };
 };
 
+const close = (actual: number | undefined, expected: number) =>
+  assert.ok(Math.abs((actual as number) - expected) < 1e-9, `${actual} ≈ ${expected}`);
+
+/** A pacer of the shipped policy (sleeping for real unless given `sleep`) on a fresh scope, and that scope's rate in force. */
+function pacerOn(t: TestContext, sleep?: (ms: number, signal?: AbortSignal) => Promise<void>) {
+  const redis = createRedisClient({ url: process.env.REDIS_URL as string });
+  t.after(() => redis.disconnect());
+  const policies = staticPolicies(
+    compilePolicies({ [HARVESTER_POLICY]: { ...(shipped as object), timeBudget: '2 s' } }),
+  );
+  const limiter = createLimiter({ redis, policies });
+  const pacer = new AdaptivePacer({ limiter, once: new AcceptedOnce(redis), ...(sleep ? { sleep } : {}) });
+  const scope = `pacer-${randomUUID().slice(0, 8)}`;
+  const rate = async () => {
+    const answer = await limiter.currentRate(HARVESTER_POLICY, scope);
+    return answer.decided ? answer.ratePerSecond : undefined;
+  };
+  return { limiter, pacer, scope, rate };
+}
+
 describe('Class: AdaptivePacer', () => {
   it('adds slowStartSteps × increaseBy per success until a throttle halves the rate, then increaseBy; one decrease per episode', async (t) => {
-    const redis = createRedisClient({ url: process.env.REDIS_URL as string });
-    t.after(() => redis.disconnect());
-    const policies = staticPolicies(
-      compilePolicies({ [HARVESTER_POLICY]: { ...(shipped as object), timeBudget: '2 s' } }),
-    );
-    const limiter = createLimiter({ redis, policies });
-    const pacer = new AdaptivePacer({ limiter, once: new AcceptedOnce(redis), sleep: async () => {} });
-    const scope = `aimd-${process.pid}-${Date.now()}`;
-    const rate = async () => {
-      const answer = await limiter.currentRate(HARVESTER_POLICY, scope);
-      return answer.decided ? answer.ratePerSecond : undefined;
-    };
+    const { limiter, pacer, scope, rate } = pacerOn(t);
     const base = (await rate()) as number;
     assert.equal(base, 2, 'the policy rate: 2 per second');
     const { increaseBy, decreaseFactor, slowStartSteps } = shipped.adaptive;
-    const close = (actual: number | undefined, expected: number) =>
-      assert.ok(Math.abs((actual as number) - expected) < 1e-9, `${actual} ≈ ${expected}`);
-    for (let i = 0; i < 4; i++) await pacer.answered(scope, { kind: 'page', body: '{}' });
+    for (let i = 0; i < 4; i++) await pacer.answered(scope, { kind: 'page', bytes: 2 });
     const started = base + 4 * slowStartSteps * increaseBy;
     close(await rate(), started);
     await pacer.answered(scope, { kind: 'throttled', status: 429, retryAfterMs: 2000 });
@@ -48,13 +57,69 @@ describe('Class: AdaptivePacer', () => {
     const decision = await limiter.check({ policy: HARVESTER_POLICY, key: scope });
     assert.equal(decision.outcome, 'limited', 'the pause holds every worker');
     assert.ok(decision.retryAfterMs > 1500 && decision.retryAfterMs <= 2000, `${decision.retryAfterMs} ms`);
-    await pacer.answered(scope, { kind: 'page', body: '{}' });
+    await pacer.answered(scope, { kind: 'page', bytes: 2 });
     close(await rate(), started * halving + increaseBy);
     assert.deepEqual(
       { increases: pacer.stats.increases, decreases: pacer.stats.decreases },
       { increases: 5, decreases: 1 },
       'after the throttle: additive steps of increaseBy',
     );
+  });
+});
+
+describe('Class: AdaptivePacer, a run on a scope earlier runs tuned', () => {
+  it('probes from the rate in force, one increaseBy at a time, without another slow start', async (t) => {
+    const { limiter, pacer, scope, rate } = pacerOn(t);
+    const { increaseBy } = shipped.adaptive;
+    // what earlier runs left: a runtime rate the source bears
+    const tuned = await limiter.changeRate(HARVESTER_POLICY, scope, { set: 3 });
+    assert.deepEqual(tuned, { decided: true, ratePerSecond: 3 });
+    await pacer.answered(scope, { kind: 'page', bytes: 2 });
+    close(await rate(), 3 + increaseBy);
+  });
+
+  it('slow-starts on a scope with no runtime rate', async (t) => {
+    const { pacer, scope, rate } = pacerOn(t);
+    const { increaseBy, slowStartSteps } = shipped.adaptive;
+    await pacer.answered(scope, { kind: 'page', bytes: 2 });
+    close(await rate(), 2 + slowStartSteps * increaseBy);
+  });
+});
+
+describe('Class: AdaptivePacer, a turn within its run', () => {
+  /** A scope the source paused for a minute: the bucket refuses with that wait. */
+  async function pausedScope(t: TestContext, sleep?: (ms: number, signal?: AbortSignal) => Promise<void>) {
+    const parts = pacerOn(t, sleep);
+    await parts.limiter.changeRate(HARVESTER_POLICY, parts.scope, { decrease: true, pauseMs: 60_000 });
+    return parts;
+  }
+
+  it("answers 'over' at once, without a sleep, when the wait outlasts the run", { timeout: 20_000 }, async (t) => {
+    const slept: number[] = [];
+    const { pacer, scope } = await pausedScope(t, async (ms) => {
+      slept.push(ms);
+      if (slept.length > 3) throw new Error(`still waiting: ${slept.join(', ')} ms`);
+    });
+    assert.equal(await pacer.turn(scope, { until: Date.now() + 30_000 }), 'over');
+    assert.deepEqual(slept, [], 'no sleep the run could not finish');
+    assert.equal(pacer.stats.waits, 0);
+  });
+
+  it("answers 'over' at once when the run's time is up or it is stopped", async (t) => {
+    const { pacer, scope } = pacerOn(t);
+    assert.equal(await pacer.turn(scope, { until: Date.now() - 1 }), 'over');
+    assert.equal(await pacer.turn(scope, { until: Number.POSITIVE_INFINITY, stop: AbortSignal.abort() }), 'over');
+    assert.equal(pacer.stats.shared, 0, 'no token taken for a request that will not be sent');
+    assert.equal(await pacer.turn(scope, { until: Number.POSITIVE_INFINITY }), 'shared');
+  });
+
+  it("ends its wait at the stop (SIGTERM), with 'over'", { timeout: 20_000 }, async (t) => {
+    const { pacer, scope } = await pausedScope(t); // the real, abortable sleep
+    const stop = new AbortController();
+    const turning = pacer.turn(scope, { until: Number.POSITIVE_INFINITY, stop: stop.signal });
+    while (pacer.stats.waits === 0) await new Promise((resolve) => setImmediate(resolve));
+    stop.abort(); // the worker is asleep in its minute's wait
+    assert.equal(await turning, 'over');
   });
 });
 

@@ -8,14 +8,12 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import type { PacerStats } from '../../functions/harvester/pacer.ts';
+import type { HarvestReport } from '../../functions/harvester/worker.ts';
 
 const RUN = new URL('../../functions/harvester/run.ts', import.meta.url).pathname;
 const LOCAL_PARAMETERS = new URL('../../config/local-parameters.json', import.meta.url);
 
-export interface WorkerReport {
-  readonly pages: number;
-  readonly throttled: number;
-  readonly failed: number;
+export interface WorkerReport extends HarvestReport {
   readonly stats: PacerStats;
 }
 

@@ -1,0 +1,260 @@
+/**
+ * A harvesting worker's pages against real Redis, on a single node and on the
+ * production-shaped cluster (as the functions' ACL user): every page taken is
+ * handed on, given up and reported, or put back in the scope's retry set for
+ * the next taker; never lost, and never fetched by two workers at once.
+ */
+import assert from 'node:assert/strict';
+import { after, before, describe, it } from 'node:test';
+import { createLimiter, type RedisClient } from '@platform/rate-limit';
+import { PLATFORM_POLICIES } from '../../config/catalogue.ts';
+import { AdaptivePacer } from '../../functions/harvester/pacer.ts';
+import type { SourceAnswer } from '../../functions/harvester/source.ts';
+import { type HarvestReport, harvest, PAGE_RETRIES } from '../../functions/harvester/worker.ts';
+import { AcceptedOnce } from '../../functions/shared/once.ts';
+import type { AcceptedEvent, EventSink } from '../../functions/shared/sink.ts';
+import { HARVESTER_POLICY } from '../../functions/workers.ts';
+import { connected, policies, targets, unique } from '../support/targets.ts';
+
+const shipped = PLATFORM_POLICIES[HARVESTER_POLICY] as { adaptive: object };
+/** The shipped policy, roomy: these tests are about pages, not pace. */
+const roomy = {
+  ...shipped,
+  capacity: 100,
+  refill: { tokens: 1000, every: '1 s' },
+  adaptive: { ...shipped.adaptive, min: 1, max: 1000 },
+  timeBudget: '5 s',
+};
+
+const PAGE: SourceAnswer = { kind: 'page', bytes: 1 };
+const pageOf = (url: string) => Number(url.split('/').at(-1));
+
+/** What the sink took, by page. */
+function memorySink(refuse: (event: AcceptedEvent) => boolean = () => false): EventSink & { pages: number[] } {
+  const pages: number[] = [];
+  return {
+    pages,
+    async put(event) {
+      if (refuse(event)) throw new Error('SQS: ThrottlingException');
+      pages.push(Number(event.id));
+    },
+  };
+}
+
+for (const target of targets) {
+  describe(`A harvesting worker's pages, on a ${target.name}`, () => {
+    let redis: RedisClient;
+    before(async () => {
+      redis = target.client();
+      await connected(redis);
+    });
+    after(() => redis.disconnect());
+
+    const limiter = () => createLimiter({ redis, policies: policies({ [HARVESTER_POLICY]: roomy }) });
+    const pacer = () => new AdaptivePacer({ limiter: limiter(), once: new AcceptedOnce(redis) });
+    /** The pages waiting in a scope's retry set, as `<page>:<failures>`. */
+    const waiting = (scope: string) => redis.zrangebyscore(`hv:{${scope}}:retry`, '-inf', '+inf');
+
+    /** One run on `scope` until `stop` is aborted (by the test's source or sink). */
+    function run(
+      scope: string,
+      stop: AbortController,
+      fetch: (url: string) => Promise<SourceAnswer>,
+      sink: EventSink,
+      until = Number.POSITIVE_INFINITY,
+    ): Promise<HarvestReport> {
+      return harvest(
+        { scope, pageUrl: (page) => `/sites/${scope}/pages/${page}`, until, stop: stop.signal },
+        { pacer: pacer(), redis, sink, fetch },
+      );
+    }
+
+    /** A source that serves every page and stops the run once the sink holds `pages` of them. */
+    const servesUntil = (sink: { pages: number[] }, pages: number, stop: AbortController) => async () => {
+      if (sink.pages.length >= pages - 1) stop.abort();
+      return PAGE;
+    };
+
+    it('puts back a page throttled as the run ends; the next run fetches it first', { timeout: 30_000 }, async () => {
+      const scope = unique('hv-throttled');
+      const sink = memorySink();
+      const first = new AbortController();
+      const report = await run(
+        scope,
+        first,
+        async () => {
+          first.abort(); // the run ends while the source pushes back
+          return { kind: 'throttled', status: 429, retryAfterMs: 0 };
+        },
+        sink,
+      );
+      assert.equal(report.throttled, 1);
+      assert.deepEqual(await waiting(scope), ['1:0'], 'page 1 waits for the next taker');
+      const second = new AbortController();
+      await run(scope, second, servesUntil(sink, 3, second), sink);
+      assert.deepEqual(sink.pages, [1, 2, 3], 'a throttled page is never skipped');
+      assert.deepEqual(await waiting(scope), []);
+    });
+
+    it('ends the run at once when the pause outlasts it, its page put back', { timeout: 20_000 }, async () => {
+      const scope = unique('hv-long-pause');
+      const stop = new AbortController();
+      const paced = pacer();
+      const report = await harvest(
+        { scope, pageUrl: (page) => `/p/${page}`, until: Date.now() + 30_000, stop: stop.signal },
+        {
+          pacer: paced,
+          redis,
+          sink: memorySink(),
+          fetch: async () => ({ kind: 'throttled', status: 503, retryAfterMs: 60_000 }),
+        },
+      );
+      assert.equal(report.throttled, 1);
+      assert.equal(paced.stats.waits, 0, 'no wait the run could not finish');
+      assert.deepEqual(await waiting(scope), ['1:0']);
+    });
+
+    it('fetches a page whose fetch failed again: a passing failure loses nothing', { timeout: 30_000 }, async () => {
+      const scope = unique('hv-transient');
+      const sink = memorySink();
+      const stop = new AbortController();
+      const serve = servesUntil(sink, 3, stop);
+      let failedOnce = false;
+      const report = await run(
+        scope,
+        stop,
+        async (url) => {
+          if (pageOf(url) === 1 && !failedOnce) {
+            failedOnce = true;
+            return { kind: 'failed', status: 500 };
+          }
+          return serve();
+        },
+        sink,
+      );
+      assert.deepEqual(sink.pages, [1, 2, 3]);
+      assert.deepEqual({ failed: report.failed, givenUp: report.givenUp }, { failed: 1, givenUp: 0 });
+    });
+
+    it(`gives a page up after ${PAGE_RETRIES} retries, counted across runs, and reports it`, async () => {
+      const scope = unique('hv-given-up');
+      const sink = memorySink();
+      let fetchesOfPage1 = 0;
+      const broken = (serve: () => Promise<SourceAnswer>) => async (url: string) => {
+        if (pageOf(url) !== 1) return serve();
+        fetchesOfPage1++;
+        return { kind: 'failed', status: 'network' } as const;
+      };
+      // the first run ends on page 1's first failure: the page goes back with it
+      const first = new AbortController();
+      const endingRun = broken(async () => PAGE);
+      await run(
+        scope,
+        first,
+        (url) => {
+          first.abort();
+          return endingRun(url);
+        },
+        sink,
+      );
+      assert.deepEqual(await waiting(scope), ['1:1']);
+      const second = new AbortController();
+      const report = await run(scope, second, broken(servesUntil(sink, 2, second)), sink);
+      assert.equal(fetchesOfPage1, PAGE_RETRIES + 1, 'one fetch and its retries');
+      assert.deepEqual(
+        { failed: report.failed, givenUp: report.givenUp, givenUpPages: report.givenUpPages },
+        { failed: PAGE_RETRIES, givenUp: 1, givenUpPages: [1] },
+      );
+      assert.deepEqual(sink.pages, [2, 3]);
+      assert.deepEqual(await waiting(scope), []);
+    });
+
+    it('gives a page up at once for an answer a retry would not change (404)', async () => {
+      const scope = unique('hv-missing');
+      const sink = memorySink();
+      const stop = new AbortController();
+      const serve = servesUntil(sink, 2, stop);
+      const fetched: number[] = [];
+      const report = await run(
+        scope,
+        stop,
+        async (url) => {
+          fetched.push(pageOf(url));
+          return pageOf(url) === 1 ? { kind: 'failed', status: 404 } : serve();
+        },
+        sink,
+      );
+      assert.deepEqual(fetched, [1, 2, 3]);
+      assert.deepEqual(report.givenUpPages, [1]);
+    });
+
+    it('keeps a page the sink refused for a retry, and goes on: the run does not reject', async () => {
+      const scope = unique('hv-sink');
+      let refusals = 2;
+      const sink = memorySink(() => refusals-- > 0);
+      const stop = new AbortController();
+      const report = await run(scope, stop, servesUntil(sink, 3, stop), sink);
+      assert.equal(report.notHandedOn, 2);
+      assert.deepEqual(sink.pages, [1, 2, 3], 'page 1 handed on at its third fetch, once');
+      assert.equal(report.pages, 3);
+    });
+
+    it('puts back a page the sink still refuses when the run ends', async () => {
+      const scope = unique('hv-sink-down');
+      const stop = new AbortController();
+      let fetches = 0;
+      const report = await run(
+        scope,
+        stop,
+        async () => {
+          if (++fetches === 3) stop.abort();
+          return PAGE;
+        },
+        memorySink(() => true),
+      );
+      assert.deepEqual({ pages: report.pages, notHandedOn: report.notHandedOn }, { pages: 0, notHandedOn: 3 });
+      assert.deepEqual(await waiting(scope), ['1:0']);
+    });
+
+    it('shares the pages between two workers: none fetched by both at once, none lost', {
+      timeout: 60_000,
+    }, async () => {
+      const scope = unique('hv-shared');
+      const sink = memorySink();
+      const stop = new AbortController();
+      const inFlight = new Set<number>();
+      const overlaps: number[] = [];
+      let fetches = 0;
+      const fetch = async (url: string): Promise<SourceAnswer> => {
+        const page = pageOf(url);
+        if (inFlight.has(page)) overlaps.push(page);
+        inFlight.add(page);
+        // let the other worker take its turn while this page is in flight
+        await new Promise((resolve) => setImmediate(resolve));
+        inFlight.delete(page);
+        if (sink.pages.length >= 30) stop.abort();
+        const n = ++fetches;
+        if (n % 7 === 0) return { kind: 'throttled', status: 429, retryAfterMs: 0 };
+        if (n % 5 === 0) return { kind: 'failed', status: 502 };
+        if (n % 11 === 0) return { kind: 'failed', status: 404 };
+        return PAGE;
+      };
+      const reports = await Promise.all([run(scope, stop, fetch, sink), run(scope, stop, fetch, sink)]);
+      assert.ok(
+        reports.every((r) => r.pages > 0),
+        'both workers harvested',
+      );
+      assert.deepEqual(overlaps, [], 'no page fetched by two workers at once');
+      assert.equal(new Set(sink.pages).size, sink.pages.length, 'no page handed on twice');
+      const cursor = Number(await redis.get(`hv:{${scope}}:cursor`));
+      const putBack = (await waiting(scope)).map((member) => Number(member.split(':')[0]));
+      const givenUp = reports.flatMap((r) => r.givenUpPages);
+      const accounted = [...sink.pages, ...putBack, ...givenUp].sort((a, b) => a - b);
+      assert.deepEqual(
+        accounted,
+        Array.from({ length: cursor }, (_, i) => i + 1),
+        'every page taken is handed on, given up or put back, once',
+      );
+    });
+  });
+}
