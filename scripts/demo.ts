@@ -344,7 +344,10 @@ async function mattermostFloodedChannel(_stage: DemoStage): Promise<ScenarioResu
   const recorded = { admitted: 0, limited: 0 };
   while (recorded.admitted + recorded.limited < count) {
     const s = listener.summary.get(channel);
-    const now = { admitted: s?.admitted ?? 0, limited: (s?.refused ?? 0) + (s?.expired ?? 0) + (s?.overflow ?? 0) };
+    const now = {
+      admitted: s?.admitted ?? 0,
+      limited: (s?.refused ?? 0) + (s?.expired ?? 0) + (s?.overflow ?? 0) + (s?.unsunk ?? 0),
+    };
     for (const outcome of ['admitted', 'limited'] as const) {
       for (; recorded[outcome] < now[outcome]; recorded[outcome]++) rec.record(outcome);
     }

@@ -18,7 +18,9 @@
  *   cuts every socket without a close frame, as a network failure does;
  *   `failRequests(n, how)` makes the next n REST reads fail (a 503, or a
  *   connection reset: "fetch failed"); `delayRequests(ms)` slows every REST
- *   read, so a test can cut the socket while a catch-up is under way.
+ *   read, so a test can cut the socket while a catch-up is under way;
+ *   `refuseChannel(id, status)` answers that channel's posts with a 4xx (the
+ *   bot removed from it: 403) until cleared.
  */
 import { randomBytes } from 'node:crypto';
 import { createServer, type IncomingMessage } from 'node:http';
@@ -59,12 +61,16 @@ export interface MattermostServer {
   failRequests(count: number, how?: 'status' | 'reset'): void;
   /** Every REST read waits this long before its answer (0: none). */
   delayRequests(ms: number): void;
+  /** Answers `GET /api/v4/channels/{id}/posts` of this channel with `status` (undefined: answers again). */
+  refuseChannel(channelId: string, status: number | undefined): void;
   /** REST reads answered or failed so far, by path (without the query). */
   readonly requests: ReadonlyMap<string, number>;
   /** How many sockets have authenticated since the start. */
   readonly authenticated: number;
   /** Sockets open now. */
   readonly open: number;
+  /** Sockets not closed yet (open, or closing: the close handshake under way). */
+  readonly connections: number;
   close(): Promise<void>;
 }
 
@@ -77,6 +83,7 @@ export async function startMattermostServer(
   const requests = new Map<string, number>();
   let failing: { count: number; how: 'status' | 'reset' } = { count: 0, how: 'status' };
   let delayMs = 0;
+  const refused = new Map<string, number>();
   const clients = new Map<WebSocket, { seq: number; authenticated: boolean }>();
   let authenticated = 0;
   let lastCreateAt = 0;
@@ -125,6 +132,9 @@ export async function startMattermostServer(
         if (failing.how === 'reset') return req.socket.destroy();
         return answer(503, { id: 'api.context.unavailable', status_code: 503 });
       }
+      const refusal = match ? refused.get(match[1] as string) : undefined;
+      if (refusal !== undefined)
+        return answer(refusal, { id: 'api.context.permissions.app_error', status_code: refusal });
       // read when answering, as a server that takes this long to build its answer does
       const value = read();
       if (value === undefined) return answer(404, { id: 'api.context.404.app_error', status_code: 404 });
@@ -230,12 +240,19 @@ export async function startMattermostServer(
     delayRequests(ms) {
       delayMs = ms;
     },
+    refuseChannel(channelId, status) {
+      if (status === undefined) refused.delete(channelId);
+      else refused.set(channelId, status);
+    },
     requests,
     get authenticated() {
       return authenticated;
     },
     get open() {
       return [...clients.keys()].filter((ws) => ws.readyState === WebSocket.OPEN).length;
+    },
+    get connections() {
+      return clients.size;
     },
     close: () =>
       new Promise<void>((resolve) => {

@@ -5,13 +5,28 @@
  * its channel is caught up on this connection). After a reconnect the
  * channels the bot is a member of are each asked for their posts since their
  * mark as it was at the reconnect (a channel never seen: from the listener's
- * start), skipping those whose `last_post_at` is older; a failed request is
- * retried with backoff until it succeeds or a newer connection takes over
- * from the same marks.
+ * start), skipping those whose `last_post_at` is older, a few channels at a
+ * time; a failed request is retried with backoff (the channel waits at the
+ * back of the queue, not in front of the others) until it succeeds or a
+ * newer connection takes over from the same marks. A channel the server
+ * refuses for good (403, 404) is skipped, its mark left behind the gap.
  */
 import { jitteredBackoffMs } from './backoff.ts';
 import type { Post } from './posts.ts';
-import type { MattermostRest } from './rest.ts';
+import { CatchUpRefused, type MattermostRest } from './rest.ts';
+
+/** Channels asked at once: a slow one holds one of these, not the catch-up of the others. */
+const CHANNELS_AT_ONCE = 4;
+
+/** A channel of a catch-up still to be asked for its posts. */
+interface Pending {
+  readonly id: string;
+  readonly since: number;
+  /** Its failed requests so far (the backoff's exponent). */
+  readonly attempt: number;
+  /** Not asked again before this (local ms). */
+  readonly notBefore: number;
+}
 
 /** One catch-up after a reconnect. */
 export interface CatchUpReport {
@@ -23,6 +38,8 @@ export interface CatchUpReport {
   readonly channels: number;
   /** Requests that failed and were retried. */
   readonly retries: number;
+  /** Channels the server refused to answer for (403, 404): not caught up, their marks left as they were. */
+  readonly skipped: number;
 }
 
 export interface CatchUpOptions {
@@ -49,6 +66,11 @@ export class ChannelMarks {
   #epoch = 0;
   /** While a catch-up runs: the channels it has covered (their live posts move their marks again). */
   #catchingUp: Set<string> | undefined;
+  /**
+   * Channels whose last catch-up was refused (403, 404): their marks stay
+   * behind the gap, live posts do not move them, until a catch-up covers them.
+   */
+  readonly #uncovered = new Set<string>();
   /** The newest live post of each channel on the current connection. */
   readonly #liveNewest = new Map<string, number>();
   /** When the listener first connected, less clockSkewMs: where a channel never seen is caught up from. */
@@ -60,16 +82,20 @@ export class ChannelMarks {
     this.#options = options;
   }
 
-  /** A connection authenticated: the first covers from now, a later one catches up from the marks. */
-  connected(first: boolean): void {
+  /**
+   * A connection authenticated: the first covers from now, a later one
+   * catches up from the marks. Resolves when that catch-up ended (covered
+   * every channel, or gave up to a newer connection or the stop).
+   */
+  connected(first: boolean): Promise<void> {
     this.#epoch++;
     this.#liveNewest.clear();
     if (first) {
       this.#coveredFrom = Date.now() - this.#options.clockSkewMs;
-    } else {
-      this.#catchingUp = new Set();
-      void this.#catchUp(this.#epoch, new Map(this.#marks));
+      return Promise.resolve();
     }
+    this.#catchingUp = new Set();
+    return this.#catchUp(this.#epoch, new Map(this.#marks));
   }
 
   /** The connection was lost: the catch-up's lag counts from the first loss. */
@@ -82,6 +108,7 @@ export class ChannelMarks {
     const channel = post.channel_id;
     this.#liveNewest.set(channel, Math.max(this.#liveNewest.get(channel) ?? 0, post.create_at));
     // before its catch-up, a channel's mark may be behind a gap: only the catch-up moves it
+    if (this.#uncovered.has(channel)) return;
     if (this.#catchingUp === undefined || this.#catchingUp.has(channel)) this.#advance(channel, post.create_at);
   }
 
@@ -99,43 +126,92 @@ export class ChannelMarks {
    * post it got either way once its answer is in.
    */
   async #catchUp(epoch: number, marks: ReadonlyMap<string, number>): Promise<void> {
-    const { rest } = this.#options;
+    const { rest, logger, reconnectBaseMs, maxReconnectMs } = this.#options;
     const current = () => !this.#options.stopped() && this.#epoch === epoch;
-    let posts = 0;
-    let asked = 0;
     const retries = { count: 0 };
     const channels = await this.#retrying(current, retries, 'channels', () => rest.memberChannels());
-    if (channels === undefined) return;
+    // what arrived live belongs to this connection only while it is the current one
+    if (channels === undefined || !current()) return;
+    const queue: Pending[] = [];
     for (const { id, last_post_at: lastPostAt } of channels) {
       const since = marks.get(id) ?? this.#coveredFrom;
-      if (lastPostAt >= since) {
-        asked++;
-        const missed = await this.#retrying(current, retries, id, () => rest.postsSince(id, since));
-        if (missed === undefined) return;
+      if (lastPostAt >= since) queue.push({ id, since, attempt: 0, notBefore: 0 });
+      else this.#covered(id);
+    }
+    const asked = queue.length;
+    let posts = 0;
+    let skipped = 0;
+    const worker = async () => {
+      while (current()) {
+        const now = Date.now();
+        const at = queue.findIndex((channel) => channel.notBefore <= now);
+        if (at < 0) {
+          if (queue.length === 0) return;
+          // every channel left waits its backoff
+          const wait = Math.min(...queue.map((channel) => channel.notBefore)) - now;
+          await new Promise((resolve) => setTimeout(resolve, wait));
+          continue;
+        }
+        const [channel] = queue.splice(at, 1) as [Pending];
+        let missed: Post[];
+        try {
+          missed = await rest.postsSince(channel.id, channel.since);
+        } catch (error) {
+          if (!current()) return;
+          if (error instanceof CatchUpRefused) {
+            skipped++;
+            this.#uncovered.add(channel.id);
+            logger.warn('mattermost catch-up refused, channel skipped', { of: channel.id, error: String(error) });
+            continue;
+          }
+          retries.count++;
+          logger.warn('mattermost catch-up failed, retrying', {
+            of: channel.id,
+            attempt: channel.attempt,
+            error: String(error),
+          });
+          const delay = jitteredBackoffMs(channel.attempt, reconnectBaseMs, maxReconnectMs);
+          queue.push({ ...channel, attempt: channel.attempt + 1, notBefore: Date.now() + delay });
+          continue;
+        }
+        // an answer that comes after a newer connection took over, or the stop, is not this catch-up's to hand over
+        if (!current()) return;
         posts += missed.length;
         for (const post of missed) this.#options.receive(post);
         // the answer holds every post of the channel up to when it was made
-        this.#advance(id, missed.at(-1)?.create_at);
+        this.#advance(channel.id, missed.at(-1)?.create_at);
+        this.#covered(channel.id);
       }
-      // what arrived live belongs to this connection only while it is the current one
-      if (!current()) return;
-      this.#advance(id, this.#liveNewest.get(id));
-      this.#catchingUp?.add(id);
-    }
+    };
+    await Promise.all(Array.from({ length: Math.min(CHANNELS_AT_ONCE, queue.length) }, worker));
     if (!current()) return;
-    // Channels not listed got every post of theirs live on this connection.
-    for (const [id, newest] of this.#liveNewest) this.#advance(id, newest);
+    // Channels not listed got every post of theirs live on this connection; a skipped one stays behind its gap.
+    for (const [id, newest] of this.#liveNewest) if (!this.#uncovered.has(id)) this.#advance(id, newest);
     this.#catchingUp = undefined;
-    const report = { lagMs: Date.now() - (this.#lostAt ?? Date.now()), posts, channels: asked, retries: retries.count };
+    const report = {
+      lagMs: Date.now() - (this.#lostAt ?? Date.now()),
+      posts,
+      channels: asked,
+      retries: retries.count,
+      skipped,
+    };
     this.#lostAt = undefined;
-    this.#options.logger.info('mattermost caught up', { ...report });
+    logger.info('mattermost caught up', { ...report });
     this.#options.onCaughtUp?.(report);
   }
 
+  /** A channel has every post up to now in hand on this connection: its live posts move its mark again. */
+  #covered(id: string): void {
+    this.#advance(id, this.#liveNewest.get(id));
+    this.#uncovered.delete(id);
+    this.#catchingUp?.add(id);
+  }
+
   /**
-   * Runs one request of the catch-up until it succeeds, with capped,
-   * jittered exponential backoff; undefined once the listener stops or a
-   * newer connection took over (its own catch-up starts from the marks).
+   * Runs the catch-up's first request (the channels) until it succeeds,
+   * with capped, jittered exponential backoff; undefined once the listener
+   * stops or a newer connection took over (its own catch-up starts from the
+   * marks).
    */
   async #retrying<T>(
     current: () => boolean,

@@ -2,8 +2,24 @@
 import * as v from 'valibot';
 import { ChannelList, deleted, Post, PostList } from './posts.ts';
 
-/** A request of the catch-up that should be tried again (a network failure, a 5xx, a malformed answer). */
+/** A request of the catch-up that should be tried again (a network failure, a 5xx, a 408 or 429, a malformed answer). */
 export class CatchUpError extends Error {}
+
+/**
+ * A request of the catch-up the server refuses for good: a 4xx other than
+ * 408 and 429 (the bot removed from the channel: 403; the channel deleted:
+ * 404). Asking again in this catch-up would get the same answer.
+ */
+export class CatchUpRefused extends Error {
+  readonly status: number;
+
+  constructor(path: string, status: number) {
+    super(`${path}: status ${status}`);
+    this.status = status;
+  }
+}
+
+const refusedForGood = (status: number) => status >= 400 && status < 500 && status !== 408 && status !== 429;
 
 export class MattermostRest {
   readonly #url: string;
@@ -24,6 +40,7 @@ export class MattermostRest {
     } catch (error) {
       throw new CatchUpError(`${path}: ${String(error)}`);
     }
+    if (refusedForGood(response.status)) throw new CatchUpRefused(path, response.status);
     if (!response.ok) throw new CatchUpError(`${path}: status ${response.status}`);
     try {
       return await response.json();

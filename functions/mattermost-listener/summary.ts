@@ -7,6 +7,8 @@ export interface ChannelSummary {
   /** Refused because the limiter could not decide within `holdMs`, or the buffer was full. */
   expired: number;
   overflow: number;
+  /** Admitted, but the sink did not take it within `holdMs` (or by the stop): given up. */
+  unsunk: number;
   duplicates: number;
 }
 
@@ -18,7 +20,7 @@ export class ChannelSummaries {
   of(channel: string): ChannelSummary {
     let summary = this.byChannel.get(channel);
     if (!summary) {
-      summary = { admitted: 0, refused: 0, expired: 0, overflow: 0, duplicates: 0 };
+      summary = { admitted: 0, refused: 0, expired: 0, overflow: 0, unsunk: 0, duplicates: 0 };
       this.byChannel.set(channel, summary);
     }
     return summary;

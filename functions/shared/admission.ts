@@ -10,7 +10,10 @@
  *    unless the caller keeps it; Redis unable to decide: the check's failure
  *    mode decided (closed for every sender policy), and nothing was claimed;
  * 3. admitted (the claim taken with it): handed to the sink; a sink failure
- *    gives the claim back, a second round trip on that path only.
+ *    gives the claim back, a second round trip on that path only (the
+ *    webhooks: the sender retries). The Mattermost listener hands its posts
+ *    on itself (a sink here that does nothing), so a post the sink refuses
+ *    keeps its claim and is handed on again while it is held.
  * The outcome is a value; what it answers (an HTTP status, a held post) is
  * the caller's.
  */

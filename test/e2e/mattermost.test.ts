@@ -12,12 +12,16 @@ import {
   compilePolicies,
   createLimiter,
   createRedisClient,
+  type Degraded,
+  type Limiter,
   type RedisClient,
   staticPolicies,
 } from '@platform/rate-limit';
 import {
   type CatchUpReport,
+  type ChannelSummary,
   type ListenerLogger,
+  type ListenerOptions,
   MattermostListener,
 } from '../../functions/mattermost-listener/listener.ts';
 import { AcceptedOnce } from '../../functions/shared/once.ts';
@@ -38,6 +42,43 @@ class MemorySink implements EventSink {
 
 const quiet = { info: () => {}, warn: () => {} };
 
+/** A logger that keeps every line. */
+function recording() {
+  const lines: { level: 'info' | 'warn'; message: string; attributes: Record<string, unknown> }[] = [];
+  const logger: ListenerLogger = {
+    info: (message, attributes) => lines.push({ level: 'info', message, attributes }),
+    warn: (message, attributes) => lines.push({ level: 'warn', message, attributes }),
+  };
+  return { lines, logger };
+}
+
+/** What a fail-closed check answers when Redis could not decide. */
+const undecided: Degraded = {
+  outcome: 'degraded',
+  decided: false,
+  allowed: false,
+  degraded: true,
+  failureMode: 'closed',
+  reason: 'timeout',
+  retryAfterMs: 1000,
+};
+
+/** A limiter whose checks `checkOnce` answers (the listener asks nothing else). */
+const limiterOf = (checkOnce: Limiter['checkOnce']) => ({ checkOnce }) as unknown as Limiter;
+
+/** Fails if `work` has not settled within `ms` (a hang, not a timing: the bound is far above what it takes). */
+async function within<T>(work: Promise<T>, ms: number, what: string): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  const late = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new Error(`${what}: not done in ${ms} ms`)), ms);
+  });
+  try {
+    return await Promise.race([work, late]);
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
 /** Resolves once `condition` holds, checking on every turn of the event loop (no fixed sleeps). */
 async function until(condition: () => boolean, timeoutMs = 10_000): Promise<number> {
   const started = Date.now();
@@ -48,16 +89,8 @@ async function until(condition: () => boolean, timeoutMs = 10_000): Promise<numb
   return Date.now() - started;
 }
 
-function listenerOn(
-  server: MattermostServer,
-  redis: RedisClient,
-  sink: EventSink,
-  limit: number,
-  holdMs = 30_000,
-  logger: ListenerLogger = quiet,
-  summaryIntervalMs = 60_000,
-  onCaughtUp?: (report: CatchUpReport) => void,
-) {
+/** The listener's limiter on `redis`: `limit` posts a minute per channel. */
+function channelLimiter(redis: RedisClient, limit: number): Limiter {
   const policies = staticPolicies(
     compilePolicies({
       'mattermost-channel': {
@@ -71,28 +104,53 @@ function listenerOn(
       },
     }),
   );
+  return createLimiter({ redis, policies });
+}
+
+/** A listener on the local server, its claims in `redis`, with short timings. */
+function listenerWith(
+  server: MattermostServer,
+  redis: RedisClient,
+  options: Pick<ListenerOptions, 'limiter' | 'sink'> & Partial<ListenerOptions>,
+) {
   return new MattermostListener({
     url: server.url,
     token: server.token,
-    limiter: createLimiter({ redis, policies }),
     once: new AcceptedOnce(redis),
-    sink,
-    logger,
+    logger: quiet,
     pingIntervalMs: 200,
     reconnectBaseMs: 50,
     maxReconnectMs: 400,
-    holdMs,
     retryIntervalMs: 50,
+    ...options,
+  });
+}
+
+function listenerOn(
+  server: MattermostServer,
+  redis: RedisClient,
+  sink: EventSink,
+  limit: number,
+  holdMs = 30_000,
+  logger: ListenerLogger = quiet,
+  summaryIntervalMs = 60_000,
+  onCaughtUp?: (report: CatchUpReport) => void,
+) {
+  return listenerWith(server, redis, {
+    limiter: channelLimiter(redis, limit),
+    sink,
+    logger,
+    holdMs,
     summaryIntervalMs,
     ...(onCaughtUp ? { onCaughtUp } : {}),
   });
 }
 
-/** Posts decided so far on these channels (admitted, refused, or refused undecided). */
+/** Posts decided so far on these channels (admitted, refused, refused undecided, or given up unsunk). */
 function decided(listener: MattermostListener, rooms: readonly string[]): number {
   return rooms.reduce((sum, room) => {
     const s = listener.summary.get(room);
-    return sum + (s ? s.admitted + s.refused + s.expired + s.overflow : 0);
+    return sum + (s ? s.admitted + s.refused + s.expired + s.overflow + s.unsunk : 0);
   }, 0);
 }
 
@@ -269,6 +327,206 @@ describe('The Mattermost listener', () => {
     const [report] = reports;
     assert.equal(report?.retries, 2);
     assert.ok((report?.lagMs ?? -1) >= 0 && (report?.posts ?? 0) >= 2, JSON.stringify(report));
+  });
+
+  it('skips a channel the server refuses (403) in a catch-up, catches up the others, and leaves its mark behind the gap', async () => {
+    const sink = new MemorySink();
+    const reports: CatchUpReport[] = [];
+    const { lines, logger } = recording();
+    const listener = listenerOn(server, redis, sink, 1000, 30_000, logger, 60_000, (r) => reports.push(r));
+    await listener.start();
+    // the refused channel is listed first: it does not hold up the other
+    const gone = channel('gone');
+    const busy = channel('busy');
+    const seen = server.post(gone, 'seen');
+    server.post(busy, 'seen');
+    await until(() => sink.of(gone).length === 1 && sink.of(busy).length === 1);
+    server.refuseChannel(gone, 403); // the bot removed from it
+    server.dropConnections();
+    const missed = server.post(gone, 'away, its channel refused');
+    const caughtUp = server.post(busy, 'away');
+    await until(() => reports.length === 1);
+    await until(() => sink.of(busy).includes(caughtUp.id));
+    assert.equal(reports[0]?.skipped, 1, JSON.stringify(reports[0]));
+    assert.ok(
+      lines.some((l) => l.message === 'mattermost catch-up refused, channel skipped' && l.attributes.of === gone),
+      'the skip logged',
+    );
+    // a live post of the skipped channel does not move its mark past the gap
+    const live = server.post(gone, 'live after the skip');
+    await until(() => sink.of(gone).includes(live.id));
+    server.refuseChannel(gone, undefined);
+    server.dropConnections();
+    await until(() => reports.length === 2);
+    await until(() => sink.of(gone).includes(missed.id)).catch(() =>
+      assert.fail('the post missed while the channel was refused is caught up once it answers again'),
+    );
+    await listener.stop();
+    assert.deepEqual(sink.of(gone), [seen.id, live.id, missed.id]);
+  });
+
+  it('decides once a post refused undecided: a catch-up bringing it again answers duplicate', async () => {
+    const sink = new MemorySink();
+    const real = channelLimiter(redis, 100);
+    let down = true;
+    const limiter = limiterOf((...check) =>
+      down ? Promise.resolve({ enforced: undecided, shadow: undefined }) : real.checkOnce(...check),
+    );
+    const listener = listenerWith(server, redis, { limiter, sink, holdMs: 200 });
+    await listener.start();
+    const room = channel('undecided');
+    server.post(room, 'while the limiter cannot decide');
+    await until(() => listener.summary.get(room)?.expired === 1);
+    down = false;
+    server.dropConnections();
+    // the post is at its channel's mark: the catch-up brings it again
+    await until(() => {
+      const s = listener.summary.get(room);
+      return (s?.duplicates ?? 0) + (s?.admitted ?? 0) > 0;
+    });
+    await listener.stop();
+    const { expired, admitted, duplicates } = listener.summary.get(room) ?? {};
+    assert.deepEqual({ expired, admitted, duplicates }, { expired: 1, admitted: 0, duplicates: 1 });
+    assert.deepEqual(sink.of(room), [], 'refused, then not admitted too');
+  });
+
+  it('hands on an admitted post the sink did not take once it does, counted once', async () => {
+    const sink = new MemorySink();
+    let failures = 2;
+    const throttled: EventSink = {
+      put: async (event) => {
+        if (failures-- > 0) throw new Error('SQS: ThrottlingException');
+        await sink.put(event);
+      },
+    };
+    const listener = listenerWith(server, redis, { limiter: channelLimiter(redis, 1), sink: throttled });
+    await listener.start();
+    const room = channel('throttled');
+    const first = server.post(room, 'admitted, not taken at first');
+    await until(() => sink.of(room).length === 1).catch(() => assert.fail('handed on after the sink recovered'));
+    server.post(room, 'over the window of 1');
+    await until(() => listener.summary.get(room)?.refused === 1);
+    await listener.stop();
+    assert.deepEqual(sink.of(room), [first.id]);
+    const { admitted, refused, unsunk } = listener.summary.get(room) ?? {};
+    assert.deepEqual(
+      { admitted, refused, unsunk },
+      { admitted: 1, refused: 1, unsunk: 0 },
+      'its window counted it once',
+    );
+  });
+
+  it('gives up, counted and logged by id, an admitted post the sink does not take within the hold time; decided once', async () => {
+    const sink = new MemorySink();
+    let sinkDown = true;
+    const { lines, logger } = recording();
+    const listener = listenerWith(server, redis, {
+      limiter: channelLimiter(redis, 100),
+      logger,
+      holdMs: 200,
+      sink: {
+        put: async (event) => {
+          if (sinkDown) throw new Error('SQS: unavailable');
+          await sink.put(event);
+        },
+      },
+    });
+    await listener.start();
+    const room = channel('unsunk');
+    const post = server.post(room, 'never taken: secret text');
+    await until(() => listener.summary.get(room)?.unsunk === 1);
+    assert.equal(lines.find((l) => l.attributes.id === post.id)?.message, 'mattermost post not handed on');
+    // it was admitted, its claim kept: a catch-up bringing it again answers duplicate
+    sinkDown = false;
+    server.dropConnections();
+    await until(() => listener.summary.get(room)?.duplicates === 1);
+    await listener.stop();
+    assert.deepEqual(sink.of(room), []);
+    const stopped = lines.find((l) => l.message === 'mattermost listener stopped')?.attributes.channels;
+    assert.equal((stopped as Record<string, ChannelSummary> | undefined)?.[room]?.unsunk, 1, 'in the summary');
+    assert.ok(!JSON.stringify(lines).includes('secret text'), 'never the text');
+  });
+
+  it('stops by its deadline when the last tries get no answer, refusing what is left in one line', async () => {
+    let answering = true;
+    const limiter = limiterOf(() =>
+      answering ? Promise.resolve({ enforced: undecided, shadow: undefined }) : new Promise(() => {}),
+    );
+    const { lines, logger } = recording();
+    // no retry before the stop: the posts wait in the buffer after their first try
+    const listener = listenerWith(server, redis, {
+      limiter,
+      sink: new MemorySink(),
+      logger,
+      retryIntervalMs: 60_000,
+      stopDeadlineMs: 300,
+    });
+    await listener.start();
+    const room = channel('deadline');
+    const posts = Array.from({ length: 5 }, (_, i) => server.post(room, `held ${i}`));
+    await until(() => listener.holding === 5);
+    answering = false; // Redis stalls: no last try ever gets an answer
+    await within(listener.stop(), 10_000, 'stop()');
+    const batch = lines.findIndex(
+      (l) => l.message === 'mattermost posts refused: not decided before the stop deadline',
+    );
+    assert.deepEqual(lines[batch]?.attributes.posts, { [room]: posts.map((p) => p.id) });
+    assert.ok(batch < lines.findIndex((l) => l.message === 'mattermost listener stopped'), 'before the summary');
+    assert.equal(listener.summary.get(room)?.expired, 5);
+  });
+
+  it('gives held posts their last try at stop several at a time', async () => {
+    let stopping = false;
+    let running = 0;
+    let most = 0;
+    const limiter = limiterOf(async () => {
+      if (stopping) {
+        running++;
+        most = Math.max(most, running);
+        await new Promise((resolve) => setImmediate(resolve));
+        running--;
+      }
+      return { enforced: undecided, shadow: undefined };
+    });
+    const { lines, logger } = recording();
+    const listener = listenerWith(server, redis, { limiter, sink: new MemorySink(), logger, retryIntervalMs: 60_000 });
+    await listener.start();
+    const room = channel('lasttries');
+    const posts = Array.from({ length: 10 }, (_, i) => server.post(room, `held ${i}`));
+    await until(() => listener.holding === 10);
+    stopping = true;
+    await listener.stop();
+    assert.ok(most > 1, `${most} last tries at once`);
+    assert.equal(listener.summary.get(room)?.expired, 10);
+    const refused = lines.filter((l) => l.message === 'mattermost post refused: the limiter could not decide in time');
+    assert.deepEqual(
+      refused.map((l) => l.attributes.id),
+      posts.map((p) => p.id),
+      'each refused on its own, by id',
+    );
+  });
+
+  it('decides nothing that arrives while it stops', async () => {
+    const real = channelLimiter(redis, 100);
+    const checked: string[] = [];
+    const limiter = limiterOf((requests, claim, options) => {
+      checked.push(claim.key);
+      return real.checkOnce(requests, claim, options);
+    });
+    const sink = new MemorySink();
+    const listener = listenerWith(server, redis, { limiter, sink });
+    await listener.start();
+    const room = channel('stopping');
+    const before = server.post(room, 'before the stop');
+    await until(() => sink.of(room).length === 1);
+    const stopped = listener.stop();
+    // sent before the server reads the listener's close frame: it arrives while the socket closes
+    const late = server.post(room, 'while it stops');
+    await stopped;
+    // the server's side closes once the listener has read every frame it sent before its close
+    await until(() => server.connections === 0);
+    assert.ok(!checked.some((key) => key.endsWith(late.id)), 'not decided after stop()');
+    assert.deepEqual(sink.of(room), [before.id]);
   });
 });
 

@@ -1,0 +1,152 @@
+/**
+ * The Mattermost listener's catch-up (functions/mattermost-listener/catch-up.ts)
+ * against a stand-in for its two REST requests, so a test decides when each
+ * answer comes and what it is.
+ */
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+import { type CatchUpReport, ChannelMarks } from '../../functions/mattermost-listener/catch-up.ts';
+import type { Post } from '../../functions/mattermost-listener/posts.ts';
+import { CatchUpError, CatchUpRefused, type MattermostRest } from '../../functions/mattermost-listener/rest.ts';
+
+const quiet = { info: () => {}, warn: () => {} };
+
+/** Resolves once `condition` holds, checking on every turn of the event loop (no fixed sleeps). */
+async function until(condition: () => boolean, timeoutMs = 5000): Promise<void> {
+  const started = Date.now();
+  while (!condition()) {
+    if (Date.now() - started > timeoutMs) throw new Error('condition not met in time');
+    await new Promise((resolve) => setTimeout(resolve, 5));
+  }
+}
+
+/** Channels as listed, each answering its posts request with `answer(since)`. */
+function restOf(channels: Record<string, (since: number) => Promise<Post[]>>, lastPostAt: number) {
+  const asked: { channel: string; since: number }[] = [];
+  const rest = {
+    memberChannels: async () => Object.keys(channels).map((id) => ({ id, last_post_at: lastPostAt })),
+    postsSince: (channel: string, since: number) => {
+      asked.push({ channel, since });
+      return (channels[channel] as (since: number) => Promise<Post[]>)(since);
+    },
+  } as unknown as MattermostRest;
+  return { rest, asked };
+}
+
+function marksOn(rest: MattermostRest, stopped: () => boolean = () => false) {
+  const received: Post[] = [];
+  const reports: CatchUpReport[] = [];
+  const marks = new ChannelMarks({
+    rest,
+    logger: quiet,
+    reconnectBaseMs: 10,
+    maxReconnectMs: 50,
+    clockSkewMs: 60_000,
+    onCaughtUp: (report) => reports.push(report),
+    receive: (post) => received.push(post),
+    stopped,
+  });
+  return { marks, received, reports };
+}
+
+/** A first connection that saw `posts` live, then lost. */
+function seenThenLost(marks: ChannelMarks, posts: readonly Post[]): void {
+  void marks.connected(true);
+  for (const post of posts) marks.live(post);
+  marks.lost();
+}
+
+describe('The Mattermost catch-up', () => {
+  it('skips a channel refused for good (403) and leaves its mark where it was, live posts or not', async () => {
+    const t = Date.now();
+    let refusing = true;
+    const { rest, asked } = restOf(
+      {
+        gone: async () => {
+          if (refusing) throw new CatchUpRefused('/api/v4/channels/gone/posts', 403);
+          return [];
+        },
+        busy: async () => [{ id: 'missed', channel_id: 'busy', create_at: t + 5 }],
+      },
+      t + 10,
+    );
+    const { marks, received, reports } = marksOn(rest);
+    seenThenLost(marks, [
+      { id: 'g1', channel_id: 'gone', create_at: t },
+      { id: 'b1', channel_id: 'busy', create_at: t },
+    ]);
+    void marks.connected(false);
+    await until(() => reports.length === 1).catch(() => assert.fail('the catch-up completes'));
+    assert.deepEqual(
+      received.map((p) => p.id),
+      ['missed'],
+      'the channel after the refused one caught up',
+    );
+    assert.equal(reports[0]?.skipped, 1);
+    // a live post after the catch-up would move a covered channel's mark: not the skipped one's
+    marks.live({ id: 'g2', channel_id: 'gone', create_at: t + 20 });
+    marks.lost();
+    refusing = false;
+    void marks.connected(false);
+    await until(() => reports.length === 2);
+    assert.deepEqual(
+      asked.filter((a) => a.channel === 'gone').map((a) => a.since),
+      [t, t],
+      'asked again from its mark',
+    );
+  });
+
+  it('catches up the other channels while one keeps failing (a 5xx, retried)', async () => {
+    const t = Date.now();
+    let stopped = false;
+    const { rest } = restOf(
+      {
+        stuck: async () => {
+          throw new CatchUpError('/api/v4/channels/stuck/posts: status 503');
+        },
+        busy: async () => [{ id: 'missed', channel_id: 'busy', create_at: t + 5 }],
+      },
+      t + 10,
+    );
+    const { marks, received } = marksOn(rest, () => stopped);
+    seenThenLost(marks, [
+      { id: 's1', channel_id: 'stuck', create_at: t },
+      { id: 'b1', channel_id: 'busy', create_at: t },
+    ]);
+    const catchUp = marks.connected(false);
+    await until(() => received.length > 0).catch(() =>
+      assert.fail('the post missed in "busy" is caught up while "stuck" is retried'),
+    );
+    stopped = true;
+    await catchUp;
+    assert.deepEqual(
+      received.map((p) => p.id),
+      ['missed'],
+    );
+  });
+
+  it('hands over nothing from an answer that arrives after the listener stopped', async () => {
+    const t = Date.now();
+    let stopped = false;
+    let answer: ((posts: Post[]) => void) | undefined;
+    const { rest } = restOf(
+      {
+        room: () =>
+          new Promise<Post[]>((resolve) => {
+            answer = resolve;
+          }),
+      },
+      t + 10,
+    );
+    const { marks, received, reports } = marksOn(rest, () => stopped);
+    seenThenLost(marks, [{ id: 'r1', channel_id: 'room', create_at: t }]);
+    const catchUp = marks.connected(false);
+    await until(() => answer !== undefined); // the posts request is under way
+    stopped = true;
+    answer?.([{ id: 'late', channel_id: 'room', create_at: t + 5 }]);
+    // the catch-up's end (and, should it not say, every continuation of the answer)
+    await Promise.all([catchUp, new Promise((resolve) => setImmediate(resolve))]);
+    assert.deepEqual(received, [], 'not decided: stop() has taken stock of what is in hand');
+    assert.deepEqual(reports, []);
+  });
+});
