@@ -69,6 +69,7 @@ for (const target of targets) {
       const [, holdsKey] = budgetKeys(counterKey(compiled('llm-budget'), tenant, tenant));
       const admin = target.admin();
       const state = async () => {
+        await connected(admin); // its first use may come before its connection (no offline queue)
         const [leases, holds] = await Promise.all([admin.zcard(leasesKey), admin.zcard(holdsKey)]);
         return { leases, holds };
       };
