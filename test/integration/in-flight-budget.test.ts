@@ -21,7 +21,7 @@ import {
   type RedisClient,
 } from '@platform/rate-limit';
 import { budgetKeys, counterKey } from '@platform/rate-limit/policy';
-import { startRedis } from '../../scripts/redis-process.ts';
+import { type RedisProcess, startRedis } from '../../scripts/redis-process.ts';
 import { connected, policies, targets, unique } from '../support/targets.ts';
 
 const catalogue = (slots: number, capacity: number) =>
@@ -233,32 +233,24 @@ function reservingTen(limiter: ReturnType<typeof createLimiter>, tenant: string)
     );
 }
 
-/** A private single node (these tests set its maxmemory): the limiter's client and an admin one, stopped after the test. */
-async function privateNode(t: TestContext): Promise<{ redis: RedisClient; admin: RedisClient }> {
+/** A private single node (these tests set its maxmemory, or stall it): the limiter's client and an admin one, stopped after the test. */
+async function privateNode(t: TestContext): Promise<{ redis: RedisClient; admin: RedisClient; server: RedisProcess }> {
   const server = await startRedis();
   const redis = createRedisClient({ url: server.url });
   const admin = createRedisClient({ url: server.url });
   t.after(async () => {
+    server.resume(); // a stalled one too
     redis.disconnect();
     admin.disconnect();
     await server.stop();
   });
   await Promise.all([connected(redis), connected(admin)]);
-  return { redis, admin };
+  return { redis, admin, server };
 }
 
 describe('an LLM admission answered degraded at its deadline (a private single node, stalled)', () => {
   it('takes nothing once Redis answers again: the late reserve is settled at nothing and its slot released', async (t) => {
-    const server = await startRedis();
-    const redis = createRedisClient({ url: server.url });
-    const admin = createRedisClient({ url: server.url });
-    t.after(async () => {
-      server.resume();
-      redis.disconnect();
-      admin.disconnect();
-      await server.stop();
-    });
-    await Promise.all([connected(redis), connected(admin)]);
+    const { redis, admin, server } = await privateNode(t);
     const catalogued = policies({
       'llm-in-flight': { strategy: 'concurrency', limit: 4, leaseTtl: '95 s', group: 'llm', timeBudget: '100 ms' },
       'llm-budget': {
