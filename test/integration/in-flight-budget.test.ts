@@ -24,15 +24,23 @@ import { budgetKeys, counterKey } from '@platform/rate-limit/policy';
 import { type RedisProcess, startRedis } from '../../scripts/redis-process.ts';
 import { connected, policies, targets, unique } from '../support/targets.ts';
 
-const catalogue = (slots: number, capacity: number) =>
+/** The LLM's two policies; `timeBudget` (both) when a test stalls Redis past it. */
+const catalogue = (slots: number, capacity: number, timeBudget?: string) =>
   policies({
-    'llm-in-flight': { strategy: 'concurrency', limit: slots, leaseTtl: '95 s', group: 'llm' },
+    'llm-in-flight': {
+      strategy: 'concurrency',
+      limit: slots,
+      leaseTtl: '95 s',
+      group: 'llm',
+      ...(timeBudget && { timeBudget }),
+    },
     'llm-budget': {
       strategy: 'tokenBucket',
       capacity,
       refill: { tokens: 1, every: '1 h' },
       reservation: { hold: '2 m', remember: '5 m' },
       group: 'llm',
+      ...(timeBudget && { timeBudget }),
     },
   });
 
@@ -251,17 +259,7 @@ async function privateNode(t: TestContext): Promise<{ redis: RedisClient; admin:
 describe('an LLM admission answered degraded at its deadline (a private single node, stalled)', () => {
   it('takes nothing once Redis answers again: the late reserve is settled at nothing and its slot released', async (t) => {
     const { redis, admin, server } = await privateNode(t);
-    const catalogued = policies({
-      'llm-in-flight': { strategy: 'concurrency', limit: 4, leaseTtl: '95 s', group: 'llm', timeBudget: '100 ms' },
-      'llm-budget': {
-        strategy: 'tokenBucket',
-        capacity: 1000,
-        refill: { tokens: 1, every: '1 h' },
-        reservation: { hold: '2 m', remember: '5 m' },
-        group: 'llm',
-        timeBudget: '100 ms',
-      },
-    });
+    const catalogued = catalogue(4, 1000, '100 ms');
     const limiter = createLimiter({ redis, policies: catalogued, onDegraded: () => {} });
     const tenant = unique('tenant');
     const compiled = (name: string) => catalogued.resolve(name) as NonNullable<ReturnType<typeof catalogued.resolve>>;
