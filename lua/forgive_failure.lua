@@ -7,9 +7,9 @@
 -- fragments: lib/failure_backoff
 -- KEYS[1]      the backoff: a hash { n = failures, t = µs of the last }
 -- ARGV[1]      failures are forgotten this long after the last one, µs
--- Reply: the failures remembered after it (integer, never below 0). The
---   time of the last failure stays: a wait that started runs on, so
---   forgiving never shortens a wait another attempt already faces.
+-- Reply: the failures remembered after it (integer, never below 0). It
+--   undoes this attempt's count only; the time of the last failure is kept
+--   (the wait is then the one n - 1 failures give from that time).
 -- Complexity: O(1) time and memory. Its one write, HSET, is deny-OOM: at
 --   maxmemory nothing is forgiven (the attempt stays counted).
 local backoff_key = KEYS[1]

@@ -30,20 +30,5 @@ export async function handler(_event: unknown, context: Pick<Context, 'getRemain
   const bySite = Object.fromEntries(reports);
   platform().observer.flush(); // the run's metrics, before the container may be frozen
   platform().logger.info('harvest run', { sites: bySite });
-  // Once every report is out: a failed site's run is a failed invocation, so the function's error alarm
-  // sees it (the schedule's target does not retry it: retryAttempts 0)
-  const failed = reports.filter(([, report]) => 'error' in report).map(([site]) => site);
-  if (failed.length > 0) throw new HarvestRunError(failed, bySite);
   return bySite;
-}
-
-/** Some site's run failed; every site's report, the failed ones' errors among them. */
-export class HarvestRunError extends Error {
-  override readonly name = 'HarvestRunError';
-  readonly sites: Readonly<Record<string, unknown>>;
-
-  constructor(failed: readonly string[], sites: Readonly<Record<string, unknown>>) {
-    super(`the harvest run of ${failed.join(', ')} failed (the other sites' runs are reported)`);
-    this.sites = sites;
-  }
 }

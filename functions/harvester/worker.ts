@@ -140,6 +140,8 @@ export async function harvest(
     if (givenUpPages.length < GIVEN_UP_LISTED) givenUpPages.push(page);
   };
   let taken: TakenPage | undefined;
+  /** Whether the page held was throttled at its last fetch. */
+  let throttledLast = false;
   let last = 0;
   // The turn comes first: a worker waiting for it holds no fresh page (only one it must fetch again).
   while ((await parts.pacer.turn(job.scope, job)) !== 'over') {
@@ -147,6 +149,7 @@ export async function harvest(
     last = Math.max(last, taken.page);
     const { page } = taken;
     const answer = await fetchOne(job.pageUrl(page));
+    throttledLast = false;
     await parts.pacer.answered(job.scope, answer);
     if (answer.kind === 'page') {
       try {
@@ -164,6 +167,7 @@ export async function harvest(
       }
     } else if (answer.kind === 'throttled') {
       throttled++;
+      throttledLast = true;
     } else {
       failed++;
       taken = { page, failures: taken.failures + 1 };
@@ -171,6 +175,15 @@ export async function harvest(
         giveUp(page);
         taken = undefined;
       }
+    }
+  }
+  // A page still throttled when its run ends counts a failure: one the source always throttles is given up
+  // after PAGE_RETRIES runs, instead of being taken first by every run forever
+  if (taken && throttledLast) {
+    taken = { page: taken.page, failures: taken.failures + 1 };
+    if (taken.failures > PAGE_RETRIES) {
+      giveUp(taken.page);
+      taken = undefined;
     }
   }
   if (taken && !(await putBack(parts.redis, job.scope, taken, budgetMs()))) giveUp(taken.page);

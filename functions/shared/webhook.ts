@@ -47,12 +47,14 @@ export function boundedWebhookBody(
  * workspace or bot was refused 429 for traffic nobody received.
  */
 export function sinkConfigured(): MiddlewareObj<HttpEvent> {
+  let logged = false; // once per container: unsigned requests reach this too, and must not drive the log
   return {
     before: function sinkConfiguredBefore() {
       const { sink, logger } = platform();
       if (!(sink instanceof UnsetEventSink)) return;
-      logger.error('no event sink: a webhook cannot accept events', { setting: sink.variable });
-      throw httpError(503, 'not_configured', 'The event queue is not configured.');
+      if (!logged) logger.error('no event sink: a webhook cannot accept events', { setting: sink.variable });
+      logged = true;
+      throw httpError(503, 'not_configured', 'The service is not configured.');
     },
   };
 }

@@ -68,7 +68,8 @@ describe('The harvester', () => {
     const redisUrl = process.env.REDIS_URL as string;
     source.throttleNext('paused', 429, '5');
     const [paused, quiet] = await Promise.all([
-      runWorkers({ count: 3, source: source.url, site: 'paused', seconds: 7, redisUrl, overrides }),
+      // 9 s: a turn whose wait outlasts the run ends it ('over'), so the run must outlast the 5 s pause however late it starts
+      runWorkers({ count: 3, source: source.url, site: 'paused', seconds: 9, redisUrl, overrides }),
       runWorkers({ count: 1, source: source.url, site: 'quiet', seconds: 7, redisUrl, overrides }),
     ]);
     const log = source.stats('paused').log;

@@ -89,10 +89,32 @@ for (const target of targets) {
         sink,
       );
       assert.equal(report.throttled, 1);
-      assert.deepEqual(await waiting(scope), ['1:0'], 'page 1 waits for the next taker');
+      assert.deepEqual(await waiting(scope), ['1:1'], 'page 1 waits for the next taker, its throttled run counted');
       const second = new AbortController();
       await run(scope, second, servesUntil(sink, 3, second), sink);
       assert.deepEqual(sink.pages, [1, 2, 3], 'a throttled page is never skipped');
+      assert.deepEqual(await waiting(scope), []);
+    });
+
+    it(`gives a page up that every run ends throttled on, after ${PAGE_RETRIES} more runs`, async () => {
+      const scope = unique('hv-always-throttled');
+      const sink = memorySink();
+      const reports: HarvestReport[] = [];
+      for (let i = 0; i <= PAGE_RETRIES; i++) {
+        const stop = new AbortController();
+        reports.push(
+          await run(
+            scope,
+            stop,
+            async () => {
+              stop.abort(); // the run ends while the source throttles page 1, as it always does
+              return { kind: 'throttled', status: 503, retryAfterMs: 0 };
+            },
+            sink,
+          ),
+        );
+      }
+      assert.deepEqual(reports.at(-1)?.givenUpPages, [1], 'given up, not taken first by every run forever');
       assert.deepEqual(await waiting(scope), []);
     });
 
@@ -111,7 +133,7 @@ for (const target of targets) {
       );
       assert.equal(report.throttled, 1);
       assert.equal(paced.stats.waits, 0, 'no wait the run could not finish');
-      assert.deepEqual(await waiting(scope), ['1:0']);
+      assert.deepEqual(await waiting(scope), ['1:1'], 'put back, its throttled run counted');
     });
 
     it('fetches a page whose fetch failed again: a passing failure loses nothing', { timeout: 30_000 }, async () => {

@@ -440,7 +440,9 @@ export class Limiter {
    * settled, or whose hold lapsed, is an InvalidCheckError (nothing taken).
    *
    * The slot's lease is the reservation id, so a retry with the same id
-   * (its hold live) holds its one slot again rather than a second one. A
+   * (its hold live) holds its one slot again rather than a second one; a
+   * degraded answer ends the id (it is settled behind it), so a call
+   * retried after one takes a new id. A
    * `degraded` answer that refuses (closed) at its deadline gives back
    * whatever the script may still take: a command past its deadline still
    * runs once Redis answers again, so the settle of nothing and the slot's
@@ -542,8 +544,12 @@ export class Limiter {
    */
   #giveBackReservation(slot: SlotRequest, settle: SettleRequest): void {
     const call = settleInFlightCall(slot, settle);
-    const read = (reply: unknown) => parseSettleInFlightReply(slot, settle, reply);
-    this.#send([slot.policy, settle.policy], call, read, () => {}).catch(() => {});
+    const script = this.#scripts.named(call.script);
+    if (!script) return;
+    const args = [...call.args, ...this.#timeArgs()];
+    // EVAL, not EVALSHA: after a failover or restart (when stalls come) the script may not be cached, and
+    // a NOSCRIPT answered past a deadline is not retried; a rare path can afford the source
+    this.#redis.eval(script.source, call.keys.length, ...call.keys, ...args).catch(() => {});
   }
 
   /** The refill rate in force for a key (its runtime rate, or the policy's once lapsed). */
