@@ -95,6 +95,8 @@ export class MattermostSocket {
     } catch {
       return;
     }
+    // any JSON may arrive (`null`, a number): only an object can be a reply or an event
+    if (typeof frame !== 'object' || frame === null) return;
     const reply = frame as { status?: string; seq_reply?: number };
     if (reply.status === 'OK' && reply.seq_reply !== undefined) {
       this.#authenticated();
