@@ -10,6 +10,11 @@
  * back of the queue, not in front of the others) until it succeeds or a
  * newer connection takes over from the same marks. A channel the server
  * refuses for good (403, 404) is skipped, its mark left behind the gap.
+ * No catch-up asks for posts from further back than a post's claim is
+ * remembered (`recallMs`, less twice the clock skew): an older post's claim
+ * may have expired, and it would be decided, and handed on, a second time.
+ * A mark older than that (a channel refused for a day, an outage longer
+ * than the claims) leaves those posts out, and says so in a warning.
  */
 import { jitteredBackoffMs } from './backoff.ts';
 import type { Post } from './posts.ts';
@@ -51,6 +56,8 @@ export interface CatchUpOptions {
   readonly reconnectBaseMs: number;
   readonly maxReconnectMs: number;
   readonly clockSkewMs: number;
+  /** How long a decided post's claim is remembered (AcceptedOnce's TTL): posts older than that are not asked for. */
+  readonly recallMs: number;
   readonly onCaughtUp?: ((report: CatchUpReport) => void) | undefined;
   /** Hands a post the catch-up found to the listener (decided once, however it came). */
   readonly receive: (post: Post) => void;
@@ -153,9 +160,10 @@ export class ChannelMarks {
           continue;
         }
         const [channel] = queue.splice(at, 1) as [Pending];
+        const since = this.#recalled(channel);
         let missed: Post[];
         try {
-          missed = await rest.postsSince(channel.id, channel.since);
+          missed = await rest.postsSince(channel.id, since);
         } catch (error) {
           if (!current()) return;
           if (error instanceof CatchUpRefused) {
@@ -198,6 +206,26 @@ export class ChannelMarks {
     this.#lostAt = undefined;
     logger.info('mattermost caught up', { ...report });
     this.#options.onCaughtUp?.(report);
+  }
+
+  /**
+   * Where a channel is asked from: its mark, or, when that is older, the
+   * oldest post whose claim is surely still there (made at or after this
+   * time, a post was decided at or after it less the skew between the
+   * server's clock and ours; its claim lasts `recallMs` from then).
+   */
+  #recalled(channel: Pending): number {
+    const { recallMs, clockSkewMs, logger } = this.#options;
+    const oldest = Date.now() - recallMs + 2 * clockSkewMs;
+    if (channel.since >= oldest) return channel.since;
+    if (channel.attempt === 0) {
+      logger.warn('mattermost catch-up: posts older than their claims are not asked for', {
+        of: channel.id,
+        from: channel.since,
+        to: oldest,
+      });
+    }
+    return oldest;
   }
 
   /** A channel has every post up to now in hand on this connection: its live posts move its mark again. */

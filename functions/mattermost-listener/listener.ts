@@ -139,6 +139,7 @@ export class MattermostListener {
       reconnectBaseMs,
       maxReconnectMs,
       clockSkewMs: options.clockSkewMs ?? 60_000,
+      recallMs: options.once.ttlMs,
       onCaughtUp: options.onCaughtUp,
       receive: (post) => this.#receive(post, false),
       stopped: () => this.#stopped,

@@ -23,6 +23,11 @@ export class AcceptedOnce {
     this.#ttlMs = options.ttlMs ?? 25 * 3_600_000;
   }
 
+  /** How long an accepted event is remembered (its claim's TTL): one older than this would be decided again. */
+  get ttlMs(): number {
+    return this.#ttlMs;
+  }
+
   /**
    * 'claimed' when this call took the claim, 'seen' when the event was
    * already accepted, or why Redis could not tell within `budgetMs` (the

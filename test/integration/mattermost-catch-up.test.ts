@@ -10,6 +10,9 @@ import type { Post } from '../../functions/mattermost-listener/posts.ts';
 import { CatchUpError, CatchUpRefused, type MattermostRest } from '../../functions/mattermost-listener/rest.ts';
 
 const quiet = { info: () => {}, warn: () => {} };
+const SKEW_MS = 60_000;
+/** The claims' TTL (AcceptedOnce's default). */
+const RECALL_MS = 25 * 3_600_000;
 
 /** Resolves once `condition` holds, checking on every turn of the event loop (no fixed sleeps). */
 async function until(condition: () => boolean, timeoutMs = 5000): Promise<void> {
@@ -41,7 +44,8 @@ function marksOn(rest: MattermostRest, stopped: () => boolean = () => false) {
     logger: quiet,
     reconnectBaseMs: 10,
     maxReconnectMs: 50,
-    clockSkewMs: 60_000,
+    clockSkewMs: SKEW_MS,
+    recallMs: RECALL_MS,
     onCaughtUp: (report) => reports.push(report),
     receive: (post) => received.push(post),
     stopped,
@@ -148,5 +152,26 @@ describe('The Mattermost catch-up', () => {
     await Promise.all([catchUp, new Promise((resolve) => setImmediate(resolve))]);
     assert.deepEqual(received, [], 'not decided: stop() has taken stock of what is in hand');
     assert.deepEqual(reports, []);
+  });
+
+  it('asks for no post older than its claim is remembered, however old the mark (it would be decided twice)', async () => {
+    const t = Date.now();
+    const { rest, asked } = restOf({ stale: async () => [], fresh: async () => [] }, t + 10);
+    const { marks, reports } = marksOn(rest);
+    // "stale" was last seen 30 h ago (refused since, or a long outage); "fresh" an hour ago
+    seenThenLost(marks, [
+      { id: 's1', channel_id: 'stale', create_at: t - 30 * 3_600_000 },
+      { id: 'f1', channel_id: 'fresh', create_at: t - 3_600_000 },
+    ]);
+    const before = Date.now();
+    void marks.connected(false);
+    await until(() => reports.length === 1);
+    const after = Date.now();
+    const since = (channel: string) => asked.find((a) => a.channel === channel)?.since ?? Number.NaN;
+    assert.ok(
+      since('stale') >= before - RECALL_MS + 2 * SKEW_MS && since('stale') <= after - RECALL_MS + 2 * SKEW_MS,
+      `asked from the oldest post whose claim is surely kept, not from its mark (asked from ${t - since('stale')} ms ago)`,
+    );
+    assert.equal(since('fresh'), t - 3_600_000, 'a mark within the claims is asked from as it is');
   });
 });
