@@ -15,7 +15,7 @@ export const KEY_FAMILIES = {
   counters: COUNTER_PREFIX,
   /** Once-only claims of sender events (Slack event_id, Telegram update_id, Mattermost post id). */
   claims: 'wh:',
-  /** The harvester's shared page cursors, and the pages put back beside each (`hv:{site}:cursor`, `hv:{site}:retry`). */
+  /** The harvester's shared page cursors, the pages put back and the pages leased beside each (`hv:{site}:cursor`, `:retry`, `:leased`). */
   cursors: 'hv:',
 } as const;
 
@@ -25,8 +25,8 @@ export type KeyFamily = keyof typeof KEY_FAMILIES;
  * What the consumers' (functions') user may run, and nothing else: the
  * limiter's commands (its scripts, what they call inside, what ioredis sends),
  * and the consumers' own: the once-only claims (SET NX PX, DEL: the limiter's
- * already) and the harvester cursor (INCR; its retry set's ZADD, ZRANGEBYSCORE
- * and ZREM are the limiter's already). Not FLUSHALL, CONFIG, KEYS, DEBUG,
+ * already) and the harvester cursor (INCR; its retry set's and leases' ZADD,
+ * ZRANGEBYSCORE and ZREM, and TIME, are the limiter's already). Not FLUSHALL, CONFIG, KEYS, DEBUG,
  * SCRIPT FLUSH, nor any key outside the families above.
  */
 export const FUNCTIONS_COMMANDS = [...LIMITER_COMMANDS, 'incr'] as const;

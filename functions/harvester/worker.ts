@@ -10,9 +10,15 @@
  * PAGE_RETRIES times) is fetched again at the worker's next turn, and goes
  * back to the scope's retry set in Redis if the run ends first. Workers take
  * from that set before the cursor, each page by one worker at a time.
+ * A page taken is leased in Redis until its run's end (and a grace): a
+ * worker that crashed, was killed at its timeout, or never got the answer to
+ * its take (a timeout while Redis ran it) leaves a lease that lapses, and the
+ * next taker takes that page first, counting a failure, so a page that
+ * crashes its workers is given up after PAGE_RETRIES. A page is then handed
+ * on at least once, not exactly once (a worker that crashed after the sink
+ * took its page; the sink is at-least-once).
  * With Redis down there is no shared cursor either: the worker goes on from
- * its own last page (two workers may then fetch a page twice; the sink is
- * at-least-once).
+ * its own last page (two workers may then fetch a page twice).
  */
 
 import { createHash } from 'node:crypto';
@@ -42,7 +48,7 @@ export interface HarvestReport {
   readonly failed: number;
   /** Pages fetched that the sink refused (each kept for a retry). */
   readonly notHandedOn: number;
-  /** Pages abandoned: failed past PAGE_RETRIES, failed for good (a 4xx, too large), or not put back (Redis down). */
+  /** Pages abandoned: failed past PAGE_RETRIES, failed for good (a 4xx, too large), or taken and not put back while Redis was down. */
   readonly givenUp: number;
   /** The first GIVEN_UP_LISTED of them, to fetch by hand. */
   readonly givenUpPages: readonly number[];
@@ -54,16 +60,26 @@ export const PAGE_RETRIES = 3;
 /** How many given-up pages a report names (it counts them all). */
 export const GIVEN_UP_LISTED = 100;
 
-/** A page this worker holds: nobody else fetches it until it is finished or put back. */
+/** A page this worker holds: nobody else fetches it until it is finished or put back, or its lease lapses. */
 export interface TakenPage {
   readonly page: number;
-  /** Its failed fetches so far, across workers and runs. */
+  /** Its failed fetches so far, across workers and runs (a lapsed lease counts as one). */
   readonly failures: number;
+  /** Its entry in the scope's leases, as taken; none for a page taken while Redis could not answer. */
+  readonly lease?: string;
 }
+
+/** What a lease outlasts its run's end by: the last fetch (10 s at most), its hand-on and the put-back. */
+export const LEASE_GRACE_MS = 30_000;
+
+/** The longest run a lease covers (a Lambda's longest timeout): a longer local run's page may be taken again after it. */
+export const MAX_LEASE_MS = 15 * 60_000;
 
 const cursorKey = (scope: string) => `${KEY_FAMILIES.cursors}{${scope}}:cursor`;
 /** Pages put back, by page number (oldest first); members `<page>:<failures>`. Same hash slot as the cursor. */
 const retryKey = (scope: string) => `${KEY_FAMILIES.cursors}{${scope}}:retry`;
+/** Pages held by a worker, by when their lease lapses (Redis's clock, ms); members `<page>:<failures>`. */
+const leasedKey = (scope: string) => `${KEY_FAMILIES.cursors}{${scope}}:leased`;
 
 function cached(source: string): Parameters<typeof runScript>[1] {
   return { source, sha: createHash('sha1').update(source).digest('hex') };
@@ -71,46 +87,126 @@ function cached(source: string): Parameters<typeof runScript>[1] {
 
 /**
  * One step, so that two workers never take the same page: the oldest page
- * put back, else the cursor's next. (A consumer's own script, beside the
+ * whose lease lapsed, else the oldest put back, else the cursor's next;
+ * leased to the taker in the same step. (A consumer's own script, beside the
  * one function that runs it: the layer's lua/ holds the limiter's.)
  */
 const TAKE_PAGE = cached(`
--- take_page: the next page of a harvest scope for one worker.
+-- take_page: the next page of a harvest scope for one worker, leased to it.
 -- KEYS[1]  the scope's cursor (the last page taken from it)
 -- KEYS[2]  the scope's retry set: '<page>:<failures>' by page number
--- ARGV     none
--- Reply: the oldest page put back, as '<page>:<failures>' (a string), else
---   the cursor's next page (an integer).
--- Complexity: O(log n), n the pages put back.
-local cursor_key, retry_key = KEYS[1], KEYS[2]
-local waiting = redis.call('ZRANGEBYSCORE', retry_key, '-inf', '+inf', 'LIMIT', 0, 1)[1]
-if waiting then
-  redis.call('ZREM', retry_key, waiting)
-  return waiting
+-- KEYS[3]  the scope's leases: '<page>:<failures>' by when each lapses (ms, Redis's clock)
+-- ARGV[1]  how long the lease lasts (ms, an integer >= 1)
+-- Reply: the page taken as '<page>:<failures>' (the lease's member): a lapsed
+--   lease's page with one more failure (its holder crashed or timed out), else
+--   the oldest page put back, else the cursor's next with 0.
+-- Complexity: O(log n), n the pages put back or leased.
+local cursor_key, retry_key, leased_key = KEYS[1], KEYS[2], KEYS[3]
+local lease_ms = tonumber(ARGV[1])
+local clock = redis.call('TIME')
+local now = tonumber(clock[1]) * 1000 + math.floor(tonumber(clock[2]) / 1000)
+local page, failures
+local lapsed = redis.call('ZRANGEBYSCORE', leased_key, '-inf', now, 'LIMIT', 0, 1)[1]
+if lapsed then
+  redis.call('ZREM', leased_key, lapsed)
+  page, failures = string.match(lapsed, '^(%d+):(%d+)$')
+  failures = tonumber(failures) + 1
+else
+  local waiting = redis.call('ZRANGEBYSCORE', retry_key, '-inf', '+inf', 'LIMIT', 0, 1)[1]
+  if waiting then
+    redis.call('ZREM', retry_key, waiting)
+    page, failures = string.match(waiting, '^(%d+):(%d+)$')
+  else
+    page, failures = redis.call('INCR', cursor_key), 0
+  end
 end
-return redis.call('INCR', cursor_key)
+local member = page .. ':' .. failures
+redis.call('ZADD', leased_key, now + lease_ms, member)
+return member
+`);
+
+/**
+ * Ends a page's lease: the page put back into the retry set as it is now
+ * (ARGV[2] its page number, ARGV[3] its member), or, without them, finished.
+ * Nothing is put back when the lease is no longer there: it lapsed and
+ * another worker took the page.
+ */
+const END_LEASE = cached(`
+-- end_lease: a worker lets go of a page it leased.
+-- KEYS[1]  the scope's leases
+-- KEYS[2]  the scope's retry set
+-- ARGV[1]  the lease's member as taken ('' for a page taken without Redis)
+-- ARGV[2]  to put the page back: its page number (else absent)
+-- ARGV[3]  to put the page back: '<page>:<failures>' as it is now
+-- Reply: 1 when the page was let go of, 0 when its lease had been taken over.
+-- Complexity: O(log n), n the pages put back or leased.
+local leased_key, retry_key = KEYS[1], KEYS[2]
+local lease, page, member = ARGV[1], ARGV[2], ARGV[3]
+if lease ~= '' and redis.call('ZREM', leased_key, lease) == 0 then return 0 end
+if page then redis.call('ZADD', retry_key, page, member) end
+return 1
 `);
 
 /**
  * The next page of a scope for this worker, shared by every worker (and kept
- * between invocations); undefined when Redis could not answer within `budgetMs`.
+ * between invocations), leased for `leaseMs`; undefined when Redis could not
+ * answer within `budgetMs`.
  */
-export async function takePage(redis: RedisClient, scope: string, budgetMs: number): Promise<TakenPage | undefined> {
+export async function takePage(
+  redis: RedisClient,
+  scope: string,
+  leaseMs: number,
+  budgetMs: number,
+): Promise<TakenPage | undefined> {
   const answer = await guardedRedis(redis).within(budgetMs, (client) =>
-    runScript(client, TAKE_PAGE, [cursorKey(scope), retryKey(scope)], []),
+    runScript(
+      client,
+      TAKE_PAGE,
+      [cursorKey(scope), retryKey(scope), leasedKey(scope)],
+      [String(Math.max(1, Math.ceil(leaseMs)))],
+    ),
   );
   if (!answer.ok) return undefined;
-  if (typeof answer.reply === 'number') return { page: answer.reply, failures: 0 };
-  const [, page, failures] = /^(\d+):(\d+)$/.exec(String(answer.reply)) ?? [];
-  return page === undefined ? undefined : { page: Number(page), failures: Number(failures) };
+  const lease = String(answer.reply);
+  const [, page, failures] = /^(\d+):(\d+)$/.exec(lease) ?? [];
+  return page === undefined ? undefined : { page: Number(page), failures: Number(failures), lease };
 }
 
-/** Puts a page back for the scope's next taker; false when Redis could not answer within `budgetMs`. */
-export async function putBack(redis: RedisClient, scope: string, taken: TakenPage, budgetMs: number): Promise<boolean> {
+/** Ends the lease of a page handed on or given up; false when Redis could not answer (it lapses, and the page is taken again). */
+export async function finishPage(
+  redis: RedisClient,
+  scope: string,
+  taken: TakenPage,
+  budgetMs: number,
+): Promise<boolean> {
+  if (taken.lease === undefined) return true;
+  const lease = taken.lease;
   const answer = await guardedRedis(redis).within(budgetMs, (client) =>
-    client.zadd(retryKey(scope), taken.page, `${taken.page}:${taken.failures}`),
+    runScript(client, END_LEASE, [leasedKey(scope), retryKey(scope)], [lease]),
   );
   return answer.ok;
+}
+
+/**
+ * Puts a page back for the scope's next taker, its lease ended in the same
+ * step; false when Redis could not answer within `budgetMs` (a leased page is
+ * then taken again once its lease lapses).
+ */
+export async function putBack(redis: RedisClient, scope: string, taken: TakenPage, budgetMs: number): Promise<boolean> {
+  const answer = await guardedRedis(redis).within(budgetMs, (client) =>
+    runScript(
+      client,
+      END_LEASE,
+      [leasedKey(scope), retryKey(scope)],
+      [taken.lease ?? '', String(taken.page), `${taken.page}:${taken.failures}`],
+    ),
+  );
+  return answer.ok;
+}
+
+/** A run's lease: to its end (at most MAX_LEASE_MS from now) and LEASE_GRACE_MS more. */
+function leaseMs(until: number): number {
+  return Math.min(Math.max(0, until - Date.now()), MAX_LEASE_MS) + LEASE_GRACE_MS;
 }
 
 /** A failure a later fetch may not repeat: the source's (5xx) or the way there (network). */
@@ -143,10 +239,24 @@ export async function harvest(
   /** Whether the page held was throttled at its last fetch. */
   let throttledLast = false;
   let last = 0;
+  /** A page handed on or given up: its lease ends (a failure to end it only lets the page be taken again). */
+  const finish = async (page: TakenPage) => {
+    await finishPage(parts.redis, job.scope, page, budgetMs());
+  };
   // The turn comes first: a worker waiting for it holds no fresh page (only one it must fetch again).
   while ((await parts.pacer.turn(job.scope, job)) !== 'over') {
-    taken ??= (await takePage(parts.redis, job.scope, budgetMs())) ?? { page: last + 1, failures: 0 };
-    last = Math.max(last, taken.page);
+    while (taken === undefined) {
+      const next = (await takePage(parts.redis, job.scope, leaseMs(job.until), budgetMs())) ?? {
+        page: last + 1,
+        failures: 0,
+      };
+      last = Math.max(last, next.page);
+      // a lapsed lease's page whose holders kept failing (or crashing) on it is not fetched again
+      if (next.failures > PAGE_RETRIES) {
+        giveUp(next.page);
+        await finish(next);
+      } else taken = next;
+    }
     const { page } = taken;
     const answer = await fetchOne(job.pageUrl(page));
     throttledLast = false;
@@ -160,6 +270,7 @@ export async function harvest(
           payload: { page, bytes: answer.bytes },
         });
         pages++;
+        await finish(taken);
         taken = undefined;
       } catch {
         // SQS refused (throttled, down): the page is fetched again at the next turn, not lost
@@ -170,9 +281,10 @@ export async function harvest(
       throttledLast = true;
     } else {
       failed++;
-      taken = { page, failures: taken.failures + 1 };
+      taken = { ...taken, failures: taken.failures + 1 };
       if (!mendable(answer.status) || taken.failures > PAGE_RETRIES) {
         giveUp(page);
+        await finish(taken);
         taken = undefined;
       }
     }
@@ -180,12 +292,16 @@ export async function harvest(
   // A page still throttled when its run ends counts a failure: one the source always throttles is given up
   // after PAGE_RETRIES runs, instead of being taken first by every run forever
   if (taken && throttledLast) {
-    taken = { page: taken.page, failures: taken.failures + 1 };
+    taken = { ...taken, failures: taken.failures + 1 };
     if (taken.failures > PAGE_RETRIES) {
       giveUp(taken.page);
+      await finish(taken);
       taken = undefined;
     }
   }
-  if (taken && !(await putBack(parts.redis, job.scope, taken, budgetMs()))) giveUp(taken.page);
+  // a leased page not put back is taken again once its lease lapses; one taken without Redis is lost to this run
+  if (taken && !(await putBack(parts.redis, job.scope, taken, budgetMs())) && taken.lease === undefined) {
+    giveUp(taken.page);
+  }
   return { pages, throttled, failed, notHandedOn, givenUp, givenUpPages };
 }

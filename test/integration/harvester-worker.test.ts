@@ -2,7 +2,8 @@
  * A harvesting worker's pages against real Redis, on a single node and on the
  * production-shaped cluster (as the functions' ACL user): every page taken is
  * handed on, given up and reported, or put back in the scope's retry set for
- * the next taker; never lost, and never fetched by two workers at once.
+ * the next taker; never lost (a worker that crashes holding one leaves a
+ * lease that lapses), and never fetched by two workers at once.
  */
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
@@ -10,7 +11,7 @@ import { createLimiter, type RedisClient } from '@platform/rate-limit';
 import { PLATFORM_POLICIES } from '../../config/catalogue.ts';
 import { AdaptivePacer } from '../../functions/harvester/pacer.ts';
 import type { SourceAnswer } from '../../functions/harvester/source.ts';
-import { type HarvestReport, harvest, PAGE_RETRIES } from '../../functions/harvester/worker.ts';
+import { type HarvestReport, harvest, PAGE_RETRIES, putBack, takePage } from '../../functions/harvester/worker.ts';
 import { AcceptedOnce } from '../../functions/shared/once.ts';
 import type { AcceptedEvent, EventSink } from '../../functions/shared/sink.ts';
 import { HARVESTER_POLICY } from '../../functions/workers.ts';
@@ -27,6 +28,15 @@ const roomy = {
 };
 
 const PAGE: SourceAnswer = { kind: 'page', bytes: 1 };
+
+/** Resolves once `condition` holds, asking again on the next turn of the event loop (no fixed sleeps). */
+async function until(condition: () => Promise<boolean>, timeoutMs = 5000): Promise<void> {
+  const started = Date.now();
+  while (!(await condition())) {
+    if (Date.now() - started > timeoutMs) throw new Error('condition not met in time');
+    await new Promise((resolve) => setImmediate(resolve));
+  }
+}
 const pageOf = (url: string) => Number(url.split('/').at(-1));
 
 /** What the sink took, by page. */
@@ -54,6 +64,8 @@ for (const target of targets) {
     const pacer = () => new AdaptivePacer({ limiter: limiter(), once: new AcceptedOnce(redis) });
     /** The pages waiting in a scope's retry set, as `<page>:<failures>`. */
     const waiting = (scope: string) => redis.zrangebyscore(`hv:{${scope}}:retry`, '-inf', '+inf');
+    /** The pages a worker holds, as `<page>:<failures>`. */
+    const leased = (scope: string) => redis.zrangebyscore(`hv:{${scope}}:leased`, '-inf', '+inf');
 
     /** One run on `scope` until `stop` is aborted (by the test's source or sink). */
     function run(
@@ -277,6 +289,81 @@ for (const target of targets) {
         Array.from({ length: cursor }, (_, i) => i + 1),
         'every page taken is handed on, given up or put back, once',
       );
+      assert.deepEqual(await leased(scope), [], 'every lease ended with its run');
+    });
+
+    /** Resolves once Redis's clock is past when the lease `lease` of `scope` lapses. */
+    async function lapsed(scope: string, lease: string | undefined): Promise<void> {
+      const lapses = Number(await redis.zscore(`hv:{${scope}}:leased`, lease ?? ''));
+      await until(async () => {
+        const [seconds, micros] = (await redis.call('TIME')) as [string, string];
+        return Number(seconds) * 1000 + Math.floor(Number(micros) / 1000) > lapses;
+      });
+    }
+
+    /** A worker that took a page, leased for 1 ms, and crashed. */
+    async function crashedHolding(scope: string): Promise<number> {
+      const taken = await takePage(redis, scope, 1, 5000);
+      assert.ok(taken, 'taken');
+      await lapsed(scope, taken.lease);
+      return taken.page;
+    }
+
+    it('takes first the page of a worker that crashed holding it, one failure counted', {
+      timeout: 30_000,
+    }, async () => {
+      const scope = unique('hv-crashed');
+      const lost = await crashedHolding(scope);
+      const sink = memorySink();
+      const stop = new AbortController();
+      const fetched: number[] = [];
+      const report = await run(
+        scope,
+        stop,
+        async (url) => {
+          fetched.push(pageOf(url));
+          return servesUntil(sink, 3, stop)();
+        },
+        sink,
+      );
+      assert.equal(fetched[0], lost, 'the lapsed page first');
+      assert.deepEqual(sink.pages, [1, 2, 3]);
+      assert.equal(report.givenUp, 0);
+      assert.deepEqual(await leased(scope), []);
+    });
+
+    it(`gives up a page whose holders crashed ${PAGE_RETRIES + 1} times, without fetching it again`, {
+      timeout: 30_000,
+    }, async () => {
+      const scope = unique('hv-poison');
+      for (let crash = 0; crash <= PAGE_RETRIES; crash++) assert.equal(await crashedHolding(scope), 1);
+      const sink = memorySink();
+      const stop = new AbortController();
+      const fetched: number[] = [];
+      const report = await run(
+        scope,
+        stop,
+        async (url) => {
+          fetched.push(pageOf(url));
+          return servesUntil(sink, 1, stop)();
+        },
+        sink,
+      );
+      assert.deepEqual(report.givenUpPages, [1]);
+      assert.ok(!fetched.includes(1), 'not fetched a fifth time');
+      assert.deepEqual(await leased(scope), []);
+    });
+
+    it('puts nothing back for a worker whose lease lapsed and was taken over: the page is held once', async () => {
+      const scope = unique('hv-overtaken');
+      const slow = await takePage(redis, scope, 1, 5000);
+      assert.ok(slow);
+      await lapsed(scope, slow.lease);
+      const other = await takePage(redis, scope, 60_000, 5000);
+      assert.deepEqual({ page: other?.page, failures: other?.failures }, { page: slow.page, failures: 1 });
+      assert.ok(await putBack(redis, scope, slow, 5000));
+      assert.deepEqual(await waiting(scope), [], 'not in the retry set while another worker holds it');
+      assert.deepEqual(await leased(scope), [`${slow.page}:1`]);
     });
   });
 }
