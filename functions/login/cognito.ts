@@ -37,6 +37,21 @@ const UNAVAILABLE = new Set([
   'RequestTimeout',
 ]);
 
+/**
+ * What no Cognito user can have (AdminCreateUser and SignUp: a username of
+ * 1 to 128 letters, marks, symbols, digits and punctuation; a password of at
+ * most 256): answered `rejected` without asking, where Cognito may answer
+ * InvalidParameterException, which is otherwise the deployment's fault (a
+ * 500, alarmed) and must stay distinguishable from a caller's input.
+ */
+const COGNITO_USERNAME = /^[\p{L}\p{M}\p{S}\p{N}\p{P}]{1,128}$/u;
+const COGNITO_MAX_PASSWORD = 256;
+
+/** Whether a user of this name and password could exist in a user pool. */
+export function couldExist(username: string, password: string): boolean {
+  return COGNITO_USERNAME.test(username) && [...password].length <= COGNITO_MAX_PASSWORD;
+}
+
 /** Network errors Node raises before any answer. */
 const NETWORK_CODES = new Set(['ECONNRESET', 'ECONNREFUSED', 'ETIMEDOUT', 'EPIPE', 'ENOTFOUND', 'EAI_AGAIN']);
 
@@ -118,6 +133,7 @@ export class CognitoCredentialStore implements CredentialStore {
 
   async #ask(username: string, password: string): Promise<Verification> {
     const { userPoolId, clientId, callTimeoutMs, retryAfterMs } = this.#options;
+    if (!couldExist(username, password)) return { outcome: 'rejected' };
     const [{ AdminInitiateAuthCommand }, client] = await Promise.all([this.#sdk, this.#client]);
     const abort = new AbortController();
     let timer: NodeJS.Timeout | undefined;

@@ -78,6 +78,25 @@ describe('Class: CognitoCredentialStore', () => {
     }
   });
 
+  it('rejects, without asking Cognito and held to the floor, what no user can have: a name past 128 characters or with a space, a password past 256', async () => {
+    cognito.on(AdminInitiateAuthCommand).rejects(new NotAuthorizedException({ message: 'unexpected', ...meta }));
+    const long = `${'a'.repeat(117)}@example.com`; // 129 characters
+    for (const [email, password] of [
+      [long, 'pw'],
+      ['a b@example.com', 'pw'],
+      ['x@example.com', 'p'.repeat(257)],
+    ] as const) {
+      const { store: s, slept } = store({ elapsedMs: 0 });
+      assert.deepEqual(await s.verify(email, password), { outcome: 'rejected' });
+      assert.deepEqual(slept, [300], 'held to the floor like any answer');
+    }
+    assert.equal(cognito.commandCalls(AdminInitiateAuthCommand).length, 0, 'Cognito not asked');
+    // the edges themselves are asked
+    const { store: s } = store();
+    await s.verify(`${'a'.repeat(116)}@example.com`, 'p'.repeat(256));
+    assert.equal(cognito.commandCalls(AdminInitiateAuthCommand).length, 1);
+  });
+
   it('does not wait when Cognito took longer than the floor', async () => {
     cognito.on(AdminInitiateAuthCommand).rejects(new NotAuthorizedException({ message: 'no', ...meta }));
     const { store: s, slept } = store({ elapsedMs: 400 });
