@@ -73,6 +73,49 @@ describe('Multi-region shares: gifts and the limit', () => {
     assert.equal(report.given, 6);
   });
 
+  it('splits what it has unused between two regions asking at once, in proportion: the first listed does not take it all', async () => {
+    // Prepare: splits of 3; us asks for 6, ap for 3 (listed after us)
+    const { name, policies, settings, limiter } = setup();
+    const us = limiter('us');
+    const ap = limiter('ap');
+    for (let i = 0; i < 9; i++) await us.check({ policy: name, key: 'k' });
+    for (let i = 0; i < 6; i++) await ap.check({ policy: name, key: 'k' });
+
+    // Act: eu has its 3 unused
+    const report = await rebalance({ redis, regions: settings('eu'), policies, scripts: productionRegionScripts() });
+
+    // Assess: 2 to us and 1 to ap (6 : 3 of 3), none past eu's split
+    const catalogue = compilePolicies({
+      [name]: { strategy: 'slidingWindow', limit: LIMIT, window: '1 h', regions: 'shares', failureMode: 'closed' },
+    });
+    const counter = counterKey(catalogue.get(name) ?? assert.fail(name), 'k');
+    const gifts = await redis.hmget(grantsKey(counter, 'eu'), 'to:us', 'to:ap');
+    assert.equal(report.given, 3);
+    assert.deepEqual(gifts, ['2', '1']);
+  });
+
+  it('gives a region the part another asking region could not take', async () => {
+    // Prepare: eu gave its whole split of 3 to us before; ap gave eu 3 and asks for them back; us asks again
+    const { name, policies, settings, limiter, gaveEu } = setup();
+    await gaveEu('ap', 3);
+    const catalogue = compilePolicies({
+      [name]: { strategy: 'slidingWindow', limit: LIMIT, window: '1 h', regions: 'shares', failureMode: 'closed' },
+    });
+    const counter = counterKey(catalogue.get(name) ?? assert.fail(name), 'k');
+    await redis.hset(grantsKey(counter, 'eu'), 'to:us', '3');
+    const us = limiter('us');
+    const ap = limiter('ap');
+    for (let i = 0; i < 9; i++) await us.check({ policy: name, key: 'k' });
+    for (let i = 0; i < 3; i++) await ap.check({ policy: name, key: 'k' });
+
+    // Act: eu holds 3 unused (its 3 given, ap's 3 received); only ap can be given any (back what it gave)
+    const report = await rebalance({ redis, regions: settings('eu'), policies, scripts: productionRegionScripts() });
+
+    // Assess: ap gets back all 3, though us, listed first and asking more, was offered a part
+    assert.equal(report.given, 3);
+    assert.deepEqual(await redis.hmget(grantsKey(counter, 'eu'), 'back:ap'), ['3']);
+  });
+
   it('admits at most the limit in a window when the gifts it sees sum above it', async () => {
     // Prepare: us's record says it gave eu 50, above the limit (a limit lowered since)
     const { name, limiter, gaveEu } = setup();
