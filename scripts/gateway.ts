@@ -82,7 +82,8 @@ function matcher(route: Route): { regex: RegExp; names: string[] } {
 class ThrottleBucket {
   readonly #throttle: Throttle;
   #tokens: number;
-  #refilledAt = performance.now();
+  /** When it was last refilled, on the callers' clock: unset until the first take (it starts full). */
+  #refilledAt: number | undefined;
 
   constructor(throttle: Throttle) {
     this.#throttle = throttle;
@@ -91,8 +92,10 @@ class ThrottleBucket {
 
   take(now: number): boolean {
     const { rateLimit, burstLimit } = this.#throttle;
-    this.#tokens = Math.min(burstLimit, this.#tokens + ((now - this.#refilledAt) / 1000) * rateLimit);
-    this.#refilledAt = now;
+    // a caller's `now` from another clock, or one earlier than the last, refills nothing and drains nothing
+    const elapsedMs = Math.max(0, now - (this.#refilledAt ?? now));
+    this.#tokens = Math.min(burstLimit, this.#tokens + (elapsedMs / 1000) * rateLimit);
+    this.#refilledAt = Math.max(this.#refilledAt ?? now, now);
     if (this.#tokens < 1) return false;
     this.#tokens -= 1;
     return true;

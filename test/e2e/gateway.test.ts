@@ -356,6 +356,19 @@ describe('Local gateway', () => {
     assert.equal(throttled.trackedIps, 1, 'a refused request leaves no state behind');
   });
 
+  it('throttles the stage from its first request, whatever clock the caller passes: a time earlier than the last drains nothing', () => {
+    // it used to start its clock at construction on performance.now(): a caller's smaller `now` (any test process
+    // older than 2 s) drained the bucket
+    const gate = new OuterLineGate({
+      stageThrottle: { rateLimit: 1, burstLimit: 2 },
+      ipRateRule: { limit: 100, evaluationWindowSeconds: 60 },
+    });
+    assert.equal(gate.refusal('192.0.2.1', undefined, 10_000), undefined, 'it starts full');
+    assert.equal(gate.refusal('192.0.2.2', undefined, 5_000), undefined, 'an earlier time drains nothing');
+    assert.equal(gate.refusal('192.0.2.3', undefined, 5_000), 'stage-throttle', 'the burst of 2 spent');
+    assert.equal(gate.refusal('192.0.2.4', undefined, 11_000), undefined, 'a second after the last: one more');
+  });
+
   it('answers API Gateway events whose headers, query and path parameters are named after prototype members with 4xx or 2xx, never 5xx', async () => {
     for (const route of routes) {
       const { handler } = (await import(new URL(`../../functions/${route.handler}`, import.meta.url).href)) as {
