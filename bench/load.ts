@@ -337,7 +337,13 @@ try {
     await settled();
     await sample();
     const fiveXx = runs.reduce((n, r) => n + r['5xx'] + r.errors, 0);
-    if (fiveXx > 0) failures.push(`soak: ${fiveXx} 5xx or errors`);
+    if (fiveXx > 0) {
+      // which route, and whether answered (a 5xx) or not (a timeout, a reset): what to look at first
+      const where = ROUTES.map((route, i) => [route, runs[i]] as const)
+        .filter(([, r]) => r !== undefined && r['5xx'] + r.errors > 0)
+        .map(([route, r]) => `${route}: ${r?.['5xx']} 5xx, ${r?.errors} errors`);
+      failures.push(`soak: ${fiveXx} 5xx or errors (${where.join('; ')})`);
+    }
     const admittedEvents = answeredOk('slack') + answeredOk('telegram') - eventsBefore;
     const inSink = sinkLines() - sinkBefore;
     if (inSink !== admittedEvents) failures.push(`soak: ${admittedEvents} events admitted, ${inSink} in the sink`);
