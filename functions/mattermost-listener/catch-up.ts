@@ -27,6 +27,8 @@ const CHANNELS_AT_ONCE = 4;
 interface Pending {
   readonly id: string;
   readonly since: number;
+  /** When it last got a post (the server's `last_post_at`): none after `since`, none can be left out. */
+  readonly lastPostAt: number;
   /** Its failed requests so far (the backoff's exponent). */
   readonly attempt: number;
   /** Not asked again before this (local ms). */
@@ -142,7 +144,7 @@ export class ChannelMarks {
     const queue: Pending[] = [];
     for (const { id, last_post_at: lastPostAt } of channels) {
       const since = marks.get(id) ?? this.#coveredFrom;
-      if (lastPostAt >= since) queue.push({ id, since, attempt: 0, notBefore: 0 });
+      if (lastPostAt >= since) queue.push({ id, since, lastPostAt, attempt: 0, notBefore: 0 });
       else this.#covered(id);
     }
     const asked = queue.length;
@@ -186,7 +188,8 @@ export class ChannelMarks {
         if (!current()) return;
         posts += missed.length;
         for (const post of missed) this.#options.receive(post);
-        // the answer holds every post of the channel up to when it was made
+        // the answer holds every post of the channel up to when it was made (those before `since`: left out for good)
+        this.#advance(channel.id, since);
         this.#advance(channel.id, missed.at(-1)?.create_at);
         this.#covered(channel.id);
       }
@@ -218,7 +221,8 @@ export class ChannelMarks {
     const { recallMs, clockSkewMs, logger } = this.#options;
     const oldest = Date.now() - recallMs + 2 * clockSkewMs;
     if (channel.since >= oldest) return channel.since;
-    if (channel.attempt === 0) {
+    // posts are left out only when the channel got one after its mark (its mark is the post in hand at it)
+    if (channel.attempt === 0 && channel.lastPostAt > channel.since) {
       logger.warn('mattermost catch-up: posts older than their claims are not asked for', {
         of: channel.id,
         from: channel.since,

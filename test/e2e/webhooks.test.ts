@@ -7,6 +7,7 @@ import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
 import { after, before, describe, it } from 'node:test';
 import fc from 'fast-check';
+import { platform as sharedPlatform } from '../../functions/shared/platform.ts';
 import { signSlackBody } from '../../functions/slack/signature.ts';
 import { consumers, type TestPlatform } from '../support/consumers.ts';
 import { call, loopbackAddress } from '../support/http.ts';
@@ -84,6 +85,50 @@ describe('Slack webhook (POST /webhooks/slack)', () => {
     );
     const next = await slack(slackEvent(team, 'COTHER'));
     assert.match(next.headers.ratelimit ?? '', /"slack-workspace";r=239;/);
+  });
+
+  it('counts a signed event whose channel is an object (channel_created, channel_rename, im_created) by its id', async () => {
+    const team = `T${randomUUID().slice(0, 8)}`;
+    const id = `Ev${randomUUID().slice(0, 12)}`;
+    // Slack's own example of channel_created: `event.channel` is the channel, not its id
+    const body = JSON.stringify({
+      type: 'event_callback',
+      team_id: team,
+      event_id: id,
+      event: {
+        type: 'channel_created',
+        channel: { id: 'C024BE91L', name: 'fun', created: 1360782804, creator: 'U024BE7LH' },
+      },
+    });
+    const answer = await slack(body);
+    assert.equal(answer.status, 200, answer.body);
+    assert.match(answer.headers.ratelimit ?? '', /"slack-channel";r=59;/, 'counted in the channel it names');
+    const next = await slack(slackEvent(team, 'C024BE91L'));
+    assert.match(next.headers.ratelimit ?? '', /"slack-channel";r=58;/, 'the same channel as its id names');
+    assert.equal(platform.events().filter((e) => e.id === id).length, 1);
+  });
+
+  it('logs a refused event by its event_id: it is dropped (X-Slack-No-Retry), and the log is all that is left of it', async () => {
+    const team = `T${randomUUID().slice(0, 8)}`;
+    for (let i = 0; i < 60; i++) assert.equal((await slack(slackEvent(team, 'CLOGGED'))).status, 200);
+    const { logger } = sharedPlatform();
+    const lines: string[] = [];
+    const original = { info: logger.info, warn: logger.warn, error: logger.error };
+    for (const level of ['info', 'warn', 'error'] as const) {
+      logger[level] = ((...args: unknown[]) => void lines.push(JSON.stringify(args))) as never;
+    }
+    const id = `Ev${randomUUID().slice(0, 12)}`;
+    try {
+      const refused = await slack(slackEvent(team, 'CLOGGED', id));
+      assert.equal(refused.status, 429);
+      assert.equal(refused.headers['x-slack-no-retry'], '1');
+    } finally {
+      Object.assign(logger, original);
+    }
+    assert.ok(
+      lines.some((line) => line.includes(id) && line.includes(team)),
+      `a log line names the dropped event ${id}: ${lines.join('\n')}`,
+    );
   });
 
   it('neither counts nor forwards a retried event_id again', async () => {

@@ -39,9 +39,10 @@ function restOf(channels: Record<string, (since: number) => Promise<Post[]>>, la
 function marksOn(rest: MattermostRest, stopped: () => boolean = () => false) {
   const received: Post[] = [];
   const reports: CatchUpReport[] = [];
+  const warnings: { message: string; a: Record<string, unknown> }[] = [];
   const marks = new ChannelMarks({
     rest,
-    logger: quiet,
+    logger: { ...quiet, warn: (message, a) => warnings.push({ message, a }) },
     reconnectBaseMs: 10,
     maxReconnectMs: 50,
     clockSkewMs: SKEW_MS,
@@ -50,7 +51,7 @@ function marksOn(rest: MattermostRest, stopped: () => boolean = () => false) {
     receive: (post) => received.push(post),
     stopped,
   });
-  return { marks, received, reports };
+  return { marks, received, reports, warnings };
 }
 
 /** A first connection that saw `posts` live, then lost. */
@@ -173,5 +174,42 @@ describe('The Mattermost catch-up', () => {
       `asked from the oldest post whose claim is surely kept, not from its mark (asked from ${t - since('stale')} ms ago)`,
     );
     assert.equal(since('fresh'), t - 3_600_000, 'a mark within the claims is asked from as it is');
+  });
+
+  /** The warnings that posts were left out as too old for their claims. */
+  const leftOut = (warnings: { message: string; a: Record<string, unknown> }[]) =>
+    warnings.filter((w) => w.message === 'mattermost catch-up: posts older than their claims are not asked for');
+
+  it('warns of no post left out for a channel quiet since its mark, however old the mark', async () => {
+    const t = Date.now();
+    const lastPost = t - 30 * 3_600_000;
+    const { rest } = restOf({ quiet: async () => [] }, lastPost);
+    const { marks, reports, warnings } = marksOn(rest);
+    // its last post, seen live 30 h ago, is its mark: nothing of it is missing
+    seenThenLost(marks, [{ id: 'q1', channel_id: 'quiet', create_at: lastPost }]);
+    void marks.connected(false);
+    await until(() => reports.length === 1);
+    assert.deepEqual(leftOut(warnings), [], 'nothing was left out: no warning');
+  });
+
+  it('warns once of the posts a catch-up left out, not again at every reconnect after', async () => {
+    const t = Date.now();
+    // a post 28 h ago, missed in a gap: older than its claim by now, so left out
+    const { rest, asked } = restOf({ gap: async () => [] }, t - 28 * 3_600_000);
+    const { marks, reports, warnings } = marksOn(rest);
+    seenThenLost(marks, [{ id: 'g1', channel_id: 'gap', create_at: t - 30 * 3_600_000 }]);
+    void marks.connected(false);
+    await until(() => reports.length === 1);
+    assert.equal(leftOut(warnings).length, 1, 'the span left out is told');
+    assert.deepEqual(
+      Object.keys(leftOut(warnings)[0]?.a ?? {}).sort(),
+      ['from', 'of', 'to'],
+      'the channel and the span only',
+    );
+    marks.lost();
+    void marks.connected(false);
+    await until(() => reports.length === 2);
+    assert.equal(leftOut(warnings).length, 1, 'told once: the next catch-up does not leave the same posts out again');
+    assert.equal(asked.length, 1, 'nothing of the channel is asked for again');
   });
 });
