@@ -85,8 +85,9 @@ function claimBudgetMs(limiter: Limiter, event: WebhookEvent): number {
  * the claim and the limits (with the route's per-IP window: two per event):
  * 1. an event already accepted (a retry, a redelivery) answers 200, not counted or forwarded again;
  * 2. its limits are checked all-or-nothing in its scope, its claim in the same
- *    script; refused: 429 (or 503 when the limiter is down: fail-closed), and
- *    nothing is claimed, so a redelivery counts as a new attempt;
+ *    script; refused: 429, logged by the event's id (or 503 when the limiter
+ *    is down: fail-closed), and nothing is claimed, so a redelivery counts as
+ *    a new attempt;
  * 3. accepted (claimed with it): handed to the sink within the sender's ack
  *    time, then 200; the sink down gives the claim back (503).
  */
@@ -109,8 +110,19 @@ export async function acceptOnce(
     case 'duplicate':
       return json(200, { ok: true, duplicate: true });
     case 'refused': {
-      const refusal = rateLimitRefusal(admission.decided);
-      if (admission.decided.outcome === 'limited') Object.assign(refusal.headers, refusalHeaders);
+      const { decided } = admission;
+      const refusal = rateLimitRefusal(decided);
+      if (decided.outcome === 'limited') {
+        Object.assign(refusal.headers, refusalHeaders);
+        // by id: a sender told not to retry (Slack) drops the event, and this line is what is left of it
+        logger.info('webhook event refused', {
+          source: event.source,
+          scope: event.scope,
+          id: event.id,
+          policy: decided.policy,
+          retryAfterMs: decided.retryAfterMs,
+        });
+      }
       throw refusal;
     }
     case 'unsunk':

@@ -37,12 +37,18 @@ const UrlVerification = v.looseObject({
   challenge: v.pipe(v.string(), v.maxLength(512)),
 });
 
+/**
+ * The channel an event names: its id, or (channel_created, channel_rename,
+ * group_rename, im_created) the channel itself, an object with its id.
+ */
+const Channel = v.union([SenderId, v.pipe(v.looseObject({ id: SenderId }), v.transform((channel) => channel.id))]);
+
 /** An Events API delivery: only what the limits key on is read; the rest is handed on as sent. */
 const EventCallback = v.looseObject({
   type: v.literal('event_callback'),
   team_id: SenderId,
   event_id: SenderId,
-  event: v.optional(v.looseObject({ channel: v.optional(SenderId) })),
+  event: v.optional(v.looseObject({ channel: v.optional(Channel) })),
 });
 
 /** The workspace and channel windows, decided together, as the route declares them. */

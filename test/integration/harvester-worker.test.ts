@@ -309,23 +309,30 @@ for (const target of targets) {
       return taken.page;
     }
 
-    it('takes first the page of a worker that crashed holding it, one failure counted', {
-      timeout: 30_000,
-    }, async () => {
-      const scope = unique('hv-crashed');
-      const lost = await crashedHolding(scope);
+    /** A run on `scope` whose source serves every page until the sink holds `pages`: what it fetched, in order. */
+    async function servedRun(scope: string, pages: number) {
       const sink = memorySink();
       const stop = new AbortController();
       const fetched: number[] = [];
+      const serve = servesUntil(sink, pages, stop);
       const report = await run(
         scope,
         stop,
         async (url) => {
           fetched.push(pageOf(url));
-          return servesUntil(sink, 3, stop)();
+          return serve();
         },
         sink,
       );
+      return { report, fetched, sink };
+    }
+
+    it('takes first the page of a worker that crashed holding it, one failure counted', {
+      timeout: 30_000,
+    }, async () => {
+      const scope = unique('hv-crashed');
+      const lost = await crashedHolding(scope);
+      const { report, fetched, sink } = await servedRun(scope, 3);
       assert.equal(fetched[0], lost, 'the lapsed page first');
       assert.deepEqual(sink.pages, [1, 2, 3]);
       assert.equal(report.givenUp, 0);
@@ -337,18 +344,7 @@ for (const target of targets) {
     }, async () => {
       const scope = unique('hv-poison');
       for (let crash = 0; crash <= PAGE_RETRIES; crash++) assert.equal(await crashedHolding(scope), 1);
-      const sink = memorySink();
-      const stop = new AbortController();
-      const fetched: number[] = [];
-      const report = await run(
-        scope,
-        stop,
-        async (url) => {
-          fetched.push(pageOf(url));
-          return servesUntil(sink, 1, stop)();
-        },
-        sink,
-      );
+      const { report, fetched } = await servedRun(scope, 1);
       assert.deepEqual(report.givenUpPages, [1]);
       assert.ok(!fetched.includes(1), 'not fetched a fifth time');
       assert.deepEqual(await leased(scope), []);
