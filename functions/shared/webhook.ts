@@ -1,5 +1,5 @@
 import type { MiddlewareObj } from '@middy/core';
-import { enforceOnce, type Limiter } from '@platform/rate-limit';
+import { enforceOnce, InvalidCheckError, type Limiter } from '@platform/rate-limit';
 import { type HttpEvent, rateLimitHeaders, rateLimitRefusal } from '@platform/rate-limit/middleware';
 import { DEFAULT_TIME_BUDGET, toMs } from '@platform/rate-limit/policy';
 import type { PolicyName } from '../../config/catalogue.ts';
@@ -101,7 +101,15 @@ export async function acceptOnce(
     sink,
     budgetMs: claimBudgetMs(limiter, event),
     check: async (claim) => {
-      const once = await enforceOnce(limiter, event.limits, claim, { observer, scope: event.scope });
+      let once: Awaited<ReturnType<typeof enforceOnce>>;
+      try {
+        once = await enforceOnce(limiter, event.limits, claim, { observer, scope: event.scope });
+      } catch (error) {
+        // an id the limiter refuses as a key (one ending in `:holds`, another key's state): the sender's fault,
+        // refused before Redis was asked, so nothing was counted or claimed
+        if (error instanceof InvalidCheckError) throw httpError(400, 'bad_request', error.message);
+        throw error;
+      }
       return once.kind === 'duplicate' ? once.kind : once.verdict;
     },
     admits: (verdict) => verdict.proceed,

@@ -293,6 +293,9 @@ describe('Webhooks: signed hostile payloads reach the parsing', () => {
       '{"type":"event_callback","team_id":{"toString":1},"event_id":"Ev1"}',
       '{"type":"event_callback","team_id":"T1","event_id":"Ev1","event":{"channel":["C1"]}}',
       '{"type":"event_callback","team_id":"T1","event_id":"Ev1","event":"C1"}',
+      // an id the limiter refuses as a grouped key (another key's state is named so): the sender's fault, not ours
+      '{"type":"event_callback","team_id":"T1","event_id":"Ev1","event":{"channel":"C1:holds"}}',
+      '{"type":"event_callback","team_id":"T1","event_id":"Ev1","event":{"channel":"C1:rate"}}',
     ]) {
       const answer = await slack(body);
       assert.equal(answer.status, 400, `${body}: ${answer.body}`);
@@ -324,6 +327,14 @@ describe('Webhooks: signed hostile payloads reach the parsing', () => {
       { numRuns: runs },
     );
     t.diagnostic(`${runs} signed Slack payloads, none answered 5xx`);
+  });
+
+  it('answers 400 to a Telegram update whose chat id the limiter refuses as a key', async () => {
+    for (const id of ['42:holds', '42:rate', '42:grants']) {
+      const answer = await telegram('demo', { update_id: Date.now(), message: { chat: { id } } });
+      assert.equal(answer.status, 400, `${id}: ${answer.body}`);
+      assert.equal(answer.json().error, 'bad_request');
+    }
   });
 
   it('never answers a Telegram update with the right secret token with a 5xx, whatever its fields hold', async (t) => {
