@@ -81,8 +81,13 @@ export const apiKeyAuth: MiddlewareObj<HttpEvent, unknown, Error, AuthenticatedC
     // guessing window is refused before it, so a flood of random keys cannot exhaust Parameter
     // Store's throughput (real lookups and policy refreshes share it).
     if (keyHash !== undefined && !keys.remembers(keyHash) && ip !== undefined) {
+      const started = performance.now();
       const guessing = await limiter.peek([{ policy: UNKNOWN_KEY_POLICY, key: ip }]);
-      if (guessing.outcome === 'limited') throw rateLimitRefusal(verdictFor(guessing, UNKNOWN_KEY_POLICY, 0, ip));
+      if (guessing.outcome === 'limited') {
+        const verdict = verdictFor(guessing, UNKNOWN_KEY_POLICY, performance.now() - started, ip);
+        observer.observe(verdict); // a refusal like any other: the Limited metric and the refusal log (top offenders)
+        throw rateLimitRefusal(verdict);
+      }
     }
     let found: KeyOwner | undefined;
     try {

@@ -6,6 +6,7 @@
  */
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
+import { readFileSync } from 'node:fs';
 import { after, before, describe, it } from 'node:test';
 import { GetParameterCommand, ParameterNotFound, SSMClient } from '@aws-sdk/client-ssm';
 import { mockClient } from 'aws-sdk-client-mock';
@@ -65,5 +66,19 @@ describe('The API under a flood of random keys from one IP', () => {
     assert.equal(reads, window, 'one read per key the window let through, none after');
     assert.equal(statuses.get(401), window);
     assert.equal(statuses.get(429), KEYS - window);
+    // every refusal is observed as one: the Limited metric and the refusal log (top offenders) see the flood
+    const log = (() => {
+      try {
+        return readFileSync(process.env.RATE_LIMIT_REFUSAL_LOG as string, 'utf8');
+      } catch {
+        return ''; // nothing refused was logged
+      }
+    })();
+    const refusals = log
+      .split('\n')
+      .filter(Boolean)
+      .map((line) => JSON.parse(line) as { policy: string; key: string })
+      .filter((r) => r.policy === 'api-unknown-key-ip' && r.key === ip);
+    assert.equal(refusals.length, KEYS - window, 'each 429 of the guessing window is in the refusal log');
   });
 });
