@@ -67,11 +67,37 @@ describe('The harvester', () => {
     };
     const redisUrl = process.env.REDIS_URL as string;
     source.throttleNext('paused', 429, '5');
-    const [paused, quiet] = await Promise.all([
-      // 9 s: a turn whose wait outlasts the run ends it ('over'), so the run must outlast the 5 s pause however late it starts
-      runWorkers({ count: 3, source: source.url, site: 'paused', seconds: 9, redisUrl, overrides }),
-      runWorkers({ count: 1, source: source.url, site: 'quiet', seconds: 7, redisUrl, overrides }),
-    ]);
+    // A turn whose wait outlasts the run ends it ('over'): the runs are long (30 s), and end once the paused
+    // site has resumed, however late (a loaded machine) the processes got to their first request.
+    const resumed = new AbortController();
+    const runs = Promise.all([
+      runWorkers({
+        count: 3,
+        source: source.url,
+        site: 'paused',
+        seconds: 30,
+        redisUrl,
+        overrides,
+        stop: resumed.signal,
+      }),
+      runWorkers({
+        count: 1,
+        source: source.url,
+        site: 'quiet',
+        seconds: 30,
+        redisUrl,
+        overrides,
+        stop: resumed.signal,
+      }),
+    ]).finally(() => resumed.abort());
+    const throttleOver = () => {
+      const seen = source.stats('paused').log;
+      const at = seen.find(([, ok]) => ok === 0)?.[0];
+      return at !== undefined && seen.some(([t]) => t >= at + 5000);
+    };
+    while (!resumed.signal.aborted && !throttleOver()) await new Promise((resolve) => setTimeout(resolve, 50));
+    resumed.abort();
+    const [paused, quiet] = await runs;
     const log = source.stats('paused').log;
     const throttledAt = (log.find(([, ok]) => ok === 0) as [number, 0 | 1])[0];
     // Requests already in flight land within a moment; then nothing until the 5 s are over.

@@ -25,6 +25,8 @@ export function runWorkers(options: {
   redisUrl: string;
   /** Policy overrides by name (merged over the shipped policy, as an operator's override is). */
   overrides?: Record<string, unknown>;
+  /** Ends every worker early with SIGTERM (each still reports what it did). */
+  stop?: AbortSignal;
 }): Promise<WorkerReport[]> {
   const dir = mkdtempSync(join(tmpdir(), 'rl-harvest-'));
   const parameters = {
@@ -46,8 +48,16 @@ export function runWorkers(options: {
   const args = [RUN, '--source', options.source, '--site', options.site, '--seconds', String(options.seconds)];
   return Promise.all(
     Array.from({ length: options.count }, async () => {
-      const { stdout } = await promisify(execFile)(process.execPath, args, { env });
-      return JSON.parse(stdout.trim().split('\n').at(-1) as string) as WorkerReport;
+      const run = promisify(execFile)(process.execPath, args, { env });
+      const end = () => run.child.kill('SIGTERM');
+      if (options.stop?.aborted) end();
+      else options.stop?.addEventListener('abort', end, { once: true });
+      try {
+        const { stdout } = await run;
+        return JSON.parse(stdout.trim().split('\n').at(-1) as string) as WorkerReport;
+      } finally {
+        options.stop?.removeEventListener('abort', end);
+      }
     }),
   );
 }
