@@ -41,7 +41,13 @@ const UrlVerification = v.looseObject({
  * The channel an event names: its id, or (channel_created, channel_rename,
  * group_rename, im_created) the channel itself, an object with its id.
  */
-const Channel = v.union([SenderId, v.pipe(v.looseObject({ id: SenderId }), v.transform((channel) => channel.id))]);
+const Channel = v.union([
+  SenderId,
+  v.pipe(
+    v.looseObject({ id: SenderId }),
+    v.transform((channel) => channel.id),
+  ),
+]);
 
 /** An Events API delivery: only what the limits key on is read; the rest is handed on as sent. */
 const EventCallback = v.looseObject({
