@@ -5,7 +5,7 @@
  */
 import { platform } from '../shared/platform.ts';
 import { AdaptivePacer } from './pacer.ts';
-import { type HarvestReport, harvest } from './worker.ts';
+import { type HarvestReport, harvestInRounds } from './worker.ts';
 
 /** Each worker's pace while Redis cannot decide: one request per second per worker, counted. */
 export const LOCAL_RATE_PER_SECOND = 1;
@@ -29,7 +29,7 @@ export async function runHarvest(options: {
     localRatePerSecond: LOCAL_RATE_PER_SECOND,
     observer,
   });
-  const report = await harvest(
+  const report = await harvestInRounds(
     {
       scope: options.site,
       pageUrl: pageUrl(options.source, options.site),

@@ -22,6 +22,7 @@
  */
 
 import { createHash } from 'node:crypto';
+import { setTimeout as sleep } from 'node:timers/promises';
 import type { RedisClient } from '@platform/rate-limit';
 import { guardedRedis, runScript } from '@platform/rate-limit/redis';
 import { KEY_FAMILIES } from '../../config/redis-roles.ts';
@@ -72,7 +73,7 @@ export interface TakenPage {
 /** What a lease outlasts its run's end by: the last fetch (10 s at most), its hand-on and the put-back. */
 export const LEASE_GRACE_MS = 30_000;
 
-/** The longest run a lease covers (a Lambda's longest timeout): a longer local run's page may be taken again after it. */
+/** The longest run a lease covers (a Lambda's longest timeout): a longer run goes in rounds (`harvestInRounds`). */
 export const MAX_LEASE_MS = 15 * 60_000;
 
 const cursorKey = (scope: string) => `${KEY_FAMILIES.cursors}{${scope}}:cursor`;
@@ -304,4 +305,40 @@ export async function harvest(
     giveUp(taken.page);
   }
   return { pages, throttled, failed, notHandedOn, givenUp, givenUpPages };
+}
+
+/**
+ * A run of any length (the local worker's, until SIGTERM) as rounds of at
+ * most `roundMs`, one `harvest` each: a lease covers its round only (no
+ * renewal to forget), so a page is never taken by another worker while its
+ * holder still runs. A page held at a round's end is put back and taken
+ * first by the next (a throttled one counts its failure, as at a Lambda
+ * run's end). A round the pacer ended early (a pause past the round's end)
+ * waits out the round before the next asks again, not in a loop.
+ */
+export async function harvestInRounds(
+  job: HarvestJob,
+  parts: Parameters<typeof harvest>[1],
+  roundMs: number = MAX_LEASE_MS,
+): Promise<HarvestReport> {
+  let total: HarvestReport = { pages: 0, throttled: 0, failed: 0, notHandedOn: 0, givenUp: 0, givenUpPages: [] };
+  while (Date.now() < job.until && !job.stop?.aborted) {
+    const roundUntil = Math.min(job.until, Date.now() + roundMs);
+    total = added(total, await harvest({ ...job, until: roundUntil }, parts));
+    const left = roundUntil - Date.now();
+    if (left > 0 && !job.stop?.aborted)
+      await sleep(left, undefined, job.stop ? { signal: job.stop } : {}).catch(() => {});
+  }
+  return total;
+}
+
+function added(a: HarvestReport, b: HarvestReport): HarvestReport {
+  return {
+    pages: a.pages + b.pages,
+    throttled: a.throttled + b.throttled,
+    failed: a.failed + b.failed,
+    notHandedOn: a.notHandedOn + b.notHandedOn,
+    givenUp: a.givenUp + b.givenUp,
+    givenUpPages: [...a.givenUpPages, ...b.givenUpPages].slice(0, GIVEN_UP_LISTED),
+  };
 }

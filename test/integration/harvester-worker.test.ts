@@ -11,7 +11,15 @@ import { createLimiter, type RedisClient } from '@platform/rate-limit';
 import { PLATFORM_POLICIES } from '../../config/catalogue.ts';
 import { AdaptivePacer } from '../../functions/harvester/pacer.ts';
 import type { SourceAnswer } from '../../functions/harvester/source.ts';
-import { type HarvestReport, harvest, PAGE_RETRIES, putBack, takePage } from '../../functions/harvester/worker.ts';
+import {
+  type HarvestReport,
+  harvest,
+  harvestInRounds,
+  LEASE_GRACE_MS,
+  PAGE_RETRIES,
+  putBack,
+  takePage,
+} from '../../functions/harvester/worker.ts';
 import { AcceptedOnce } from '../../functions/shared/once.ts';
 import type { AcceptedEvent, EventSink } from '../../functions/shared/sink.ts';
 import { HARVESTER_POLICY } from '../../functions/workers.ts';
@@ -360,6 +368,71 @@ for (const target of targets) {
       assert.ok(await putBack(redis, scope, slow, 5000));
       assert.deepEqual(await waiting(scope), [], 'not in the retry set while another worker holds it');
       assert.deepEqual(await leased(scope), [`${slow.page}:1`]);
+    });
+
+    it("goes in rounds past a lease's reach: no lease beyond its round, no page fetched twice", {
+      timeout: 30_000,
+    }, async () => {
+      const scope = unique('hv-rounds');
+      const roundMs = 400;
+      const sink = memorySink();
+      const fetched: number[] = [];
+      /** How far past its fetch each held page's lease reached (ms). */
+      const reach: number[] = [];
+      const report = await harvestInRounds(
+        { scope, pageUrl: (page) => `/p/${page}`, until: Date.now() + 4 * roundMs },
+        {
+          pacer: pacer(),
+          redis,
+          sink,
+          fetch: async (url) => {
+            fetched.push(pageOf(url));
+            const [, score] = await redis.zrangebyscore(`hv:{${scope}}:leased`, '-inf', '+inf', 'WITHSCORES');
+            reach.push(Number(score) - Date.now());
+            return PAGE;
+          },
+        },
+        roundMs,
+      );
+      assert.ok(fetched.length > 0);
+      assert.ok(
+        reach.every((ms) => ms <= roundMs + LEASE_GRACE_MS),
+        `a lease reached ${Math.max(...reach)} ms past its fetch; a round is ${roundMs} ms and the grace ${LEASE_GRACE_MS}`,
+      );
+      assert.equal(new Set(fetched).size, fetched.length, 'no page fetched twice across rounds');
+      assert.deepEqual(
+        sink.pages,
+        fetched.map((_, i) => i + 1),
+        'pages in order, none skipped',
+      );
+      assert.equal(report.pages, sink.pages.length, "the rounds' reports summed");
+      assert.deepEqual(await leased(scope), []);
+    });
+
+    it('waits out a round a long pause ended, instead of asking again in a loop', { timeout: 30_000 }, async () => {
+      const scope = unique('hv-rounds-pause');
+      const roundMs = 300;
+      let turns = 0;
+      const paced = pacer();
+      const turn = paced.turn.bind(paced);
+      paced.turn = (...args) => {
+        turns++;
+        return turn(...args);
+      };
+      const report = await harvestInRounds(
+        { scope, pageUrl: (page) => `/p/${page}`, until: Date.now() + 5 * roundMs },
+        {
+          pacer: paced,
+          redis,
+          sink: memorySink(),
+          fetch: async () => ({ kind: 'throttled', status: 503, retryAfterMs: 60_000 }),
+        },
+        roundMs,
+      );
+      // each round: one turn that fetches, or one the pause refuses at once; five rounds at most, and the first two turns of the first
+      assert.ok(turns <= 7, `${turns} turns in 5 rounds of a pause`);
+      assert.ok(report.throttled >= 1);
+      assert.deepEqual(await leased(scope), []);
     });
   });
 }
