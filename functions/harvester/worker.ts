@@ -223,6 +223,8 @@ export async function harvest(
     sink: EventSink;
     fetch?: (url: string) => Promise<SourceAnswer>;
   },
+  /** `final: false` for a round another round of the same run follows (`harvestInRounds`). */
+  round: { final: boolean } = { final: true },
 ): Promise<HarvestReport> {
   const fetchOne = parts.fetch ?? ((url: string) => fetchPage(url));
   const budgetMs = () => parts.pacer.budgetMs(job.scope);
@@ -291,8 +293,8 @@ export async function harvest(
     }
   }
   // A page still throttled when its run ends counts a failure: one the source always throttles is given up
-  // after PAGE_RETRIES runs, instead of being taken first by every run forever
-  if (taken && throttledLast) {
+  // after PAGE_RETRIES runs, instead of being taken first by every run forever (a round's end is not a run's)
+  if (taken && throttledLast && round.final) {
     taken = { ...taken, failures: taken.failures + 1 };
     if (taken.failures > PAGE_RETRIES) {
       giveUp(taken.page);
@@ -312,25 +314,35 @@ export async function harvest(
  * most `roundMs`, one `harvest` each: a lease covers its round only (no
  * renewal to forget), so a page is never taken by another worker while its
  * holder still runs. A page held at a round's end is put back and taken
- * first by the next (a throttled one counts its failure, as at a Lambda
- * run's end). A round the pacer ended early (a pause past the round's end)
- * waits out the round before the next asks again, not in a loop.
+ * first by the next (a throttled one counts its failure at the run's end
+ * only, as at a Lambda run's end). A round the pacer ended early (a pause
+ * past the round's end) waits out the round before the next asks again, not
+ * in a loop; the last round returns when the pacer ends it.
  */
 export async function harvestInRounds(
   job: HarvestJob,
   parts: Parameters<typeof harvest>[1],
   roundMs: number = MAX_LEASE_MS,
 ): Promise<HarvestReport> {
+  // shorter rounds would only ask Redis more often (and none at all would spin)
+  if (!(roundMs >= MIN_ROUND_MS))
+    throw new RangeError(`a harvest round is at least ${MIN_ROUND_MS} ms, not ${roundMs}`);
   let total: HarvestReport = { pages: 0, throttled: 0, failed: 0, notHandedOn: 0, givenUp: 0, givenUpPages: [] };
   while (Date.now() < job.until && !job.stop?.aborted) {
     const roundUntil = Math.min(job.until, Date.now() + roundMs);
-    total = added(total, await harvest({ ...job, until: roundUntil }, parts));
+    const final = roundUntil >= job.until;
+    total = added(total, await harvest({ ...job, until: roundUntil }, parts, { final }));
+    // the last round (a Lambda run's only one) ends the run when the pacer ends it, at once
+    if (final) break;
     const left = roundUntil - Date.now();
     if (left > 0 && !job.stop?.aborted)
       await sleep(left, undefined, job.stop ? { signal: job.stop } : {}).catch(() => {});
   }
   return total;
 }
+
+/** The shortest round `harvestInRounds` takes. */
+export const MIN_ROUND_MS = 100;
 
 function added(a: HarvestReport, b: HarvestReport): HarvestReport {
   return {

@@ -434,5 +434,53 @@ for (const target of targets) {
       assert.ok(report.throttled >= 1);
       assert.deepEqual(await leased(scope), []);
     });
+
+    it('returns when a pause outlasts its last round (a Lambda run is one round), its page put back', {
+      timeout: 20_000,
+    }, async () => {
+      const scope = unique('hv-rounds-last');
+      const report = await harvestInRounds(
+        { scope, pageUrl: (page) => `/p/${page}`, until: Date.now() + 60_000 },
+        {
+          pacer: pacer(),
+          redis,
+          sink: memorySink(),
+          fetch: async () => ({ kind: 'throttled', status: 503, retryAfterMs: 120_000 }),
+        },
+      );
+      assert.equal(report.throttled, 1);
+      assert.deepEqual(await waiting(scope), ['1:1'], 'put back, its throttled run counted');
+    });
+
+    it("keeps a page throttled across rounds, taken first by each, its failure counted at the run's end only", {
+      timeout: 30_000,
+    }, async () => {
+      const scope = unique('hv-rounds-throttled');
+      const roundMs = 300;
+      const fetched: number[] = [];
+      const report = await harvestInRounds(
+        { scope, pageUrl: (page) => `/p/${page}`, until: Date.now() + 8 * roundMs },
+        {
+          pacer: pacer(),
+          redis,
+          sink: memorySink(),
+          fetch: async (url) => {
+            fetched.push(pageOf(url));
+            return { kind: 'throttled', status: 429, retryAfterMs: 200 };
+          },
+        },
+        roundMs,
+      );
+      assert.ok(fetched.length >= 2 && fetched.every((page) => page === 1), `fetched ${fetched}`);
+      assert.equal(report.givenUp, 0, 'not given up for the rounds it spans');
+      assert.deepEqual(await waiting(scope), ['1:1'], 'one failure: the run ended once');
+    });
+
+    it('refuses a round too short to be one (it would spin)', async () => {
+      const job = { scope: unique('hv-rounds-bad'), pageUrl: (page: number) => `/p/${page}`, until: Date.now() + 1000 };
+      const parts = { pacer: pacer(), redis, sink: memorySink() };
+      for (const roundMs of [0, -1, Number.NaN, 5])
+        await assert.rejects(harvestInRounds(job, parts, roundMs), RangeError, String(roundMs));
+    });
   });
 }
