@@ -70,7 +70,8 @@ export interface RunBounds {
 /** A turn: granted by the bucket ('shared') or at the local pace ('local'), or none before the run ends ('over'). */
 export type Turn = 'shared' | 'local' | 'over';
 
-const abortableSleep = (ms: number, signal?: AbortSignal) =>
+/** Sleeps `ms`, or less when `signal` aborts (it never rejects). */
+export const abortableSleep = (ms: number, signal?: AbortSignal) =>
   sleepFor(ms, undefined, signal ? { signal } : {}).catch(() => {});
 
 export class AdaptivePacer {

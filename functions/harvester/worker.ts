@@ -22,12 +22,11 @@
  */
 
 import { createHash } from 'node:crypto';
-import { setTimeout as sleep } from 'node:timers/promises';
 import type { RedisClient } from '@platform/rate-limit';
 import { guardedRedis, runScript } from '@platform/rate-limit/redis';
 import { KEY_FAMILIES } from '../../config/redis-roles.ts';
 import type { EventSink } from '../shared/sink.ts';
-import type { AdaptivePacer } from './pacer.ts';
+import { type AdaptivePacer, abortableSleep } from './pacer.ts';
 import { fetchPage, type SourceAnswer } from './source.ts';
 
 export interface HarvestJob {
@@ -335,8 +334,7 @@ export async function harvestInRounds(
     // the last round (a Lambda run's only one) ends the run when the pacer ends it, at once
     if (final) break;
     const left = roundUntil - Date.now();
-    if (left > 0 && !job.stop?.aborted)
-      await sleep(left, undefined, job.stop ? { signal: job.stop } : {}).catch(() => {});
+    if (left > 0 && !job.stop?.aborted) await abortableSleep(left, job.stop);
   }
   return total;
 }
