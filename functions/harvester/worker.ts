@@ -222,7 +222,7 @@ export async function harvest(
     sink: EventSink;
     fetch?: (url: string) => Promise<SourceAnswer>;
   },
-  /** `final: false` for a round another round of the same run follows (`harvestInRounds`). */
+  /** `final: false` for a round another round of the same run follows unless stopped (`harvestInRounds`). */
   round: { final: boolean } = { final: true },
 ): Promise<HarvestReport> {
   const fetchOne = parts.fetch ?? ((url: string) => fetchPage(url));
@@ -292,8 +292,9 @@ export async function harvest(
     }
   }
   // A page still throttled when its run ends counts a failure: one the source always throttles is given up
-  // after PAGE_RETRIES runs, instead of being taken first by every run forever (a round's end is not a run's)
-  if (taken && throttledLast && round.final) {
+  // after PAGE_RETRIES runs, instead of being taken first by every run forever (a round's end is not a
+  // run's; a stop is)
+  if (taken && throttledLast && (round.final || job.stop?.aborted)) {
     taken = { ...taken, failures: taken.failures + 1 };
     if (taken.failures > PAGE_RETRIES) {
       giveUp(taken.page);

@@ -482,5 +482,24 @@ for (const target of targets) {
       for (const roundMs of [0, -1, Number.NaN, 5])
         await assert.rejects(harvestInRounds(job, parts, roundMs), RangeError, String(roundMs));
     });
+
+    it("counts a throttled page's failure when a stop ends the run mid-round", { timeout: 20_000 }, async () => {
+      const scope = unique('hv-rounds-stopped');
+      const stop = new AbortController();
+      const report = await harvestInRounds(
+        { scope, pageUrl: (page) => `/p/${page}`, until: Number.POSITIVE_INFINITY, stop: stop.signal },
+        {
+          pacer: pacer(),
+          redis,
+          sink: memorySink(),
+          fetch: async () => {
+            stop.abort(); // SIGTERM while the source pushes back: the run, not only its round, ends
+            return { kind: 'throttled', status: 429, retryAfterMs: 0 };
+          },
+        },
+      );
+      assert.equal(report.throttled, 1);
+      assert.deepEqual(await waiting(scope), ['1:1'], 'put back, its throttled run counted');
+    });
   });
 }
