@@ -222,8 +222,11 @@ export async function harvest(
     sink: EventSink;
     fetch?: (url: string) => Promise<SourceAnswer>;
   },
-  /** `final: false` for a round another round of the same run follows unless stopped (`harvestInRounds`). */
-  round: { final: boolean } = { final: true },
+  /**
+   * `final: false` for a round another round of the same run follows unless stopped (`harvestInRounds`);
+   * `carry`, what the rounds of one run hand on to each other, read at the start and written at the end.
+   */
+  round: { final: boolean; carry?: RoundCarry } = { final: true },
 ): Promise<HarvestReport> {
   const fetchOne = parts.fetch ?? ((url: string) => fetchPage(url));
   const budgetMs = () => parts.pacer.budgetMs(job.scope);
@@ -237,10 +240,10 @@ export async function harvest(
     givenUp++;
     if (givenUpPages.length < GIVEN_UP_LISTED) givenUpPages.push(page);
   };
-  let taken: TakenPage | undefined;
+  let taken: TakenPage | undefined = round.carry?.held;
   /** Whether the page held was throttled at its last fetch. */
-  let throttledLast = false;
-  let last = 0;
+  let throttledLast = round.carry?.heldThrottled ?? false;
+  let last = round.carry?.last ?? 0;
   /** A page handed on or given up: its lease ends (a failure to end it only lets the page be taken again). */
   const finish = async (page: TakenPage) => {
     await finishPage(parts.redis, job.scope, page, budgetMs());
@@ -302,9 +305,18 @@ export async function harvest(
       taken = undefined;
     }
   }
-  // a leased page not put back is taken again once its lease lapses; one taken without Redis is lost to this run
+  // a leased page not put back is taken again once its lease lapses; one taken without Redis is lost to this
+  // run, unless another round of it follows: nobody else knows of that page, so the next round goes on with it
+  const carry = round.carry;
+  let held: TakenPage | undefined;
   if (taken && !(await putBack(parts.redis, job.scope, taken, budgetMs())) && taken.lease === undefined) {
-    giveUp(taken.page);
+    if (carry && !round.final && !job.stop?.aborted) held = taken;
+    else giveUp(taken.page);
+  }
+  if (carry) {
+    carry.last = last;
+    carry.held = held;
+    carry.heldThrottled = held !== undefined && throttledLast;
   }
   return { pages, throttled, failed, notHandedOn, givenUp, givenUpPages };
 }
@@ -328,16 +340,30 @@ export async function harvestInRounds(
   if (!(roundMs >= MIN_ROUND_MS))
     throw new RangeError(`a harvest round is at least ${MIN_ROUND_MS} ms, not ${roundMs}`);
   let total: HarvestReport = { pages: 0, throttled: 0, failed: 0, notHandedOn: 0, givenUp: 0, givenUpPages: [] };
+  const carry: RoundCarry = { last: 0, heldThrottled: false };
   while (Date.now() < job.until && !job.stop?.aborted) {
     const roundUntil = Math.min(job.until, Date.now() + roundMs);
     const final = roundUntil >= job.until;
-    total = added(total, await harvest({ ...job, until: roundUntil }, parts, { final }));
+    total = added(total, await harvest({ ...job, until: roundUntil }, parts, { final, carry }));
     // the last round (a Lambda run's only one) ends the run when the pacer ends it, at once
     if (final) break;
     const left = roundUntil - Date.now();
     if (left > 0 && !job.stop?.aborted) await abortableSleep(left, job.stop);
   }
   return total;
+}
+
+/**
+ * What one round of a run hands the next: what Redis keeps for the scope
+ * while it answers, and this worker alone while it cannot.
+ */
+export interface RoundCarry {
+  /** The highest page this worker took: with Redis down it goes on from the next. */
+  last: number;
+  /** A page taken while Redis could not answer and not put back at the round's end: the next round fetches it. */
+  held?: TakenPage;
+  /** Whether `held` was throttled at its last fetch (its failure is counted at the run's end). */
+  heldThrottled: boolean;
 }
 
 /** The shortest round `harvestInRounds` takes. */

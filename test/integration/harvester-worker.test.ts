@@ -7,7 +7,7 @@
  */
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
-import { createLimiter, type RedisClient } from '@platform/rate-limit';
+import { createLimiter, createRedisClient, type RedisClient } from '@platform/rate-limit';
 import { PLATFORM_POLICIES } from '../../config/catalogue.ts';
 import { AdaptivePacer } from '../../functions/harvester/pacer.ts';
 import type { SourceAnswer } from '../../functions/harvester/source.ts';
@@ -23,6 +23,7 @@ import {
 import { AcceptedOnce } from '../../functions/shared/once.ts';
 import type { AcceptedEvent, EventSink } from '../../functions/shared/sink.ts';
 import { HARVESTER_POLICY } from '../../functions/workers.ts';
+import { freePort } from '../../scripts/redis-process.ts';
 import { connected, policies, targets, unique } from '../support/targets.ts';
 
 const shipped = PLATFORM_POLICIES[HARVESTER_POLICY] as { adaptive: object };
@@ -503,3 +504,46 @@ for (const target of targets) {
     });
   });
 }
+
+describe('A harvesting worker while Redis cannot answer, over rounds', () => {
+  it('goes on from its own last page in each round, and fetches on the page it holds: none twice, none given up', {
+    timeout: 20_000,
+  }, async () => {
+    const down = createRedisClient({ url: `redis://127.0.0.1:${await freePort()}` });
+    try {
+      const limiter = createLimiter({
+        redis: down,
+        policies: policies({ [HARVESTER_POLICY]: { ...roomy, timeBudget: '50 ms' } }),
+        onDegraded: () => {},
+      });
+      const pacer = new AdaptivePacer({ limiter, once: new AcceptedOnce(down), localRatePerSecond: 100 });
+      const sink = memorySink();
+      const roundMs = 200;
+      const started = Date.now();
+      const report = await harvestInRounds(
+        { scope: unique('hv-rounds-down'), pageUrl: (page) => `/p/${page}`, until: started + 3 * roundMs },
+        {
+          pacer,
+          redis: down,
+          sink,
+          // page 3 is throttled until the first round has surely ended: the worker holds it across that end
+          fetch: async (url) =>
+            pageOf(url) === 3 && Date.now() < started + roundMs + 100
+              ? { kind: 'throttled', status: 429, retryAfterMs: 0 }
+              : PAGE,
+        },
+        roundMs,
+      );
+      assert.ok(sink.pages.length > 3, `handed on ${sink.pages}`);
+      assert.deepEqual(
+        sink.pages,
+        sink.pages.map((_, i) => i + 1),
+        'each round goes on from the last page taken, the held page included',
+      );
+      assert.equal(report.givenUp, 0, 'a page held across a round boundary is fetched on, not given up');
+      assert.ok(report.throttled > 0);
+    } finally {
+      down.disconnect();
+    }
+  });
+});
