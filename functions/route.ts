@@ -85,3 +85,12 @@ export interface Route {
    */
   readonly timeoutSeconds?: number;
 }
+
+/**
+ * How long API Gateway (REST) waits for a function before it answers the
+ * caller 504 itself (infra/public-api.ts sets it on every integration): its
+ * default, and its most without a quota increase. An answer after it reaches
+ * nobody, so a handler doing long work (the LLM route's provider call) ends
+ * that work before it.
+ */
+export const GATEWAY_TIMEOUT_MS = 29_000;

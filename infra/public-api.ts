@@ -5,7 +5,7 @@
  * method per route and method of functions/routes.ts, each proxied to its
  * function; this file never lists a route itself.
  */
-import { ArnFormat, Aws, Fn, RemovalPolicy, Stack, Validations } from 'aws-cdk-lib';
+import { ArnFormat, Aws, Duration, Fn, RemovalPolicy, Stack, Validations } from 'aws-cdk-lib';
 import {
   AccessLogFormat,
   type CfnRestApi,
@@ -20,6 +20,7 @@ import { LogGroup, RetentionDays } from 'aws-cdk-lib/aws-logs';
 import { CfnLoggingConfiguration, CfnWebACL, CfnWebACLAssociation } from 'aws-cdk-lib/aws-wafv2';
 import { Construct } from 'constructs';
 import { type OuterLine, routeThrottleOf } from '../config/outer-line.ts';
+import { GATEWAY_TIMEOUT_MS } from '../functions/route.ts';
 import type { Route } from '../functions/routes.ts';
 import { secretHeadersOf } from '../functions/secret-headers.ts';
 import type { TracingMode } from './stage-hygiene.ts';
@@ -136,7 +137,9 @@ export class PublicApi extends Construct {
     restApi.addPropertyOverride('EndpointAccessMode', 'STRICT');
     for (const route of props.routes) {
       const resource = this.api.root.resourceForPath(route.path);
-      const integration = new LambdaIntegration(props.functionOf(route));
+      const integration = new LambdaIntegration(props.functionOf(route), {
+        timeout: Duration.millis(GATEWAY_TIMEOUT_MS),
+      });
       for (const method of route.methods) resource.addMethod(method, integration);
     }
 

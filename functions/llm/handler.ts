@@ -17,10 +17,14 @@
  *    binding one, with its Retry-After (no slot free: when the oldest lease
  *    lapses at the latest; not enough budget: when it fits); nothing taken.
  *    No code path holds one without the other, so no crash between them can.
- * 3. Call the provider with an AbortSignal at the invocation's remaining
- *    time minus ABORT_MARGIN_MS (enough to settle, give the slot back and
- *    answer before Lambda's timeout). A provider that does not stop within
- *    STOP_GRACE_MS of the abort keeps its slot until the lease's TTL.
+ * 3. Call the provider with an AbortSignal ABORT_MARGIN_MS (enough to
+ *    settle, give the slot back and answer) before the first of: Lambda's
+ *    timeout; API Gateway's (GATEWAY_TIMEOUT_MS from when it took the
+ *    request: an answer after it reaches nobody, who would pay for it); the
+ *    lapse of the slot's lease and of the reservation's hold (an override
+ *    may shorten either: a call never runs on with its slot or its hold
+ *    lapsed). A provider that does not stop within STOP_GRACE_MS of the
+ *    abort keeps its slot until the lease's TTL.
  * 4. Settle: the answer's usage (input, output, cache read and write
  *    tokens) at the model's prices; a failure at what it spent (nothing when
  *    refused before any work, its usage when known, else the estimate). A
@@ -30,6 +34,7 @@
  */
 import { randomUUID } from 'node:crypto';
 import {
+  type CompiledPolicy,
   type Decision,
   InvalidCheckError,
   type LimitStatus,
@@ -41,6 +46,7 @@ import {
 import { holdLeases, rateLimitHeaders, rateLimitRefusal } from '@platform/rate-limit/middleware';
 import * as v from 'valibot';
 import { type AuthenticatedContext, apiKeyAuth } from '../api/auth.ts';
+import { GATEWAY_TIMEOUT_MS } from '../route.ts';
 import { type HttpResponse, httpError, json, parseBody, type RestEvent, routeHandler } from '../shared/http.ts';
 import { platform } from '../shared/platform.ts';
 import { readLlmProvider } from '../shared/settings.ts';
@@ -157,6 +163,26 @@ function chargeOf(call: Call, spent: Spent): number {
   return call.estimate;
 }
 
+/**
+ * When the call must have ended (ms since the epoch): the first of API
+ * Gateway's timeout from when it took the request (`requestTimeEpoch`, set
+ * by AWS; the function's own start when absent or ahead of its clock) and
+ * the lapse of the slot's lease and of the reservation's hold, counted from
+ * before the reservation was asked (they start in Redis, later).
+ */
+function callEnd(
+  policies: { slot: CompiledPolicy; budget: CompiledPolicy },
+  event: RestEvent,
+  started: number,
+  reserving: number,
+): number {
+  const epoch = event.requestContext?.requestTimeEpoch;
+  const received = typeof epoch === 'number' && Number.isFinite(epoch) && epoch <= started ? epoch : started;
+  const leaseMs = policies.slot.strategy === 'concurrency' ? policies.slot.leaseTtlUs / 1000 : Infinity;
+  const holdMs = policies.budget.strategy === 'tokenBucket' ? policies.budget.reservation.holdUs / 1000 : Infinity;
+  return Math.min(received + GATEWAY_TIMEOUT_MS, reserving + leaseMs, reserving + holdMs);
+}
+
 /** The call within its reservation (taken with its slot), then its cost settled. */
 async function completeWithinBudget(
   call: Call,
@@ -233,16 +259,18 @@ export const handler = routeHandler<AuthenticatedContext>(
     const call: Call = { ...parsed, estimate: reservationOf(parsed.entry, parsed.prompt, parsed.maxTokens) };
     const started = Date.now();
     const checkStarted = performance.now();
-    const remainingMs =
+    const invocationLeftMs =
       typeof context.getRemainingTimeInMillis === 'function'
         ? () => context.getRemainingTimeInMillis()
         : () => TIMEOUT_MS - (Date.now() - started);
+
     // The slot and the reservation in one script, both or neither. The lease is given back once the call has
     // really ended (no timer gives it back earlier: its TTL, above the function's timeout, covers a holder
     // killed at the timeout); the reservation stays charged unless settled.
     const id = randomUUID();
     const slot = [{ policy: IN_FLIGHT, key: tenant }];
     let reserved: Decision;
+    const reserving = Date.now();
     try {
       reserved = await limiter.reserveInFlight(
         { policy: IN_FLIGHT, key: tenant },
@@ -261,6 +289,14 @@ export const handler = routeHandler<AuthenticatedContext>(
         throw rateLimitRefusal(misconfiguredVerdict(limiter, slot, error, { observer }));
       throw error;
     }
+    // the policies as the reservation found them (it refused an unknown one above)
+    const end = callEnd(
+      { slot: limiter.policyFor(IN_FLIGHT, tenant), budget: limiter.policyFor(BUDGET, tenant) },
+      event,
+      started,
+      reserving,
+    );
+    const remainingMs = () => Math.min(invocationLeftMs(), end - Date.now());
     const verdict = verdictFor(reserved, IN_FLIGHT, performance.now() - checkStarted, tenant);
     observer.observe(verdict);
     if (!verdict.proceed) throw rateLimitRefusal(verdict);

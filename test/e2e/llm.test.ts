@@ -25,6 +25,9 @@ before(async () => {
       '/ratelimit/local/overrides/llm-budget': { capacity: 1000, refill: { tokens: 1000, every: '2 s' } },
       '/ratelimit/local/overrides/llm-budget/globex': { refill: { tokens: 1, every: '1 h' } },
       '/ratelimit/local/overrides/llm-in-flight/globex': { limit: 2 },
+      // an operator's overrides that a call must not outlive (acme's and initech's keys are the standard and premium ones)
+      '/ratelimit/local/overrides/llm-in-flight/acme': { leaseTtl: '3 s' },
+      '/ratelimit/local/overrides/llm-budget/initech': { reservation: { hold: '3 s', remember: '15 m' } },
     },
   });
 });
@@ -232,15 +235,22 @@ describe('LLM calls bounded by the invocation (globex: 2 at once; its handler ca
   const handlerModule = () => import('../../functions/llm/handler.ts');
   after(async () => (await handlerModule()).useProvider(new FakeProvider()));
 
-  /** One invocation as Lambda makes it: `remainingMs` left before its timeout. */
-  async function invoke(body: unknown, remainingMs: number) {
+  /**
+   * One invocation as Lambda makes it: `remainingMs` left before its timeout, of a request API Gateway took at
+   * `received` (ms since the epoch), with `apiKey` (globex's unless named).
+   */
+  async function invoke(
+    body: unknown,
+    remainingMs: number,
+    { received = Date.now(), apiKey = 'rk_localDemoPartnerKeyNotASecret000' } = {},
+  ) {
     const { handler } = await handlerModule();
     const deadline = Date.now() + remainingMs;
     const event = {
       resource: '/v1/llm/complete',
       path: '/v1/llm/complete',
       httpMethod: 'POST',
-      headers: { 'x-api-key': 'rk_localDemoPartnerKeyNotASecret000', 'content-type': 'application/json' },
+      headers: { 'x-api-key': apiKey, 'content-type': 'application/json' },
       multiValueHeaders: {},
       queryStringParameters: null,
       multiValueQueryStringParameters: null,
@@ -248,7 +258,12 @@ describe('LLM calls bounded by the invocation (globex: 2 at once; its handler ca
       stageVariables: null,
       body: JSON.stringify(body),
       isBase64Encoded: false,
-      requestContext: { requestId: randomUUID(), identity: { sourceIp: loopbackAddress() }, stage: 'local' },
+      requestContext: {
+        requestId: randomUUID(),
+        identity: { sourceIp: loopbackAddress() },
+        stage: 'local',
+        requestTimeEpoch: received,
+      },
     };
     const context = {
       functionName: 'llm',
@@ -331,6 +346,60 @@ describe('LLM calls bounded by the invocation (globex: 2 at once; its handler ca
     }
     assert.equal(state.running, 0);
   });
+
+  /** A provider that runs until aborted, and says when that was (ms since the epoch). */
+  function untilAborted() {
+    const aborts: number[] = [];
+    const provider: LlmProvider = {
+      async complete(request) {
+        await new Promise((resolve) => request.signal.addEventListener('abort', resolve, { once: true }));
+        aborts.push(Date.now());
+        throw new ProviderError('aborted', { kind: 'unknown' });
+      },
+    };
+    return { provider, aborts };
+  }
+
+  it("ends a call before API Gateway's timeout, answered with its cost, though the invocation has longer", {
+    timeout: 20_000,
+  }, async () => {
+    const { ABORT_MARGIN_MS, useProvider } = await handlerModule();
+    const { GATEWAY_TIMEOUT_MS } = await import('../../functions/route.ts');
+    const { provider, aborts } = untilAborted();
+    useProvider(provider);
+    // the gateway took the request a while ago (a slow authorizer, a cold start): ~1 s of its timeout is left
+    const received = Date.now() - (GATEWAY_TIMEOUT_MS - ABORT_MARGIN_MS - 1000);
+    const request = { model: 'nova-lite', prompt: 'g'.repeat(8), max_tokens: 2 };
+    const answer = await invoke(request, 60_000, { received });
+    useProvider(new FakeProvider());
+    assert.equal(answer.statusCode, 504, answer.body);
+    assert.equal(answer.json().error, 'provider_timeout');
+    assert.deepEqual(answer.json().cost, { reservedMicroUsd: 5, chargedMicroUsd: 5 });
+    assert.equal(aborts.length, 1);
+    assert.ok(
+      (aborts[0] as number) < received + GATEWAY_TIMEOUT_MS,
+      'aborted before the gateway gave up on the caller, not at the invocation`s end',
+    );
+  });
+
+  for (const [tenant, apiKey, what] of [
+    ['acme', 'rk_localDemoStandardKeyNotASecret00', "its slot's lease"],
+    ['initech', 'rk_localDemoPremiumKeyNotASecret000', "its reservation's hold"],
+  ] as const) {
+    it(`never runs a call on past ${what}, which an override shortened to 3 s (${tenant})`, {
+      timeout: 20_000,
+    }, async () => {
+      const { useProvider } = await handlerModule();
+      const { provider, aborts } = untilAborted();
+      useProvider(provider);
+      const asked = Date.now();
+      const answer = await invoke({ model: 'nova-lite', prompt: 'l'.repeat(8), max_tokens: 2 }, 60_000, { apiKey });
+      useProvider(new FakeProvider());
+      assert.equal(answer.statusCode, 504, answer.body);
+      assert.equal(aborts.length, 1);
+      assert.ok((aborts[0] as number) < asked + 3000, `aborted ${(aborts[0] as number) - asked} ms in, past ${what}`);
+    });
+  }
 
   it('keeps the slot of a call that does not stop at its abort: the tenant still runs at most 2', async () => {
     const { ABORT_MARGIN_MS, useProvider } = await handlerModule();

@@ -22,6 +22,7 @@ import { MODELS, type ModelEntry, reservationOf } from '../../functions/llm/mode
 import { catchUpPublisher } from '../../functions/mattermost-listener/catch-up-metrics.ts';
 import { MattermostListener } from '../../functions/mattermost-listener/listener.ts';
 import { LISTENER_METRICS } from '../../functions/mattermost-listener/metrics.ts';
+import { GATEWAY_TIMEOUT_MS } from '../../functions/route.ts';
 import { routes } from '../../functions/routes.ts';
 import { PLAIN_HEADERS, SECRET_HEADERS, secretHeadersOf } from '../../functions/secret-headers.ts';
 import { platform as sharedPlatform } from '../../functions/shared/platform.ts';
@@ -180,6 +181,8 @@ describe('The CDK app (ElastiCache for Valkey, the default)', () => {
         );
         assert.ok(served, `${method} ${route.path} integrates ${route.id}`);
         assert.equal((props(served).Integration as { Type: string }).Type, 'AWS_PROXY');
+        // the timeout the handlers end their work before (the LLM route's provider call)
+        assert.equal((props(served).Integration as { TimeoutInMillis?: number }).TimeoutInMillis, GATEWAY_TIMEOUT_MS);
       }
     }
   });
