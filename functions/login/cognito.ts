@@ -73,10 +73,19 @@ export interface CognitoStoreOptions {
 
 const sleepFor = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
 
+/**
+ * Cognito's lockout (after 5 failed sign-ins, 1 s doubling to ~15 min, until 15 min pass without one): a
+ * NotAuthorizedException told apart by its message only, whatever the password.
+ */
+const LOCKED_OUT = /password attempts exceeded/i;
+
 /** What a thrown SDK error means for the login; undefined for one that is a fault of ours (misconfiguration). */
 export function verificationOfError(error: unknown, retryAfterMs: number): Verification | undefined {
-  const e = error as { name?: string; code?: string; $fault?: string; $retryable?: unknown } | null;
+  const e = error as { name?: string; message?: unknown; code?: string; $fault?: string; $retryable?: unknown } | null;
   const name = e?.name ?? '';
+  if (name === 'NotAuthorizedException' && typeof e?.message === 'string' && LOCKED_OUT.test(e.message)) {
+    return { outcome: 'locked' };
+  }
   if (REJECTED.has(name)) return { outcome: 'rejected' };
   if (UNAVAILABLE.has(name) || NETWORK_CODES.has(e?.code ?? '') || e?.$retryable || e?.$fault === 'server') {
     return { outcome: 'unavailable', retryAfterMs };

@@ -19,13 +19,17 @@ export interface LoginTokens {
  * - `challenge`: the password is right but the directory asks for a further
  *   step this route does not offer (a new password, MFA);
  * - `unavailable`: the directory could not answer (throttled, unreachable,
- *   timed out): try again after `retryAfterMs`.
+ *   timed out): try again after `retryAfterMs`;
+ * - `locked`: the directory refuses the account's sign-ins for now after
+ *   repeated failures (Cognito's own lockout, which nobody can configure),
+ *   whoever made them: it says nothing of this password.
  */
 export type Verification =
   | { readonly outcome: 'accepted'; readonly tokens?: LoginTokens }
   | { readonly outcome: 'rejected' }
   | { readonly outcome: 'challenge'; readonly challenge: string }
-  | { readonly outcome: 'unavailable'; readonly retryAfterMs: number };
+  | { readonly outcome: 'unavailable'; readonly retryAfterMs: number }
+  | { readonly outcome: 'locked' };
 
 /**
  * Checks a password. In AWS: `CognitoCredentialStore` (cognito.ts); locally,

@@ -43,6 +43,8 @@ import { deviceCookieHeader, deviceCookieOf, issueDeviceCookie, verifyDeviceCook
 import { route } from './route.ts';
 
 const MAX_BODY_BYTES = 8 * 1024;
+/** Retry-After of a trusted attempt the directory's lockout refused: its lock's end is not told (at most ~15 min). */
+export const DIRECTORY_LOCKOUT_RETRY_S = 60;
 
 /** Where passwords are verified, chosen at cold start (an InvalidSettingError there in Lambda without a pool). */
 const directory = readLoginSettings();
@@ -145,6 +147,19 @@ export const handler = routeHandler(route, async (event) => {
     case 'rejected':
       // the attempt was counted as a failure when it was admitted: nothing to write
       return json(401, WRONG);
+    case 'locked':
+      // The directory's own lockout, which anyone guessing at the account's pace can keep engaged. Untrusted:
+      // answered as a wrong password (counted), which reveals neither the account nor the password. Trusted:
+      // not the cookie holder's failure, so its device's is forgiven (as through an outage: ten such answers
+      // would revoke the device and hand the victim to the account's backoff), and it is told to wait.
+      if (!(device && verdict.policy === DEVICE && verdict.decision.outcome === 'allowed')) return json(401, WRONG);
+      await limiter.forgiveFailure(DEVICE, device.key, { scope: accountKey });
+      throw httpError(
+        429,
+        'directory_lockout',
+        'The user directory holds sign-ins to this account for now, after repeated failed attempts (not necessarily yours); this device stays trusted: try again in a minute.',
+        { 'Retry-After': String(DIRECTORY_LOCKOUT_RETRY_S) },
+      );
     case 'unavailable':
       // An account's pending failure stays: refunding it would let anyone who can make the directory throttle
       // (a flood of logins) take back their slots. A device's is forgiven (a third round trip, on this path

@@ -297,6 +297,38 @@ describe('Login lockout: an attacker delays new devices, never a returning one',
     assert.equal(back.status, 200, back.body);
   });
 
+  it("a returning victim refused by the directory's own lockout (an attacker keeps it engaged) keeps its device, told to wait; an untrusted attempt hears a wrong password", async (t) => {
+    freshWindow();
+    const victimIp = '198.51.100.71';
+    const cookie = await returningDevice(victimIp);
+    clock.nowUs += 20 * 60 * S; // the login's own counted attempt forgotten by the account
+    // Act: Cognito holds the account locked (5 failures by someone) while the victim tries, every 10 minutes, 12 times
+    loginModule.useCredentials({ verify: async () => ({ outcome: 'locked' }) });
+    t.after(() => loginModule.useCredentials(store));
+    for (let i = 0; i < 12; i++) {
+      const held = await attempt(victimIp, ALICE, cookie);
+      assert.equal(held.status, 429, held.body);
+      assert.equal(JSON.parse(held.body).error, 'directory_lockout');
+      assert.equal(held.retryAfterS, loginModule.DIRECTORY_LOCKOUT_RETRY_S);
+      clock.nowUs += 10 * 60 * S;
+    }
+    const untrusted = await attempt('203.0.113.40', ALICE);
+    assert.equal(
+      untrusted.status,
+      401,
+      'no cookie: the same answer as a wrong password (no account, no password told)',
+    );
+    loginModule.useCredentials(store);
+    // an attacker pushes the account's backoff up, then the lock ends
+    for (let i = 0; i < 8; i++) {
+      await attempt(`203.0.113.${50 + i}`, { email: ALICE.email, password: `guess-${i}` });
+      clock.nowUs += 1000;
+    }
+    // Assess: not revoked (12 answers would have been past its 10 failures), so its own backoff admits it at once
+    const back = await attempt(victimIp, ALICE, cookie);
+    assert.equal(back.status, 200, back.body);
+  });
+
   it('forged, foreign (another account) and revoked cookies are untrusted attempts', async () => {
     freshWindow();
     const victimIp = '198.51.100.20';

@@ -78,6 +78,15 @@ describe('Class: CognitoCredentialStore', () => {
     }
   });
 
+  it("tells Cognito's lockout (NotAuthorizedException 'Password attempts exceeded') from a wrong password, held to the same floor", async () => {
+    cognito
+      .on(AdminInitiateAuthCommand)
+      .rejects(new NotAuthorizedException({ message: 'Password attempts exceeded', ...meta }));
+    const { store: s, slept } = store({ elapsedMs: 40 });
+    assert.deepEqual(await s.verify('x@example.com', 'pw'), { outcome: 'locked' });
+    assert.deepEqual(slept, [260]);
+  });
+
   it('rejects, without asking Cognito and held to the floor, what no user can have: a name past 128 characters or with a space, a password past 256', async () => {
     cognito.on(AdminInitiateAuthCommand).rejects(new NotAuthorizedException({ message: 'unexpected', ...meta }));
     const long = `${'a'.repeat(117)}@example.com`; // 129 characters
