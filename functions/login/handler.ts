@@ -69,8 +69,8 @@ const Credentials = v.object({
   password: v.pipe(v.string(), v.minLength(1), v.maxLength(1024)),
 });
 const PROBLEMS: Record<string, string> = {
-  email: 'email is missing or not an address',
-  password: 'password is missing',
+  email: 'email is missing, not an address, or longer than 320 characters',
+  password: 'password is missing or longer than 1024 characters',
 };
 
 function parse(event: RestEvent): { email: string; password: string } {

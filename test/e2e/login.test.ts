@@ -95,6 +95,23 @@ describe('Login (POST /auth/login)', () => {
     assert.equal(answer.headers.ratelimit, '"login-ip";r=19;t=900, "login-ip48";r=199;t=900');
   });
 
+  it('answers 400 naming the bound an over-long email or password passes', async () => {
+    for (const [body, reason] of [
+      [{ email: `${'a'.repeat(320)}@example.com`, password: 'pw' }, /email .*longer than 320 characters/],
+      [{ email: 'alice@example.com', password: 'p'.repeat(1025) }, /password .*longer than 1024 characters/],
+    ] as const) {
+      const from = loopbackAddress();
+      const answer = await call(platform.base, {
+        method: 'POST',
+        path: '/auth/login',
+        from,
+        body: JSON.stringify(body),
+      });
+      assert.equal(answer.status, 400);
+      assert.match(String(answer.json().message), reason);
+    }
+  });
+
   it('a success sets a device cookie (HttpOnly, Secure, SameSite, host-only) that lets its device in while the account is in backoff', async () => {
     const from = loopbackAddress();
     const email = 'bob@example.com';
