@@ -50,14 +50,21 @@ export async function bedrockClient(
   });
 }
 
-function usageOf(output: ConverseCommandOutput): Usage {
+/**
+ * The answer's usage, or undefined when its input or output tokens are not
+ * told (absent or not a count): what it cost is then unknown, not 0. The
+ * cache counts are absent for a call that used no cache: 0.
+ */
+function usageOf(output: ConverseCommandOutput): Usage | undefined {
   const u = output.usage;
-  const count = (n: number | undefined) => (Number.isSafeInteger(n) && (n as number) >= 0 ? (n as number) : 0);
+  const isCount = (n: number | undefined): n is number => Number.isSafeInteger(n) && (n as number) >= 0;
+  if (!isCount(u?.inputTokens) || !isCount(u?.outputTokens)) return undefined;
+  const cache = (n: number | undefined) => (isCount(n) ? n : 0);
   return {
-    inputTokens: count(u?.inputTokens),
-    outputTokens: count(u?.outputTokens),
-    cacheReadInputTokens: count(u?.cacheReadInputTokens),
-    cacheWriteInputTokens: count(u?.cacheWriteInputTokens),
+    inputTokens: u.inputTokens,
+    outputTokens: u.outputTokens,
+    cacheReadInputTokens: cache(u.cacheReadInputTokens),
+    cacheWriteInputTokens: cache(u.cacheWriteInputTokens),
   };
 }
 
@@ -108,11 +115,12 @@ export class BedrockProvider implements LlmProvider {
         { cause: error },
       );
     }
-    if (!output.usage) {
-      // an answer without its usage: what it cost is unknown, so its estimate stays charged
+    const usage = usageOf(output);
+    if (!usage) {
+      // an answer without its usage (or with part of it): what it cost is unknown, so its estimate stays charged
       throw new ProviderError('Bedrock answered without a usage', { kind: 'unknown' });
     }
     const text = (output.output?.message?.content ?? []).map((block) => block.text ?? '').join('');
-    return { text, usage: usageOf(output) };
+    return { text, usage };
   }
 }

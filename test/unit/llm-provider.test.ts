@@ -99,6 +99,14 @@ describe('Class: BedrockProvider', () => {
     assert.deepEqual((await failure(provider.complete(request()))).spent, { kind: 'unknown' });
     bedrock.on(ConverseCommand).resolves({ output: { message: { role: 'assistant', content: [{ text: 'x' }] } } });
     assert.deepEqual((await failure(provider.complete(request()))).spent, { kind: 'unknown' }, 'no usage: unknown');
+    // a usage that leaves out (or garbles) its input or output tokens is no usage: not 0 tokens
+    for (const usage of [{ inputTokens: 12 }, { outputTokens: 7 }, { inputTokens: 12, outputTokens: -1 }]) {
+      bedrock.on(ConverseCommand).resolves({
+        output: { message: { role: 'assistant', content: [{ text: 'x' }] } },
+        usage: usage as never,
+      });
+      assert.deepEqual((await failure(provider.complete(request()))).spent, { kind: 'unknown' }, JSON.stringify(usage));
+    }
     bedrock.restore();
   });
 
