@@ -306,7 +306,8 @@ export async function harvest(
     }
   }
   // a leased page not put back is taken again once its lease lapses; one taken without Redis is lost to this
-  // run, unless another round of it follows: nobody else knows of that page, so the next round goes on with it
+  // run, unless another round of it follows: the next round goes on with it (nobody else was told of it,
+  // unless a put-back that timed out still lands; the sink is at-least-once while Redis is down)
   const carry = round.carry;
   let held: TakenPage | undefined;
   if (taken && !(await putBack(parts.redis, job.scope, taken, budgetMs())) && taken.lease === undefined) {
@@ -350,6 +351,9 @@ export async function harvestInRounds(
     const left = roundUntil - Date.now();
     if (left > 0 && !job.stop?.aborted) await abortableSleep(left, job.stop);
   }
+  // A page carried out of a round no other round took on (a stop between rounds, a round that ran to the run's
+  // end): ended as at a run's end, by a round that fetches nothing (its turn is over at once)
+  if (carry.held) total = added(total, await harvest({ ...job, until: Date.now() }, parts, { final: true, carry }));
   return total;
 }
 

@@ -546,4 +546,40 @@ describe('A harvesting worker while Redis cannot answer, over rounds', () => {
       down.disconnect();
     }
   });
+
+  it('reports a page it held at the end of a round no other round followed (the run ended meanwhile)', {
+    timeout: 20_000,
+  }, async () => {
+    const down = createRedisClient({ url: `redis://127.0.0.1:${await freePort()}` });
+    try {
+      const limiter = createLimiter({
+        redis: down,
+        policies: policies({ [HARVESTER_POLICY]: { ...roomy, timeBudget: '50 ms' } }),
+        onDegraded: () => {},
+      });
+      const pacer = new AdaptivePacer({ limiter, once: new AcceptedOnce(down), localRatePerSecond: 100 });
+      const sink = memorySink();
+      const roundMs = 200;
+      const until = Date.now() + roundMs + 50;
+      const report = await harvestInRounds(
+        // a first round that is not the last, whose fetch of page 3 ends past the run's end: no round follows it
+        { scope: unique('hv-rounds-down-end'), pageUrl: (page) => `/p/${page}`, until },
+        {
+          pacer,
+          redis: down,
+          sink,
+          fetch: async (url) => {
+            if (pageOf(url) !== 3) return PAGE;
+            await new Promise((resolve) => setTimeout(resolve, until + 20 - Date.now())); // a source that hangs
+            return { kind: 'throttled', status: 429, retryAfterMs: 0 };
+          },
+        },
+        roundMs,
+      );
+      assert.ok(!sink.pages.includes(3));
+      assert.deepEqual(report.givenUpPages, [3], 'held, never put back (Redis down): reported, not silently dropped');
+    } finally {
+      down.disconnect();
+    }
+  });
 });
