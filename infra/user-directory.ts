@@ -51,9 +51,6 @@ export class UserDirectory extends Construct {
       // not unique in an account (the pool's id is): a re-create after a delete makes a new pool beside the kept one
       userPoolName: `${name}-users`,
       signInAliases: { email: true },
-      // the login handler sends the normalised (lowercased) email: a user created as Alice@Example.com must match
-      // it (AWS's own advice; CloudFormation changes it on an existing pool without interruption)
-      signInCaseSensitive: false,
       selfSignUpEnabled: false,
       passwordPolicy: {
         minLength: 12,
