@@ -154,10 +154,15 @@ export const handler = routeHandler(route, async (event) => {
       // would revoke the device and hand the victim to the account's backoff), and it is told to wait.
       if (!(device && verdict.policy === DEVICE && verdict.decision.outcome === 'allowed')) return json(401, WRONG);
       await limiter.forgiveFailure(DEVICE, device.key, { scope: accountKey });
-      throw httpError(
+      // shaped as the limiter's 429s (retryAfterSeconds in the body too), but no policy of ours refused it
+      return json(
         429,
-        'directory_lockout',
-        'The user directory holds sign-ins to this account for now, after repeated failed attempts (not necessarily yours); this device stays trusted: try again in a minute.',
+        {
+          error: 'directory_lockout',
+          message:
+            'The user directory holds sign-ins to this account for now, after repeated failed attempts (not necessarily yours); this device stays trusted: try again in a minute.',
+          retryAfterSeconds: DIRECTORY_LOCKOUT_RETRY_S,
+        },
         { 'Retry-After': String(DIRECTORY_LOCKOUT_RETRY_S) },
       );
     case 'unavailable':

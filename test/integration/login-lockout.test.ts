@@ -309,6 +309,7 @@ describe('Login lockout: an attacker delays new devices, never a returning one',
       const held = await attempt(victimIp, ALICE, cookie);
       assert.equal(held.status, 429, held.body);
       assert.equal(JSON.parse(held.body).error, 'directory_lockout');
+      assert.equal(JSON.parse(held.body).retryAfterSeconds, loginModule.DIRECTORY_LOCKOUT_RETRY_S, 'as in any 429');
       assert.equal(held.retryAfterS, loginModule.DIRECTORY_LOCKOUT_RETRY_S);
       clock.nowUs += 10 * 60 * S;
     }
