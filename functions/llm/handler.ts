@@ -171,15 +171,15 @@ function chargeOf(call: Call, spent: Spent): number {
  * before the reservation was asked (they start in Redis, later).
  */
 function callEnd(
-  policies: { slot: CompiledPolicy; budget: CompiledPolicy },
+  policies: { slot: CompiledPolicy | undefined; budget: CompiledPolicy | undefined },
   event: RestEvent,
   started: number,
   reserving: number,
 ): number {
   const epoch = event.requestContext?.requestTimeEpoch;
   const received = typeof epoch === 'number' && Number.isFinite(epoch) && epoch <= started ? epoch : started;
-  const leaseMs = policies.slot.strategy === 'concurrency' ? policies.slot.leaseTtlUs / 1000 : Infinity;
-  const holdMs = policies.budget.strategy === 'tokenBucket' ? policies.budget.reservation.holdUs / 1000 : Infinity;
+  const leaseMs = policies.slot?.strategy === 'concurrency' ? policies.slot.leaseTtlUs / 1000 : Infinity;
+  const holdMs = policies.budget?.strategy === 'tokenBucket' ? policies.budget.reservation.holdUs / 1000 : Infinity;
   return Math.min(received + GATEWAY_TIMEOUT_MS, reserving + leaseMs, reserving + holdMs);
 }
 
@@ -269,8 +269,17 @@ export const handler = routeHandler<AuthenticatedContext>(
     // killed at the timeout); the reservation stays charged unless settled.
     const id = randomUUID();
     const slot = [{ policy: IN_FLIGHT, key: tenant }];
+    // read before the reservation, which resolves them again at once (an unknown one: it reports it below)
+    const policyOf = (name: string) => {
+      try {
+        return limiter.policyFor(name, tenant);
+      } catch {
+        return undefined;
+      }
+    };
+    const end = callEnd({ slot: policyOf(IN_FLIGHT), budget: policyOf(BUDGET) }, event, started, Date.now());
+    const remainingMs = () => Math.min(invocationLeftMs(), end - Date.now());
     let reserved: Decision;
-    const reserving = Date.now();
     try {
       reserved = await limiter.reserveInFlight(
         { policy: IN_FLIGHT, key: tenant },
@@ -289,14 +298,6 @@ export const handler = routeHandler<AuthenticatedContext>(
         throw rateLimitRefusal(misconfiguredVerdict(limiter, slot, error, { observer }));
       throw error;
     }
-    // the policies as the reservation found them (it refused an unknown one above)
-    const end = callEnd(
-      { slot: limiter.policyFor(IN_FLIGHT, tenant), budget: limiter.policyFor(BUDGET, tenant) },
-      event,
-      started,
-      reserving,
-    );
-    const remainingMs = () => Math.min(invocationLeftMs(), end - Date.now());
     const verdict = verdictFor(reserved, IN_FLIGHT, performance.now() - checkStarted, tenant);
     observer.observe(verdict);
     if (!verdict.proceed) throw rateLimitRefusal(verdict);
