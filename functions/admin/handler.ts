@@ -100,6 +100,11 @@ async function readyNotifier(): Promise<Notifier | undefined> {
   return { target: queue.target, digestSecret };
 }
 
+/** One line of the function's log: a JSON object, so nothing in it ends the line early. */
+function logLine(line: Record<string, unknown>): void {
+  process.stderr.write(`${JSON.stringify(line)}\n`);
+}
+
 /** The answer of a function that cannot notify: 5xx and the reason (never a stack), in the log too. */
 function unnotified(error: unknown): UrlResult {
   const known = error instanceof NotifierUnavailableError || error instanceof InvalidSettingError;
@@ -138,16 +143,23 @@ export async function handler(
   const written: AuditRecord[] = [];
   let stdout = '';
   let stderr = '';
+  const requestId = context?.awsRequestId ? { requestId: context.awsRequestId } : {};
   const exitCode = await runCli(argv, {
     stdout: (text) => {
       stdout += text;
     },
     stderr: (text) => {
       stderr += text;
-      process.stderr.write(text); // the audit lines land in the function's log too
+      // into the log as one JSON value: a caller's words in it (an unknown command's name echoed) cannot make a
+      // line of their own there, such as an audit line naming someone else
+      logLine({ cli: 'stderr', ...requestId, text });
     },
     who: caller.arn,
-    onAudit: (record) => written.push(record),
+    onAudit: (record) => {
+      written.push(record);
+      // the log's audit line, built from the record itself, with the request it belongs to
+      logLine({ ...record, ...requestId });
+    },
   });
   if (notifier !== undefined) {
     const where = {

@@ -102,6 +102,37 @@ describe('The admin function (npx ratelimit on a deployed stage, through its IAM
     assert.equal(sqs.commandCalls(SendMessageCommand).length, 0);
   });
 
+  it("keeps its log's audit lines its own: a caller's words cannot forge one, and each names its request", async (t) => {
+    const logged: string[] = [];
+    t.mock.method(process.stderr, 'write', (chunk: unknown) => {
+      logged.push(String(chunk));
+      return true;
+    });
+    const bob = 'arn:aws:iam::123456789012:user/bob';
+    const forged = JSON.stringify({ audit: 'ratelimit', who: bob, what: 'override', at: new Date().toISOString() });
+    const unknown = answerOf(await handler(urlEvent([`x"\n${forged}\n`]), { awsRequestId: 'req-forge' }));
+    assert.notEqual(unknown.exitCode, 0);
+    const reset = answerOf(
+      await handler(urlEvent(['reset', 'login-ip', '198.51.100.24', '--scope', '198.51.100.24']), {
+        awsRequestId: 'req-real',
+      }),
+    );
+    t.mock.restoreAll();
+    assert.equal(reset.exitCode, 0, reset.stderr);
+    const lines = logged
+      .join('')
+      .split('\n')
+      .filter((line) => line !== '');
+    const records = lines.map((line) => JSON.parse(line) as Record<string, unknown>); // every line one JSON object
+    // the write's audit lines (the log's other lines of this family say a notice failed, or a refusal)
+    const audits = records.filter((r) => r.audit === 'ratelimit' && 'at' in r);
+    assert.deepEqual(
+      audits.map((r) => [r.who, r.what, r.requestId]),
+      [[ALICE, 'reset', 'req-real']],
+      'one audit line, the real one',
+    );
+  });
+
   it('writes an override to SSM, the audit line naming the caller, and notifies who/what/when without the key', async () => {
     const written = answerOf(
       await handler(urlEvent(['override', 'login-ip', '198.51.100.23', '{"limit":30}']), {
