@@ -82,6 +82,26 @@ export function audit(context: Context, what: string, detail: Record<string, unk
 }
 
 /**
+ * Runs a write, and audits it as `outcome: "unknown"` when its answer never
+ * came (a timeout, a lost reply) before rethrowing: Redis may have run it,
+ * SSM stored it, so a write sent is never left unaudited. `detail` is what
+ * the write's own audit line would say, as far as it is known before it.
+ */
+export async function auditedWrite<T>(
+  context: Context,
+  what: string,
+  detail: Record<string, unknown>,
+  write: () => Promise<T>,
+): Promise<T> {
+  try {
+    return await write();
+  } catch (error) {
+    audit(context, what, { ...detail, outcome: 'unknown', reason: (error as Error)?.name ?? typeof error });
+    throw error;
+  }
+}
+
+/**
  * The Redis a command acts on: the one the environment names (REDIS_URL,
  * REDIS_CLUSTER_NODES); naming none, the local platform's (`npm start`
  * remembers its port in .local/redis/port), and only without that the layer's

@@ -6,7 +6,7 @@
 import { RateLimitError } from '@platform/rate-limit';
 import { folderPrefix, overrideParameter, parseIsoTime, type ValidatedOverride } from '@platform/rate-limit/config';
 import { CliError, defineCommand, durationFlag, EXIT } from '../command.ts';
-import { audit, out } from '../context.ts';
+import { audit, auditedWrite, out } from '../context.ts';
 import { keyOf } from '../keys.ts';
 
 /**
@@ -83,8 +83,9 @@ export const override = defineCommand({
     const name = overrideParameter(context.prefix, policy, key);
     // the overrides folder only: what the admin function may read (not the secrets beside it)
     const before = (await context.source.fetchAll(folderPrefix(context.prefix, 'overrides').replace(/\/$/, '')))[name];
-    await context.source.put(name, JSON.stringify(patch));
-    audit(context, 'override', { parameter: name, policy, key, before: before ?? null, after: patch });
+    const detail = { parameter: name, policy, key, before: before ?? null, after: patch };
+    await auditedWrite(context, 'override', detail, () => context.source.put(name, JSON.stringify(patch)));
+    audit(context, 'override', detail);
     const { fitsUntil, strands = [] } = validated;
     const ends = fitsUntil === undefined ? undefined : new Date(fitsUntil).toISOString();
     // written, as asked: but it rests on a policy override that ends, and then no longer applies

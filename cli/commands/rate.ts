@@ -1,7 +1,7 @@
 /** `rate <policy> <key> --set N | --increase | --decrease [--pause 30s]`: an adaptive bucket's runtime rate for one key, audited. */
 import type { RateChange } from '@platform/rate-limit';
 import { CliError, defineCommand, durationFlag, EXIT, RedisUnavailableError } from '../command.ts';
-import { audit, limiterOf, out } from '../context.ts';
+import { audit, auditedWrite, limiterOf, out } from '../context.ts';
 import { keyOf } from '../keys.ts';
 
 const USAGE = 'rate <policy> <key> --set N | --increase | --decrease [--pause 30s]';
@@ -52,9 +52,13 @@ export const rate = defineCommand({
     const limiter = limiterOf(context);
     const current = await limiter.currentRate(policy, key, options);
     const before = current.decided ? current.ratePerSecond : undefined;
-    const outcome = await limiter.changeRate(policy, key, change, options);
-    // a runtime rate is the limiter's operation, run on the home store of a multi-region stage
-    if (!outcome.decided) throw new RedisUnavailableError(outcome.reason, context.multiRegion ? 'home' : 'regional');
+    const outcome = await auditedWrite(context, 'rate', { policy, key, change, before }, async () => {
+      const changed = await limiter.changeRate(policy, key, change, options);
+      // a runtime rate is the limiter's operation, run on the home store of a multi-region stage; an undecided
+      // change may still have been run by Redis (a reply past the budget)
+      if (!changed.decided) throw new RedisUnavailableError(changed.reason, context.multiRegion ? 'home' : 'regional');
+      return changed;
+    });
     audit(context, 'rate', { policy, key, change, before, after: outcome.ratePerSecond });
     out(context, `${policy} ${key}: ${before}/s -> ${outcome.ratePerSecond}/s`, {
       before,

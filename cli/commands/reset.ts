@@ -1,7 +1,7 @@
 /** `reset <policy> <key>`: forgets one key of a policy (its counter, budget holds and runtime rate), audited. */
 import { counterKey } from '@platform/rate-limit/policy';
 import { CliError, defineCommand, EXIT } from '../command.ts';
-import { audit, limiterOf, out, storeOf } from '../context.ts';
+import { audit, auditedWrite, limiterOf, out, storeOf } from '../context.ts';
 import { decidedPerRegion, keyState, keysKeptFor, stateTable } from '../key-state.ts';
 import { keyOf, scopeOf } from '../keys.ts';
 
@@ -27,8 +27,11 @@ export const reset = defineCommand({
     }
     const before = await keyState(context, policy, key, scope);
     const counter = counterKey(compiled, key, scope);
-    await storeOf(context, compiled).del(...keysKeptFor(compiled, counter));
-    const after = await keyState(context, policy, key, scope);
+    // the state after is read in the same step: a reset whose read failed is audited as unknown, not skipped
+    const after = await auditedWrite(context, 'reset', { policy, key, before }, async () => {
+      await storeOf(context, compiled).del(...keysKeptFor(compiled, counter));
+      return keyState(context, policy, key, scope);
+    });
     audit(context, 'reset', { policy, key, before, after });
     out(context, `reset ${policy} ${key}\n${stateTable(after)}`, { before, after });
     return EXIT.ok;

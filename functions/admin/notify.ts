@@ -33,6 +33,8 @@ export interface OperationNotice {
   readonly requestId: string | undefined;
   /** The admin function of the stage (`ratelimit-<stage>-admin`). */
   readonly functionName: string | undefined;
+  /** 'unknown' for a write sent whose answer never came (it may have landed): check its state by hand. */
+  readonly outcome?: 'unknown';
 }
 
 /**
@@ -62,8 +64,13 @@ export function noticeOf(
   const policy = typeof record.policy === 'string' ? record.policy : undefined;
   const key = typeof record.key === 'string' ? record.key : undefined;
   const change = record.what === 'override' ? record.after : record.what === 'rate' ? record.change : undefined;
+  const unknown = record.outcome === 'unknown';
   return {
-    subject: `${where.functionName ?? 'ratelimit'}: ${record.what} ${policy ?? ''} by ${caller.arn}`.slice(0, 100),
+    subject:
+      `${where.functionName ?? 'ratelimit'}: ${unknown ? 'maybe ' : ''}${record.what} ${policy ?? ''} by ${caller.arn}`.slice(
+        0,
+        100,
+      ),
     who: caller.arn,
     callerId: caller.callerId,
     what: record.what,
@@ -73,6 +80,7 @@ export function noticeOf(
     change,
     requestId: where.requestId,
     functionName: where.functionName,
+    ...(unknown ? { outcome: 'unknown' as const } : {}),
   };
 }
 

@@ -171,6 +171,27 @@ describe('The admin function (npx ratelimit on a deployed stage, through its IAM
     assert.equal(sqs.commandCalls(SendMessageCommand).length, 1, 'a refused override notifies nothing');
   });
 
+  it('audits and notifies a write whose answer never came as maybe done (SSM may have stored it)', async (t) => {
+    ssm.on(PutParameterCommand).rejects(Object.assign(new Error('socket hang up'), { name: 'TimeoutError' }));
+    t.after(() => ssm.on(PutParameterCommand).resolves({ Version: 2 }));
+    const timedOut = answerOf(
+      await handler(urlEvent(['override', 'login-ip', '198.51.100.25', '{"limit":31}']), { awsRequestId: 'req-lost' }),
+    );
+    assert.notEqual(timedOut.exitCode, 0, 'the caller is told it failed');
+    const audit = timedOut.stderr
+      .split('\n')
+      .filter((l) => l.startsWith('{'))
+      .map((l) => JSON.parse(l) as Record<string, unknown>)
+      .find((l) => l.audit === 'ratelimit');
+    assert.equal(audit?.outcome, 'unknown');
+    assert.equal(audit?.who, ALICE);
+    assert.deepEqual(audit?.after, { limit: 31 }, 'what was asked');
+    const notice = JSON.parse(String(sqs.commandCalls(SendMessageCommand).at(-1)?.args[0].input.MessageBody));
+    assert.equal(notice.requestId, 'req-lost', 'the operators are told of it too');
+    assert.equal(notice.outcome, 'unknown');
+    assert.match(String(notice.subject), /maybe override/);
+  });
+
   it('notifies a reset with the caller, and says so when the notice could not be sent (the write stands)', async () => {
     const reset = answerOf(await handler(urlEvent(['reset', 'login-ip', '203.0.113.78', '--scope', '203.0.113.78'])));
     assert.equal(reset.exitCode, 0, reset.stderr);
