@@ -101,6 +101,16 @@ describe('compileOverride', () => {
 });
 
 describe('overridePatch and inForce', () => {
+  it('refuses a field named __proto__ (or constructor, prototype), which a merge would make the prototype', () => {
+    for (const json of [
+      '{"__proto__":{"capacity":1},"capacity":30}',
+      '{"refill":{"__proto__":{"tokens":1}}}',
+      '{"constructor":{"capacity":1}}',
+    ]) {
+      assert.throws(() => compileOverride('api-key', base, JSON.parse(json)), InvalidPolicyError, json);
+    }
+  });
+
   it('reads until strictly, as the CLI does: 2030-02-30 is malformed, not March 2', () => {
     assert.ok(
       Number.isFinite(Date.parse('2030-02-30T00:00:00Z')),

@@ -88,6 +88,20 @@ export function overridePatch(value: unknown): { patch: unknown; until?: number 
   return { patch, until: at };
 }
 
+/** Field names that are JavaScript's, not a policy's: laid over a config, `__proto__` would set its prototype. */
+const PROTOTYPE_FIELDS = new Set(['__proto__', 'constructor', 'prototype']);
+
+/** Refuses an override naming `__proto__` (JSON.parse makes it an own field) or its like, at any depth. */
+function assertOwnFields(policy: string, value: unknown): void {
+  if (Array.isArray(value)) for (const item of value) assertOwnFields(policy, item);
+  if (!isPlain(value)) return;
+  for (const [field, inner] of Object.entries(value)) {
+    if (PROTOTYPE_FIELDS.has(field))
+      throw new InvalidPolicyError(policy, `an override may not name a field "${field}"`);
+    assertOwnFields(policy, inner);
+  }
+}
+
 /** A partial override laid over a policy: objects merge, anything else replaces. */
 export function mergeOverride(base: unknown, patch: unknown): unknown {
   if (!isPlain(base) || !isPlain(patch)) return patch;
@@ -111,6 +125,7 @@ export interface CompiledOverride {
  */
 export function compileOverride(policy: string, base: unknown, value: unknown, key?: string): CompiledOverride {
   if (key !== undefined) assertKeyPart(key);
+  assertOwnFields(policy, value);
   const { patch, until } = overridePatch(value);
   const config = mergeOverride(base, patch);
   const compiled = compilePolicy(policy, config);
