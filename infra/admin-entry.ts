@@ -40,6 +40,8 @@ export interface AdminEntryProps {
 export class AdminEntry extends Construct {
   readonly url: FunctionUrl;
   readonly operations: Queue;
+  /** What the pipe could not publish 5 times (alarmed: Observability.watchOperations). */
+  readonly deadLetters: Queue;
   readonly pipe: CfnPipe;
   /** What an operator's role (an SSO permission set) attaches to call the URL: through the URL only. */
   readonly operatorPolicy: ManagedPolicy;
@@ -72,11 +74,12 @@ export class AdminEntry extends Construct {
       ],
     });
 
-    const deadLetters = new Queue(this, 'OperationsDeadLetters', {
+    this.deadLetters = new Queue(this, 'OperationsDeadLetters', {
       encryption: QueueEncryption.SQS_MANAGED,
       enforceSSL: true,
       retentionPeriod: Duration.days(14),
     });
+    const deadLetters = this.deadLetters;
     this.operations = new Queue(this, 'Operations', {
       encryption: QueueEncryption.SQS_MANAGED,
       enforceSSL: true,

@@ -410,6 +410,7 @@ export class Observability extends Construct {
   readonly alarms: Alarm[] = [];
   /** Every alarm's action: the topic operators subscribe to. */
   readonly topic: Topic;
+  readonly #alarm: AlarmMaker;
 
   constructor(scope: Construct, id: string, props: ObservabilityProps) {
     super(scope, id);
@@ -418,10 +419,32 @@ export class Observability extends Construct {
     this.dashboard = dashboard(this, props, topOffendersName);
     this.topOffenders = topOffendersRule(this, props, topOffendersName);
     const alarm = alarmMaker(this, props.name, new SnsAction(this.topic), this.alarms);
+    this.#alarm = alarm;
     policyAlarms(alarm, props.policies);
     storeAlarms(alarm, props.store);
     functionAlarms(alarm, props.functions);
     edgeAlarms(alarm, Stack.of(this).region, props);
     queueAlarms(alarm, props);
+  }
+
+  /**
+   * The admin function's notices (infra/admin-entry.ts): made after this
+   * construct, since their pipe publishes to its topic. A notice the pipe
+   * could not publish 5 times waits in the dead letters; without an alarm a
+   * write's operators would never hear of it.
+   */
+  watchOperations(queues: { readonly operations: IQueue; readonly deadLetters: IQueue }): void {
+    this.#alarm(
+      'OperationsDeadLetters',
+      '"Operations dead letters > 0": notices of admin writes the pipe could not publish to the alarm topic 5 times (infra/admin-entry.ts): read them off the queue.',
+      queues.deadLetters.metricApproximateNumberOfMessagesVisible({ period: MINUTE, statistic: 'Maximum' }),
+      ALARMS.deadLetters,
+    );
+    this.#alarm(
+      'OperationsQueueAge',
+      '"Oldest admin notice > 5 min": the pipe is not draining the operations queue (infra/admin-entry.ts).',
+      queues.operations.metricApproximateAgeOfOldestMessage({ period: MINUTE, statistic: 'Maximum' }),
+      ALARMS.queueAgeSeconds,
+    );
   }
 }

@@ -58,14 +58,14 @@ export function platformRollout(
     const fn = props.functions.get(op.id);
     const alias = functions.get(op.id)?.alias;
     if (!fn || !alias) return [];
-    return [
-      new AdminEntry(scope, `Entry-${op.id}`, {
-        name: props.name,
-        fn,
-        alias,
-        topic: props.observability.topic,
-      }),
-    ];
+    const entry = new AdminEntry(scope, `Entry-${op.id}`, {
+      name: props.name,
+      fn,
+      alias,
+      topic: props.observability.topic,
+    });
+    props.observability.watchOperations(entry);
+    return [entry];
   });
   return { rollout, admin };
 }

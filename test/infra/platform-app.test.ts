@@ -1302,6 +1302,9 @@ describe('The alarms (all consumers deployed)', () => {
       'WafBlocked',
       'DeadLetters',
       'QueueAge',
+      // the admin function's notices: one the pipe cannot publish must not wait unseen
+      'OperationsDeadLetters',
+      'OperationsQueueAge',
       'RedisEngineCpu',
       'RedisConnections',
       'RedisTrafficManagement',
