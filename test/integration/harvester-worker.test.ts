@@ -506,17 +506,22 @@ for (const target of targets) {
 }
 
 describe('A harvesting worker while Redis cannot answer, over rounds', () => {
+  /** A client of a port nobody listens on, and a pacer on it going at 100 pages a second alone. */
+  async function unreachable() {
+    const down = createRedisClient({ url: `redis://127.0.0.1:${await freePort()}` });
+    const limiter = createLimiter({
+      redis: down,
+      policies: policies({ [HARVESTER_POLICY]: { ...roomy, timeBudget: '50 ms' } }),
+      onDegraded: () => {},
+    });
+    return { down, pacer: new AdaptivePacer({ limiter, once: new AcceptedOnce(down), localRatePerSecond: 100 }) };
+  }
+
   it('goes on from its own last page in each round, and fetches on the page it holds: none twice, none given up', {
     timeout: 20_000,
   }, async () => {
-    const down = createRedisClient({ url: `redis://127.0.0.1:${await freePort()}` });
+    const { down, pacer } = await unreachable();
     try {
-      const limiter = createLimiter({
-        redis: down,
-        policies: policies({ [HARVESTER_POLICY]: { ...roomy, timeBudget: '50 ms' } }),
-        onDegraded: () => {},
-      });
-      const pacer = new AdaptivePacer({ limiter, once: new AcceptedOnce(down), localRatePerSecond: 100 });
       const sink = memorySink();
       const roundMs = 200;
       const started = Date.now();
@@ -550,14 +555,8 @@ describe('A harvesting worker while Redis cannot answer, over rounds', () => {
   it('reports a page it held at the end of a round no other round followed (the run ended meanwhile)', {
     timeout: 20_000,
   }, async () => {
-    const down = createRedisClient({ url: `redis://127.0.0.1:${await freePort()}` });
+    const { down, pacer } = await unreachable();
     try {
-      const limiter = createLimiter({
-        redis: down,
-        policies: policies({ [HARVESTER_POLICY]: { ...roomy, timeBudget: '50 ms' } }),
-        onDegraded: () => {},
-      });
-      const pacer = new AdaptivePacer({ limiter, once: new AcceptedOnce(down), localRatePerSecond: 100 });
       const sink = memorySink();
       const roundMs = 200;
       const until = Date.now() + roundMs + 50;
