@@ -506,79 +506,86 @@ for (const target of targets) {
 }
 
 describe('A harvesting worker while Redis cannot answer, over rounds', () => {
-  /** A client of a port nobody listens on, and a pacer on it going at 100 pages a second alone. */
-  async function unreachable() {
+  /** Runs `test` with a client of a port nobody listens on and a pacer on it going at 100 pages a second alone. */
+  async function whileUnreachable(test: (parts: { down: RedisClient; pacer: AdaptivePacer }) => Promise<void>) {
     const down = createRedisClient({ url: `redis://127.0.0.1:${await freePort()}` });
     const limiter = createLimiter({
       redis: down,
       policies: policies({ [HARVESTER_POLICY]: { ...roomy, timeBudget: '50 ms' } }),
       onDegraded: () => {},
     });
-    return { down, pacer: new AdaptivePacer({ limiter, once: new AcceptedOnce(down), localRatePerSecond: 100 }) };
+    try {
+      await test({
+        down,
+        pacer: new AdaptivePacer({ limiter, once: new AcceptedOnce(down), localRatePerSecond: 100 }),
+      });
+    } finally {
+      down.disconnect();
+    }
   }
 
-  it('goes on from its own last page in each round, and fetches on the page it holds: none twice, none given up', {
-    timeout: 20_000,
-  }, async () => {
-    const { down, pacer } = await unreachable();
-    try {
-      const sink = memorySink();
-      const roundMs = 200;
-      const started = Date.now();
-      const report = await harvestInRounds(
-        { scope: unique('hv-rounds-down'), pageUrl: (page) => `/p/${page}`, until: started + 3 * roundMs },
-        {
-          pacer,
-          redis: down,
-          sink,
-          // page 3 is throttled until the first round has surely ended: the worker holds it across that end
-          fetch: async (url) =>
-            pageOf(url) === 3 && Date.now() < started + roundMs + 100
-              ? { kind: 'throttled', status: 429, retryAfterMs: 0 }
-              : PAGE,
-        },
-        roundMs,
-      );
-      assert.ok(sink.pages.length > 3, `handed on ${sink.pages}`);
-      assert.deepEqual(
-        sink.pages,
-        sink.pages.map((_, i) => i + 1),
-        'each round goes on from the last page taken, the held page included',
-      );
-      assert.equal(report.givenUp, 0, 'a page held across a round boundary is fetched on, not given up');
-      assert.ok(report.throttled > 0);
-    } finally {
-      down.disconnect();
-    }
-  });
-
-  it('reports a page it held at the end of a round no other round followed (the run ended meanwhile)', {
-    timeout: 20_000,
-  }, async () => {
-    const { down, pacer } = await unreachable();
-    try {
-      const sink = memorySink();
-      const roundMs = 200;
-      const until = Date.now() + roundMs + 50;
-      const report = await harvestInRounds(
-        // a first round that is not the last, whose fetch of page 3 ends past the run's end: no round follows it
-        { scope: unique('hv-rounds-down-end'), pageUrl: (page) => `/p/${page}`, until },
-        {
-          pacer,
-          redis: down,
-          sink,
-          fetch: async (url) => {
-            if (pageOf(url) !== 3) return PAGE;
-            await new Promise((resolve) => setTimeout(resolve, until + 20 - Date.now())); // a source that hangs
-            return { kind: 'throttled', status: 429, retryAfterMs: 0 };
+  it(
+    'goes on from its own last page in each round, and fetches on the page it holds: none twice, none given up',
+    {
+      timeout: 20_000,
+    },
+    () =>
+      whileUnreachable(async ({ down, pacer }) => {
+        const sink = memorySink();
+        const roundMs = 200;
+        const started = Date.now();
+        const report = await harvestInRounds(
+          { scope: unique('hv-rounds-down'), pageUrl: (page) => `/p/${page}`, until: started + 3 * roundMs },
+          {
+            pacer,
+            redis: down,
+            sink,
+            // page 3 is throttled until the first round has surely ended: the worker holds it across that end
+            fetch: async (url) =>
+              pageOf(url) === 3 && Date.now() < started + roundMs + 100
+                ? { kind: 'throttled', status: 429, retryAfterMs: 0 }
+                : PAGE,
           },
-        },
-        roundMs,
-      );
-      assert.ok(!sink.pages.includes(3));
-      assert.deepEqual(report.givenUpPages, [3], 'held, never put back (Redis down): reported, not silently dropped');
-    } finally {
-      down.disconnect();
-    }
-  });
+          roundMs,
+        );
+        assert.ok(sink.pages.length > 3, `handed on ${sink.pages}`);
+        assert.deepEqual(
+          sink.pages,
+          sink.pages.map((_, i) => i + 1),
+          'each round goes on from the last page taken, the held page included',
+        );
+        assert.equal(report.givenUp, 0, 'a page held across a round boundary is fetched on, not given up');
+        assert.ok(report.throttled > 0);
+      }),
+  );
+
+  it(
+    'reports a page it held at the end of a round no other round followed (the run ended meanwhile)',
+    {
+      timeout: 20_000,
+    },
+    () =>
+      whileUnreachable(async ({ down, pacer }) => {
+        const sink = memorySink();
+        const roundMs = 200;
+        const until = Date.now() + roundMs + 50;
+        const report = await harvestInRounds(
+          // a first round that is not the last, whose fetch of page 3 ends past the run's end: no round follows it
+          { scope: unique('hv-rounds-down-end'), pageUrl: (page) => `/p/${page}`, until },
+          {
+            pacer,
+            redis: down,
+            sink,
+            fetch: async (url) => {
+              if (pageOf(url) !== 3) return PAGE;
+              await new Promise((resolve) => setTimeout(resolve, until + 20 - Date.now())); // a source that hangs
+              return { kind: 'throttled', status: 429, retryAfterMs: 0 };
+            },
+          },
+          roundMs,
+        );
+        assert.ok(!sink.pages.includes(3));
+        assert.deepEqual(report.givenUpPages, [3], 'held, never put back (Redis down): reported, not silently dropped');
+      }),
+  );
 });
