@@ -24,9 +24,12 @@ export class CliError extends Error {
 export class RedisUnavailableError extends CliError {
   /** Which of a multi-region stage's stores did not answer (a one-store stage: 'regional'). */
   readonly store: 'home' | 'regional';
+  /** Why (the layer's DegradedReason: timeout, unavailable, out-of-memory, …). */
+  readonly reason: string;
   constructor(reason: string, store: 'home' | 'regional' = 'regional') {
     super(EXIT.unavailable, `Redis could not answer (${reason})`);
     this.store = store;
+    this.reason = reason;
   }
 }
 

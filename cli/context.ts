@@ -10,6 +10,7 @@ import {
   createLimiter,
   createRedisClient,
   type Limiter,
+  RateLimitError,
   type RedisClient,
   type RedisSettings,
 } from '@platform/rate-limit';
@@ -28,7 +29,7 @@ import { authenticateFromSecret, ioredisConnection, secretReader } from '@platfo
 import { createRegionalLimiter } from '@platform/rate-limit/regions';
 import { PLATFORM_POLICIES } from '../config/catalogue.ts';
 import { localDataDir, localRedisPortFile, rememberedRedisPort } from '../config/local-data.ts';
-import { CliError, EXIT } from './command.ts';
+import { CliError, EXIT, RedisUnavailableError } from './command.ts';
 
 /** Where a run writes: the terminal for `npx ratelimit`, the answer for the admin function. */
 export interface CliOutput {
@@ -82,10 +83,28 @@ export function audit(context: Context, what: string, detail: Record<string, unk
 }
 
 /**
- * Runs a write, and audits it as `outcome: "unknown"` when its answer never
- * came (a timeout, a lost reply) before rethrowing: Redis may have run it,
- * SSM stored it, so a write sent is never left unaudited. `detail` is what
- * the write's own audit line would say, as far as it is known before it.
+ * Whether a write that failed may still have landed. Not when it was refused
+ * before anything was sent (the layer's own errors, a usage error, ioredis
+ * without a connection: it queues nothing) or by the store itself (an AWS
+ * 4xx; Redis's OOM refuses a script whole). Anything else (a timeout, a
+ * connection lost after sending, a 5xx) may have.
+ */
+export function mayHaveLanded(error: unknown): boolean {
+  if (error instanceof RedisUnavailableError)
+    return error.reason !== 'out-of-memory' && error.reason !== 'misconfigured';
+  if (error instanceof RateLimitError || error instanceof CliError) return false;
+  const e = error as { message?: unknown; $metadata?: { httpStatusCode?: unknown } } | null;
+  if (typeof e?.message === 'string' && e.message.includes('enableOfflineQueue')) return false;
+  const status = e?.$metadata?.httpStatusCode;
+  return !(typeof status === 'number' && status >= 400 && status < 500);
+}
+
+/**
+ * Runs a write, and audits it as `outcome: "unknown"` when it failed but may
+ * have landed (`mayHaveLanded`: a timeout, a lost reply) before rethrowing:
+ * Redis may have run it, SSM stored it, so such a write is never left
+ * unaudited. `detail` is what the write's own audit line would say, as far
+ * as it is known before it.
  */
 export async function auditedWrite<T>(
   context: Context,
@@ -96,7 +115,10 @@ export async function auditedWrite<T>(
   try {
     return await write();
   } catch (error) {
-    audit(context, what, { ...detail, outcome: 'unknown', reason: (error as Error)?.name ?? typeof error });
+    if (mayHaveLanded(error)) {
+      const reason = error instanceof RedisUnavailableError ? error.reason : ((error as Error)?.name ?? typeof error);
+      audit(context, what, { ...detail, outcome: 'unknown', reason });
+    }
     throw error;
   }
 }

@@ -27,10 +27,12 @@ export const reset = defineCommand({
     }
     const before = await keyState(context, policy, key, scope);
     const counter = counterKey(compiled, key, scope);
-    // the state after is read in the same step: a reset whose read failed is audited as unknown, not skipped
-    const after = await auditedWrite(context, 'reset', { policy, key, before }, async () => {
-      await storeOf(context, compiled).del(...keysKeptFor(compiled, counter));
-      return keyState(context, policy, key, scope);
+    await auditedWrite(context, 'reset', { policy, key, before }, () =>
+      storeOf(context, compiled).del(...keysKeptFor(compiled, counter)),
+    );
+    const after = await keyState(context, policy, key, scope).catch((error: unknown) => {
+      audit(context, 'reset', { policy, key, before, after: 'unread' }); // done; only its state after is not known
+      throw error;
     });
     audit(context, 'reset', { policy, key, before, after });
     out(context, `reset ${policy} ${key}\n${stateTable(after)}`, { before, after });

@@ -154,8 +154,9 @@ export async function handler(
     stderr: (text) => {
       stderr += text;
       // into the log as one JSON value: a caller's words in it (an unknown command's name echoed) cannot make a
-      // line of their own there, such as an audit line naming someone else
-      logLine({ cli: 'stderr', ...requestId, text });
+      // line of their own there, such as an audit line naming someone else. An audit line the CLI wrote is
+      // logged from its record below, once.
+      if (!text.startsWith('{"audit":"ratelimit"')) logLine({ cli: 'stderr', ...requestId, text });
     },
     who: caller.arn,
     onAudit: (record) => {
@@ -175,14 +176,14 @@ export async function handler(
         await notifier.target.notify(notice);
       } catch (error) {
         // the write stands (it is done); the operator and the log are told it went unannounced
-        const line = JSON.stringify({
+        logLine({
           audit: 'ratelimit',
           notified: false,
           what: notice.what,
           who: notice.who,
           reason: (error as Error).name,
+          ...requestId,
         });
-        process.stderr.write(`${line}\n`);
         stderr += `ratelimit: ${notice.what} is done but the operators were not notified (${(error as Error).name}): tell them\n`;
       }
     }

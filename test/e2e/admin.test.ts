@@ -190,6 +190,22 @@ describe('The admin function (npx ratelimit on a deployed stage, through its IAM
     assert.equal(notice.requestId, 'req-lost', 'the operators are told of it too');
     assert.equal(notice.outcome, 'unknown');
     assert.match(String(notice.subject), /maybe override/);
+    // refused for sure: by SSM (a 4xx), or before anything was sent (a rate change for a policy with no runtime rate)
+    ssm
+      .on(PutParameterCommand)
+      .rejects(
+        Object.assign(new Error('bad value'), { name: 'ValidationException', $metadata: { httpStatusCode: 400 } }),
+      );
+    const notices = sqs.commandCalls(SendMessageCommand).length;
+    for (const argv of [
+      ['override', 'login-ip', '198.51.100.26', '{"limit":32}'],
+      ['rate', 'api-key', 'rk_test', '--set', '2'],
+    ]) {
+      const refused = answerOf(await handler(urlEvent(argv), { awsRequestId: 'req-refused' }));
+      assert.notEqual(refused.exitCode, 0, argv.join(' '));
+      assert.doesNotMatch(refused.stderr, /"audit":"ratelimit"/, `${argv[0]}: not done, so not audited`);
+    }
+    assert.equal(sqs.commandCalls(SendMessageCommand).length, notices, 'nor notified');
   });
 
   it('notifies a reset with the caller, and says so when the notice could not be sent (the write stands)', async () => {
