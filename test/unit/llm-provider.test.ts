@@ -45,8 +45,9 @@ async function failure(call: Promise<unknown>): Promise<ProviderError> {
 }
 
 describe('Class: BedrockProvider', () => {
-  it('calls Converse with the model id, the prompt and max_tokens, and answers the text and the whole usage', async () => {
+  it('calls Converse with the model id, the prompt and max_tokens, and answers the text and the whole usage', async (t) => {
     const bedrock = mockClient(BedrockRuntimeClient);
+    t.after(() => bedrock.restore()); // also when an assertion fails: a mock left in place hangs the next test
     bedrock.on(ConverseCommand).resolves({
       output: { message: { role: 'assistant', content: [{ text: 'Hello' }, { text: '!' }] } },
       stopReason: 'end_turn',
@@ -73,11 +74,11 @@ describe('Class: BedrockProvider', () => {
     });
     // 12 × 0.06 + 3 × 0.24 + 1000 × 0.015 + 200 × 0.06 µUSD = 28.44, rounded up
     assert.equal(costOf(lite, completion.usage), 29);
-    bedrock.restore();
   });
 
-  it('says a throttled or invalid call spent nothing (it is refunded), the throttling as such', async () => {
+  it('says a throttled or invalid call spent nothing (it is refunded), the throttling as such', async (t) => {
     const bedrock = mockClient(BedrockRuntimeClient);
+    t.after(() => bedrock.restore()); // also when an assertion fails: a mock left in place hangs the next test
     const provider = new BedrockProvider(new BedrockRuntimeClient({ region: 'us-east-1' }));
     bedrock.on(ConverseCommand).rejects(new ThrottlingException({ message: 'Too many requests', ...meta }));
     const throttled = await failure(provider.complete(request()));
@@ -87,11 +88,11 @@ describe('Class: BedrockProvider', () => {
     const invalid = await failure(provider.complete(request()));
     assert.deepEqual(invalid.spent, { kind: 'nothing' });
     assert.equal(invalid.throttled, false);
-    bedrock.restore();
   });
 
-  it('says a model or server error after the request was sent may have produced tokens (the estimate stays charged)', async () => {
+  it('says a model or server error after the request was sent may have produced tokens (the estimate stays charged)', async (t) => {
     const bedrock = mockClient(BedrockRuntimeClient);
+    t.after(() => bedrock.restore()); // also when an assertion fails: a mock left in place hangs the next test
     const provider = new BedrockProvider(new BedrockRuntimeClient({ region: 'us-east-1' }));
     bedrock.on(ConverseCommand).rejects(new ModelErrorException({ message: 'model failed', ...meta }));
     assert.deepEqual((await failure(provider.complete(request()))).spent, { kind: 'unknown' });
@@ -107,7 +108,6 @@ describe('Class: BedrockProvider', () => {
       });
       assert.deepEqual((await failure(provider.complete(request()))).spent, { kind: 'unknown' }, JSON.stringify(usage));
     }
-    bedrock.restore();
   });
 
   it('stops waiting at the abort: a call to an endpoint that never answers rejects, sent once, spent unknown', async (t) => {
