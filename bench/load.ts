@@ -55,17 +55,28 @@ const OUT = process.env.BENCH_OUT ?? new URL('./results/', import.meta.url).path
 /** Limits wide enough that the admitted path carries the load (login keeps its own: refusals are traffic too). */
 const WIDE = { limit: 1_000_000 };
 const BUCKET = { capacity: 100_000_000, refill: { tokens: 1_000_000, every: '1 s' } };
+const widened = new Map<string, object>([
+  ['api-key', BUCKET],
+  ['api-partner', BUCKET],
+  ['api-partner-month', { limit: 1_000_000_000 }],
+  ['llm-budget', BUCKET],
+  ['llm-in-flight', { limit: 10_000 }],
+  ...['slack-ip', 'slack-workspace', 'slack-channel', 'telegram-ip', 'telegram-bot', 'telegram-chat'].map(
+    (p) => [p, WIDE] as const,
+  ),
+]);
+/**
+ * The smoke mode runs inside `npm test`, beside other test files on a shared 2-core host, where a check can wait
+ * past its 100 ms budget and a fail-closed route then answers 503 (seen in CI: login, 2 of 360): it shows that
+ * the load and the soak start, measure and report, so every policy gets a 1 s budget there. The real runs keep
+ * the shipped budgets: their "no 5xx" is the platform's.
+ */
+const SMOKE_BUDGET = { timeBudget: '1 s' };
 const parameters = Object.fromEntries(
-  [
-    ['api-key', BUCKET],
-    ['api-partner', BUCKET],
-    ['api-partner-month', { limit: 1_000_000_000 }],
-    ['llm-budget', BUCKET],
-    ['llm-in-flight', { limit: 10_000 }],
-    ...['slack-ip', 'slack-workspace', 'slack-channel', 'telegram-ip', 'telegram-bot', 'telegram-chat'].map(
-      (p) => [p, WIDE] as const,
-    ),
-  ].map(([policy, value]) => [`/ratelimit/local/overrides/${policy}`, value]),
+  (smoke ? Object.keys(PLATFORM_POLICIES) : [...widened.keys()]).map((policy) => [
+    `/ratelimit/local/overrides/${policy}`,
+    { ...widened.get(policy), ...(smoke ? SMOKE_BUDGET : {}) },
+  ]),
 );
 
 /** Answers the gateway gave, by route and status class: what the server did, whatever the client saw by its end. */
