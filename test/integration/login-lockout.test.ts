@@ -24,7 +24,7 @@ import type { CredentialStore, Verification } from '../../functions/login/creden
 import { FileCredentialStore } from '../../functions/login/credentials.ts';
 import { DEVICE_COOKIE } from '../../functions/login/device-cookie.ts';
 import { createPlatform, usePlatform } from '../../functions/shared/platform.ts';
-import { pinnedLimiter, type TestClock, targets } from '../support/targets.ts';
+import { countingCommands, pinnedLimiter, type TestClock, targets } from '../support/targets.ts';
 
 const PREFIX = '/ratelimit/test-login';
 const USERS = new URL('../../config/local-users.json', import.meta.url).pathname;
@@ -45,20 +45,7 @@ class CountingStore implements CredentialStore {
 const target = targets.find((t) => t.name === 'cluster') ?? (targets[0] as (typeof targets)[number]);
 const redis = target.client();
 /** Commands the limiter sends (each its own round trip): scripts, and the DEL a clear would send. */
-const sent = { commands: 0 };
-const counting = new Proxy(redis, {
-  get(client, property) {
-    const value = Reflect.get(client, property, client);
-    if (typeof value !== 'function') return value;
-    if (property === 'evalsha' || property === 'eval' || property === 'del') {
-      return (...args: unknown[]) => {
-        sent.commands++;
-        return (value as (...a: unknown[]) => unknown).apply(client, args);
-      };
-    }
-    return value.bind(client);
-  },
-});
+const counting = countingCommands(redis, ['evalsha', 'eval', 'del']);
 const clock: TestClock = { nowUs: 1_900_000_000 * S };
 const store = new CountingStore();
 type Handler = (event: unknown, context: unknown) => Promise<APIGatewayProxyResult>;
@@ -80,7 +67,7 @@ before(async () => {
     },
   });
   await policies.refresh();
-  const limiter = pinnedLimiter({ redis: counting, policies }, clock);
+  const limiter = pinnedLimiter({ redis: counting.client, policies }, clock);
   usePlatform(createPlatform({ redis, policies, limiter }));
   loginModule = await import('../../functions/login/handler.ts');
   loginModule.useCredentials(store);
@@ -409,9 +396,9 @@ describe('Login: Redis round trips per attempt', () => {
   it('2 on every path: a refused or failed attempt, a success with or without a device cookie, a challenge, an outage, a revoked cookie', async (t) => {
     freshWindow();
     const roundTrips = async (run: () => Promise<Attempt>, expected: number) => {
-      const before = sent.commands;
+      const before = counting.sent();
       const answer = await run();
-      assert.equal(sent.commands - before, expected, answer.body);
+      assert.equal(counting.sent() - before, expected, answer.body);
       return answer;
     };
     await attempt('198.51.100.80', ALICE); // scripts loaded (a NOSCRIPT retry is not a round trip of the design)

@@ -26,7 +26,7 @@ import {
 import type { Context } from 'aws-lambda';
 import { freePort } from '../../scripts/redis-process.ts';
 import { httpApiEvent, restEvent } from '../support/events.ts';
-import { connected, pinnedLimiter, policies, targets, unique } from '../support/targets.ts';
+import { connected, countingCommands, pinnedLimiter, policies, targets, unique } from '../support/targets.ts';
 
 type Response = { statusCode: number; headers: Record<string, string>; body: string };
 
@@ -184,11 +184,13 @@ describe('rateLimit middleware', () => {
     const policy = unique('blocked');
     const config = { strategy: 'slidingWindow', limit: 1, window: '1 m', blockCache: true };
     const state: { compiled: CompiledPolicy } = { compiled: compilePolicy(policy, config) };
-    const limiter = createLimiter({ redis, policies: { resolve: () => state.compiled } });
-    const calls = async () => Number(/cmdstat_evalsha:calls=(\d+)/.exec(await redis.info('commandstats'))?.[1] ?? 0);
+    const counting = countingCommands(redis);
+    const limiter = createLimiter({ redis: counting.client, policies: { resolve: () => state.compiled } });
+    const calls = async () => counting.sent();
     assert.equal((await limiter.check({ policy, key: 'k' })).outcome, 'allowed');
     assert.equal((await limiter.check({ policy, key: 'k' })).outcome, 'limited');
     const before = await calls();
+    assert.ok(before >= 2, "the count sees this limiter's scripts");
     const cached = await limiter.check({ policy, key: 'k' });
     assert.ok(cached.outcome === 'limited' && cached.retryAfterMs > 59_000);
     assert.equal(await calls(), before, 'no EVALSHA for a cached refusal');
@@ -201,13 +203,15 @@ describe('rateLimit middleware', () => {
     const policy = unique('costly');
     const config = { strategy: 'tokenBucket', capacity: 5, refill: { tokens: 1, every: '1 h' }, blockCache: true };
     const compiled = compilePolicy(policy, config);
-    const limiter = createLimiter({ redis, policies: { resolve: () => compiled } });
-    const calls = async () => Number(/cmdstat_evalsha:calls=(\d+)/.exec(await redis.info('commandstats'))?.[1] ?? 0);
+    const counting = countingCommands(redis);
+    const limiter = createLimiter({ redis: counting.client, policies: { resolve: () => compiled } });
+    const calls = async () => counting.sent();
     assert.equal((await limiter.check({ policy, key: 'k', cost: 3 })).outcome, 'allowed');
     assert.equal((await limiter.check({ policy, key: 'k', cost: 5 })).outcome, 'limited');
     // 2 tokens are left: a cost of 1 fits, though a cost of 5 was just refused
     assert.equal((await limiter.check({ policy, key: 'k', cost: 1 })).outcome, 'allowed');
     const before = await calls();
+    assert.ok(before >= 3, "the count sees this limiter's scripts");
     assert.equal((await limiter.check({ policy, key: 'k', cost: 5 })).outcome, 'limited');
     assert.equal(await calls(), before, 'the cost-5 refusal came from the cache');
   });

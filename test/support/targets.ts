@@ -143,3 +143,28 @@ export function recordingReplies(redis: RedisClient): { client: RedisClient; las
   });
   return { client, last: () => last };
 }
+
+/**
+ * The client, counting the commands of `names` it sends (each its own round trip): what this test's limiter
+ * asked Redis, which the server's commandstats cannot tell apart from the other test files' sharing it.
+ */
+export function countingCommands(
+  redis: RedisClient,
+  names: readonly string[] = ['evalsha', 'eval'],
+): { client: RedisClient; sent(): number } {
+  let sent = 0;
+  const client = new Proxy(redis, {
+    get(target, property) {
+      const value = Reflect.get(target, property, target);
+      if (typeof value !== 'function') return value;
+      if (typeof property === 'string' && names.includes(property)) {
+        return (...args: unknown[]) => {
+          sent++;
+          return (value as (...a: unknown[]) => unknown).apply(target, args);
+        };
+      }
+      return value.bind(target);
+    },
+  });
+  return { client, sent: () => sent };
+}
