@@ -15,9 +15,9 @@
  * with a 403 and runs nothing. A direct invoke of a hand-made URL-shaped
  * event cannot be told from the URL's: only IAM keeps it out (the operator
  * policy allows InvokeFunction through the URL only; a broad `lambda:*`
- * grant elsewhere does not; docs/runbook.md). Each write also notifies the operators (notify.ts); a
- * function that could not (no valid queue, no pepper to digest keys with)
- * answers a write 5xx with the reason and runs nothing; reads still run.
+ * grant elsewhere does not; docs/runbook.md). Each write also notifies the
+ * operators (notify.ts); a function that could not (no valid queue, no
+ * pepper to digest keys with) answers a write 5xx with the reason and runs nothing; reads still run.
  * Parameters are read from SSM (`--ssm` is implied); overrides written there.
  */
 

@@ -168,19 +168,18 @@ function chargeOf(call: Call, spent: Spent): number {
  * Gateway's timeout from when it took the request (`requestTimeEpoch`, set
  * by AWS; the function's own start when absent or ahead of its clock) and
  * the lapse of the slot's lease and of the reservation's hold, counted from
- * before the reservation was asked (they start in Redis, later).
+ * `started`, before the reservation was asked (they start in Redis, later).
  */
 function callEnd(
   policies: { slot: CompiledPolicy | undefined; budget: CompiledPolicy | undefined },
   event: RestEvent,
   started: number,
-  reserving: number,
 ): number {
   const epoch = event.requestContext?.requestTimeEpoch;
   const received = typeof epoch === 'number' && Number.isFinite(epoch) && epoch <= started ? epoch : started;
   const leaseMs = policies.slot?.strategy === 'concurrency' ? policies.slot.leaseTtlUs / 1000 : Infinity;
   const holdMs = policies.budget?.strategy === 'tokenBucket' ? policies.budget.reservation.holdUs / 1000 : Infinity;
-  return Math.min(received + GATEWAY_TIMEOUT_MS, reserving + leaseMs, reserving + holdMs);
+  return Math.min(received + GATEWAY_TIMEOUT_MS, started + leaseMs, started + holdMs);
 }
 
 /** The call within its reservation (taken with its slot), then its cost settled. */
@@ -263,7 +262,6 @@ export const handler = routeHandler<AuthenticatedContext>(
       typeof context.getRemainingTimeInMillis === 'function'
         ? () => context.getRemainingTimeInMillis()
         : () => TIMEOUT_MS - (Date.now() - started);
-
     // The slot and the reservation in one script, both or neither. The lease is given back once the call has
     // really ended (no timer gives it back earlier: its TTL, above the function's timeout, covers a holder
     // killed at the timeout); the reservation stays charged unless settled.
@@ -277,7 +275,7 @@ export const handler = routeHandler<AuthenticatedContext>(
         return undefined;
       }
     };
-    const end = callEnd({ slot: policyOf(IN_FLIGHT), budget: policyOf(BUDGET) }, event, started, Date.now());
+    const end = callEnd({ slot: policyOf(IN_FLIGHT), budget: policyOf(BUDGET) }, event, started);
     const remainingMs = () => Math.min(invocationLeftMs(), end - Date.now());
     let reserved: Decision;
     try {
