@@ -8,10 +8,15 @@
  *    nor forwarded again;
  * 2. refused: the claim is not kept (a redelivery counts as a new attempt)
  *    unless the caller keeps it; Redis unable to decide: the check's failure
- *    mode decided (closed for every sender policy), and nothing was claimed;
- * 3. admitted (the claim taken with it): handed to the sink; a sink failure
- *    gives the claim back, a second round trip on that path only (the
- *    webhooks: the sender retries). The Mattermost listener hands its posts
+ *    mode decided (closed for every sender policy), and the claim is given
+ *    back, a second round trip on that path only: the script may still run
+ *    once Redis answers (a stall past the budget) and take the claim, and a
+ *    retry would then be answered `duplicate` for an event never handed on;
+ * 3. admitted (the claim taken with it): handed to the sink within
+ *    `sinkBudgetMs`; a sink failure or one past it gives the claim back, a
+ *    second round trip on that path only (the webhooks: the sender retries;
+ *    a put that landed after all is then handed on twice, never lost). The
+ *    Mattermost listener hands its posts
  *    on itself (a sink here that does nothing), so a post the sink refuses
  *    keeps its claim and is handed on again while it is held.
  * The outcome is a value; what it answers (an HTTP status, a held post) is
@@ -30,19 +35,28 @@ export interface Admission<Decided> {
   readonly check: (claim: CheckClaim) => Promise<Decided | Duplicate>;
   /** Whether the event goes on to the sink. */
   readonly admits: (decided: Decided) => boolean;
+  /** Whether Redis could not decide it (the failure mode did): its script may still run late and claim. */
+  readonly undecided: (decided: Decided) => boolean;
+  /**
+   * How long the sink may take before the event counts as not handed on (the
+   * sender's ack time less what the rest costs): past it the put is aborted
+   * and the claim given back, so the answer (503) still reaches the sender.
+   * @default no bound (a sink that hands nothing on)
+   */
+  readonly sinkBudgetMs?: number;
   /** A refusal keeps the claim (a redelivery is then a duplicate); decided in the script. @default false */
   readonly keepsClaim?: boolean;
 }
 
 export type AdmissionOutcome<Decided> =
   | { readonly kind: 'duplicate' }
-  /** Refused by its limits, or undecided (Redis down) and refused by the failure mode: nothing claimed unless kept. */
+  /** Refused by its limits (nothing claimed unless kept), or undecided (Redis down) and refused by the failure mode (the claim given back). */
   | { readonly kind: 'refused'; readonly decided: Decided }
-  /** Admitted, but the sink could not take it: the claim was given back. */
+  /** Admitted, but the sink could not take it in time: the claim was given back. */
   | { readonly kind: 'unsunk'; readonly decided: Decided; readonly error: unknown }
   | { readonly kind: 'admitted'; readonly decided: Decided };
 
-/** Claim and check in one script → sink, giving the claim back only when the sink fails. */
+/** Claim and check in one script → sink, giving the claim back when the sink fails or Redis could not decide. */
 export async function admitOnce<Decided>(
   event: AcceptedEvent,
   admission: Admission<Decided>,
@@ -50,12 +64,47 @@ export async function admitOnce<Decided>(
   const { once, sink, budgetMs } = admission;
   const decided = await admission.check(once.claimOf(event.source, event.scope, event.id, admission.keepsClaim));
   if (decided === 'duplicate') return { kind: 'duplicate' };
-  if (!admission.admits(decided)) return { kind: 'refused', decided };
+  const giveBack = () => once.release(event.source, event.scope, event.id, budgetMs);
+  if (!admission.admits(decided)) {
+    // sent on the same connection as the check, so it runs after the check's script if that runs late
+    if (admission.undecided(decided)) await giveBack();
+    return { kind: 'refused', decided };
+  }
   try {
-    await sink.put({ source: event.source, id: event.id, scope: event.scope, payload: event.payload });
+    await putWithin(
+      sink,
+      { source: event.source, id: event.id, scope: event.scope, payload: event.payload },
+      admission.sinkBudgetMs,
+    );
   } catch (error) {
-    await once.release(event.source, event.scope, event.id, budgetMs);
+    await giveBack();
     return { kind: 'unsunk', decided, error };
   }
   return { kind: 'admitted', decided };
+}
+
+/** The sink is too slow: the event is not handed on (as far as its sender is told). */
+export class SinkTimeoutError extends Error {
+  override name = 'SinkTimeoutError';
+}
+
+/** `sink.put`, aborted and rejected after `budgetMs` (also when the sink ignores the signal). */
+async function putWithin(sink: EventSink, event: AcceptedEvent, budgetMs: number | undefined): Promise<void> {
+  if (budgetMs === undefined) return sink.put(event);
+  const abort = new AbortController();
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  const late = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => {
+      const error = new SinkTimeoutError(`the event sink took longer than ${budgetMs} ms`);
+      abort.abort(error);
+      reject(error);
+    }, budgetMs);
+  });
+  const put = sink.put(event, abort.signal);
+  put.catch(() => undefined); // it may reject after the deadline answered
+  try {
+    await Promise.race([put, late]);
+  } finally {
+    clearTimeout(timer);
+  }
 }

@@ -22,7 +22,8 @@ export interface AcceptedEvent {
  * the webhook then answers 503 so the sender retries.
  */
 export interface EventSink {
-  put(event: AcceptedEvent): Promise<void>;
+  /** `signal` aborts a put its caller stopped waiting for (the sender's ack time is up). */
+  put(event: AcceptedEvent, signal?: AbortSignal): Promise<void>;
 }
 
 export class FileEventSink implements EventSink {
@@ -67,7 +68,7 @@ export class SqsEventSink implements EventSink {
     this.#queueUrl = queueUrl;
   }
 
-  async put(event: AcceptedEvent): Promise<void> {
+  async put(event: AcceptedEvent, signal?: AbortSignal): Promise<void> {
     const [{ SendMessageCommand }, client] = await Promise.all([this.#sdk, this.#client]);
     await client.send(
       new SendMessageCommand({
@@ -78,6 +79,7 @@ export class SqsEventSink implements EventSink {
           eventId: { DataType: 'String', StringValue: event.id },
         },
       }),
+      { abortSignal: signal },
     );
   }
 }

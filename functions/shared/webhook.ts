@@ -59,6 +59,16 @@ export function sinkConfigured(): MiddlewareObj<HttpEvent> {
   };
 }
 
+/**
+ * How long a webhook's sink (SQS) may take before the event counts as not
+ * handed on: Slack gives up on an answer after 3 s and retries, and a retry
+ * finding the claim taken would be answered `duplicate` while the put it
+ * waits on may still fail. 1.5 s leaves the checks (≤ 2 × 100 ms), the claim's
+ * give-back (≤ 100 ms) and a cold start's init room under those 3 s; the SDK's
+ * own bounds (AWS_CLIENT_OPTIONS: 2 attempts of up to 1 s + 2 s) would not.
+ */
+export const WEBHOOK_SINK_BUDGET_MS = 1500;
+
 export interface WebhookEvent extends AcceptedEvent {
   /** The limits of this event, decided all-or-nothing with `scope` as their hash tag. */
   readonly limits: readonly { readonly policy: PolicyName; readonly key: string }[];
@@ -87,9 +97,10 @@ function claimBudgetMs(limiter: Limiter, event: WebhookEvent): number {
  * 2. its limits are checked all-or-nothing in its scope, its claim in the same
  *    script; refused: 429, logged by the event's id (or 503 when the limiter
  *    is down: fail-closed), and nothing is claimed, so a redelivery counts as
- *    a new attempt;
+ *    a new attempt (503: the claim taken by a script that runs late is given back);
  * 3. accepted (claimed with it): handed to the sink within the sender's ack
- *    time, then 200; the sink down gives the claim back (503).
+ *    time (WEBHOOK_SINK_BUDGET_MS), then 200; the sink down or too slow gives
+ *    the claim back (503).
  */
 export async function acceptOnce(
   event: WebhookEvent,
@@ -113,6 +124,8 @@ export async function acceptOnce(
       return once.kind === 'duplicate' ? once.kind : once.verdict;
     },
     admits: (verdict) => verdict.proceed,
+    undecided: (verdict) => verdict.outcome === 'degraded-closed' || verdict.outcome === 'degraded-open',
+    sinkBudgetMs: WEBHOOK_SINK_BUDGET_MS,
   });
   switch (admission.kind) {
     case 'duplicate':

@@ -10,16 +10,30 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { createLimiter, enforceOnce, type RedisClient, type Verdict } from '@platform/rate-limit';
-import { type Admission, admitOnce } from '../../functions/shared/admission.ts';
+import { type Admission, admitOnce, SinkTimeoutError } from '../../functions/shared/admission.ts';
 import { AcceptedOnce } from '../../functions/shared/once.ts';
 import type { AcceptedEvent } from '../../functions/shared/sink.ts';
 import { type RedisProcess, rawCommand, startRedis } from '../../scripts/redis-process.ts';
 import { connected, policies, targets, unique } from '../support/targets.ts';
 
-const catalogue = (limit: number) =>
+const catalogue = (limit: number, timeBudget?: string) =>
   policies({
-    'slack-workspace': { strategy: 'slidingWindow', limit, window: '1 h', group: 'slack', failureMode: 'closed' },
-    'slack-channel': { strategy: 'slidingWindow', limit: 1000, window: '1 h', group: 'slack', failureMode: 'closed' },
+    'slack-workspace': {
+      strategy: 'slidingWindow',
+      limit,
+      window: '1 h',
+      group: 'slack',
+      failureMode: 'closed',
+      ...(timeBudget ? { timeBudget } : {}),
+    },
+    'slack-channel': {
+      strategy: 'slidingWindow',
+      limit: 1000,
+      window: '1 h',
+      group: 'slack',
+      failureMode: 'closed',
+      ...(timeBudget ? { timeBudget } : {}),
+    },
   });
 
 /** Counts the commands a client sends (the round trips an event costs). */
@@ -35,13 +49,18 @@ function counted(redis: RedisClient): { commands: () => string[] } {
 
 interface HarnessOptions {
   readonly sinkFails?: () => boolean;
+  /** The sink's put, instead of one that takes the event at once. */
+  readonly put?: (event: AcceptedEvent, signal?: AbortSignal) => Promise<void>;
+  readonly sinkBudgetMs?: number;
   readonly keepsClaim?: boolean;
   readonly scope?: string;
+  /** The policies' time budget. */
+  readonly timeBudget?: string;
 }
 
 function harness(redis: RedisClient, limit: number, options: HarnessOptions = {}) {
   const { sinkFails = () => false, keepsClaim = false, scope = unique('T') } = options;
-  const limiter = createLimiter({ redis, policies: catalogue(limit), onDegraded: () => {} });
+  const limiter = createLimiter({ redis, policies: catalogue(limit, options.timeBudget), onDegraded: () => {} });
   const sunk: AcceptedEvent[] = [];
   const observed: Verdict[] = [];
   const event = (id: string): AcceptedEvent => ({ source: 'slack', id, scope, payload: { id } });
@@ -52,12 +71,14 @@ function harness(redis: RedisClient, limit: number, options: HarnessOptions = {}
   const admission: Admission<Verdict> = {
     once: new AcceptedOnce(redis),
     sink: {
-      put: async (e) => {
+      put: async (e, signal) => {
         if (sinkFails()) throw new Error('queue down');
+        await options.put?.(e, signal);
         sunk.push(e);
       },
     },
     budgetMs: 1000,
+    ...(options.sinkBudgetMs === undefined ? {} : { sinkBudgetMs: options.sinkBudgetMs }),
     check: async (claim) => {
       const once = await enforceOnce(limiter, limits, claim, {
         scope,
@@ -66,6 +87,7 @@ function harness(redis: RedisClient, limit: number, options: HarnessOptions = {}
       return once.kind === 'duplicate' ? once.kind : once.verdict;
     },
     admits: (verdict) => verdict.proceed,
+    undecided: (verdict) => verdict.outcome === 'degraded-closed' || verdict.outcome === 'degraded-open',
     keepsClaim,
   };
   /** What the workspace window has counted (a peek debits nothing). */
@@ -130,6 +152,36 @@ for (const target of targets) {
       assert.equal(h.sunk.length, 1);
     });
 
+    it('gives the claim back when the sink takes longer than its budget (also a sink deaf to the abort), so the retry is admitted', async (t) => {
+      const redis = target.client();
+      t.after(() => redis.disconnect());
+      await connected(redis);
+      for (const deaf of [false, true]) {
+        let calls = 0;
+        let aborted = false;
+        const h = harness(redis, 10, {
+          sinkBudgetMs: 20,
+          // the first put hangs until it is aborted (and then rejects, unless deaf): an SQS call past Slack's ack time
+          put: (_e, signal) =>
+            calls++ > 0
+              ? Promise.resolve()
+              : new Promise((_, reject) =>
+                  signal?.addEventListener('abort', () => {
+                    aborted = true;
+                    if (!deaf) reject(signal.reason);
+                  }),
+                ),
+        });
+        const e = h.event(`slow-${deaf}`);
+        const first = await admitOnce(e, h.admission);
+        assert.equal(first.kind, 'unsunk');
+        assert.ok(first.kind === 'unsunk' && first.error instanceof SinkTimeoutError, String(first.kind));
+        assert.equal(aborted, true, 'the put was told to stop');
+        assert.equal((await admitOnce(e, h.admission)).kind, 'admitted', 'the claim was given back');
+        assert.deepEqual(h.sunk, [e]);
+      }
+    });
+
     it('decides 40 concurrent deliveries of one event once: one admitted, 39 duplicates, counted once', async (t) => {
       const redis = target.client();
       t.after(() => redis.disconnect());
@@ -157,6 +209,35 @@ describe('admitOnce when Redis cannot decide', () => {
     assert.equal(h.observed.length, 1);
     assert.equal(h.observed[0]?.policy, 'slack-workspace');
     assert.equal(h.observed[0]?.proceed, false);
+  });
+});
+
+describe('admitOnce when Redis stalls past the budget and then runs the check', () => {
+  it("gives back the claim the late script takes, so the sender's retry is admitted, not answered duplicate", async (t) => {
+    const server = await startRedis();
+    t.after(() => server.stop());
+    const { createRedisClient } = await import('@platform/rate-limit');
+    const redis = createRedisClient({ url: server.url });
+    t.after(() => redis.disconnect());
+    await connected(redis);
+    const h = harness(redis, 10, { timeBudget: '50 ms' });
+    assert.equal((await admitOnce(h.event('warm'), h.admission)).kind, 'admitted'); // the script is loaded
+    server.pause(); // SIGSTOP: a failover, a fork or a slow command holds Redis past the check's budget
+    let first: Awaited<ReturnType<typeof admitOnce<Verdict>>>;
+    try {
+      first = await admitOnce(h.event('Ev1'), h.admission);
+    } finally {
+      server.resume();
+    }
+    assert.equal(first.kind === 'refused' && first.decided.outcome, 'degraded-closed');
+    // answered after the late script and the give-back, both sent before it on this connection
+    await redis.ping();
+    assert.equal(await redis.exists(`wh:{slack:${h.scope}}:seen:Ev1`), 0, 'no claim left by the late script');
+    assert.equal((await admitOnce(h.event('Ev1'), h.admission)).kind, 'admitted');
+    assert.deepEqual(
+      h.sunk.map((e) => e.id),
+      ['warm', 'Ev1'],
+    );
   });
 });
 

@@ -38,6 +38,20 @@ describe('Class: SqsEventSink', () => {
     sqs.restore();
   });
 
+  it("hands the caller's abort signal to the SDK, so a put past the sender's ack time is stopped", async () => {
+    const sqs = mockClient(SQSClient);
+    sqs.on(SendMessageCommand).resolves({ MessageId: 'm-2' });
+    const abort = new AbortController();
+    await new SqsEventSink(QUEUE, new SQSClient({})).put(
+      { source: 'slack', id: 'Ev2', scope: 'T1', payload: {} },
+      abort.signal,
+    );
+    // the mock's types know only the command; the SDK's send takes its HTTP options second
+    const options = (sqs.send.getCall(0).args as unknown[])[1] as { abortSignal?: AbortSignal } | undefined;
+    assert.equal(options?.abortSignal, abort.signal);
+    sqs.restore();
+  });
+
   it('throws when SQS refuses, so the webhook answers 503 and the sender retries', async () => {
     const sqs = mockClient(SQSClient);
     sqs.on(SendMessageCommand).rejects(new Error('throttled'));
