@@ -1,6 +1,12 @@
 import type { MiddlewareObj } from '@middy/core';
-import { enforceOnce, InvalidCheckError, type Limiter } from '@platform/rate-limit';
-import { type HttpEvent, rateLimitHeaders, rateLimitRefusal } from '@platform/rate-limit/middleware';
+import { enforce, enforceOnce, InvalidCheckError, type Limiter } from '@platform/rate-limit';
+import {
+  clientIp,
+  type HttpEvent,
+  MissingKeyError,
+  rateLimitHeaders,
+  rateLimitRefusal,
+} from '@platform/rate-limit/middleware';
 import { DEFAULT_TIME_BUDGET, toMs } from '@platform/rate-limit/policy';
 import type { PolicyName } from '../../config/catalogue.ts';
 import { admitOnce } from './admission.ts';
@@ -20,8 +26,8 @@ export const WEBHOOK_BODY_BOUNDS: JsonBounds = { maxBytes: 192 * 1024, maxDepth:
  * Refuses a body out of bounds before anything is counted: 413 when too
  * large, 400 when too deep, with the sender's no-retry headers (Slack's
  * `X-Slack-No-Retry: 1`: the same body would be refused again). Runs before
- * the route's limits, so neither the per-IP window nor the in-handler
- * windows are debited and no event is claimed.
+ * anything else, so neither the per-IP window nor the event's windows are
+ * debited and no event is claimed.
  */
 export function boundedWebhookBody(
   noRetryHeaders: Record<string, string> = {},
@@ -69,6 +75,30 @@ export function sinkConfigured(): MiddlewareObj<HttpEvent> {
  */
 export const WEBHOOK_SINK_BUDGET_MS = 1500;
 
+/**
+ * Refuses a request that failed its sender's verification (a bad signature or
+ * secret token), counting it in the per-IP window of `policy`: 429 once its
+ * IP is past the window, else `unverified` (the 401). Only such requests
+ * spend that window: Slack and Telegram send every workspace's and bot's
+ * events from a few shared addresses, so a window debited by verified events
+ * would let one workspace over its own limits refuse every other one on that
+ * address. Verified events are bounded per workspace or bot and per channel
+ * or chat instead. A request with no client IP has nothing to count it by.
+ */
+export async function refuseUnverified(event: RestEvent, policy: PolicyName, unverified: Error): Promise<never> {
+  let ip: string;
+  try {
+    ip = clientIp(event);
+  } catch (error) {
+    if (error instanceof MissingKeyError) throw unverified;
+    throw error;
+  }
+  const { limiter, observer } = platform();
+  const verdict = await enforce(limiter, [{ policy, key: ip }], { observer });
+  if (verdict.outcome === 'limited') throw rateLimitRefusal(verdict);
+  throw unverified;
+}
+
 export interface WebhookEvent extends AcceptedEvent {
   /** The limits of this event, decided all-or-nothing with `scope` as their hash tag. */
   readonly limits: readonly { readonly policy: PolicyName; readonly key: string }[];
@@ -92,7 +122,8 @@ function claimBudgetMs(limiter: Limiter, event: WebhookEvent): number {
 /**
  * What every webhook does once its sender is verified, the same way
  * (./admission.ts's once-only flow, answered in HTTP), in one round trip for
- * the claim and the limits (with the route's per-IP window: two per event):
+ * the claim and the limits (the per-IP window counts only requests that fail
+ * verification: `refuseUnverified`):
  * 1. an event already accepted (a retry, a redelivery) answers 200, not counted or forwarded again;
  * 2. its limits are checked all-or-nothing in its scope, its claim in the same
  *    script; refused: 429, logged by the event's id (or 503 when the limiter

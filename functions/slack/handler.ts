@@ -1,12 +1,13 @@
 /**
  * POST /webhooks/slack — docs/design.md, "The limits" (Messenger inbound), fail-closed.
  *
- * 1. Before verification: the per-IP window `slack-ip` (the route's
- *    middleware), a cheap first line against floods of unsigned junk.
- * 2. The v0 signature over the raw body with the signing secret
- *    (`secrets/slack/slack-signing-secret`), timestamp within 5 min: else 401.
- * 3. `url_verification`: the challenge, echoed.
- * 4. An event: per-workspace (`team_id`) and per-channel windows,
+ * 1. The v0 signature over the raw body with the signing secret
+ *    (`secrets/slack/slack-signing-secret`), timestamp within 5 min: else 401,
+ *    counted in the per-IP window `slack-ip` (429 past it). Only such requests
+ *    spend it: Slack sends every workspace's events from a few shared
+ *    addresses, where one workspace's traffic would refuse the others'.
+ * 2. `url_verification`: the challenge, echoed.
+ * 3. An event: per-workspace (`team_id`) and per-channel windows,
  *    all-or-nothing, scoped by the workspace. A retried `event_id` already
  *    accepted answers 200 and is neither counted nor forwarded again.
  *
@@ -25,7 +26,7 @@ import { header } from '@platform/rate-limit/middleware';
 import * as v from 'valibot';
 import { httpError, json, jsonObjectBody, parseBody, rawBody, routeHandler, SenderId } from '../shared/http.ts';
 import { platform } from '../shared/platform.ts';
-import { acceptOnce, boundedWebhookBody, sinkConfigured } from '../shared/webhook.ts';
+import { acceptOnce, boundedWebhookBody, refuseUnverified, sinkConfigured } from '../shared/webhook.ts';
 import { route } from './route.ts';
 import { verifySlackSignature } from './signature.ts';
 
@@ -58,7 +59,7 @@ const EventCallback = v.looseObject({
 });
 
 /** The workspace and channel windows, decided together, as the route declares them. */
-const [[WORKSPACE, CHANNEL]] = route.inHandler;
+const [[WORKSPACE, CHANNEL], [UNVERIFIED_IP]] = route.inHandler;
 
 /** Slack's answer to a refusal it should not retry: the same delivery would be refused again. */
 const NO_RETRY = { 'X-Slack-No-Retry': '1' };
@@ -75,8 +76,20 @@ export const handler = routeHandler(
       header(event, 'X-Slack-Signature'),
       body,
     );
-    if (check === 'stale') throw httpError(401, 'stale_request', 'The request timestamp is missing or too old.');
-    if (check !== 'valid') throw httpError(401, 'bad_signature', 'The request signature does not match.');
+    if (check === 'stale') {
+      await refuseUnverified(
+        event,
+        UNVERIFIED_IP,
+        httpError(401, 'stale_request', 'The request timestamp is missing or too old.'),
+      );
+    }
+    if (check !== 'valid') {
+      await refuseUnverified(
+        event,
+        UNVERIFIED_IP,
+        httpError(401, 'bad_signature', 'The request signature does not match.'),
+      );
+    }
     const { type } = parseBody(event, Envelope);
     if (type === 'url_verification') return json(200, { challenge: parseBody(event, UrlVerification).challenge });
     if (type !== 'event_callback') return json(200, { ok: true, ignored: type });
@@ -96,6 +109,6 @@ export const handler = routeHandler(
       NO_RETRY,
     );
   },
-  // a body too large or too deep, or a function with no queue, is refused before the per-IP window or anything else counts it
+  // a body too large or too deep, or a function with no queue, is refused before anything counts it
   { before: [boundedWebhookBody(NO_RETRY), sinkConfigured()] },
 );

@@ -6,8 +6,9 @@ export const route = {
   path: '/webhooks/slack',
   handler: 'slack/handler.ts',
   rawBody: true,
-  limits: [{ policy: 'slack-ip', key: { from: 'clientIp' } }],
+  // the per-IP window counts only requests failing verification (the handler, refuseUnverified)
+  limits: [],
   uses: ['eventQueue'],
   secrets: ['slack-signing-secret'],
-  inHandler: [['slack-workspace', 'slack-channel']],
+  inHandler: [['slack-workspace', 'slack-channel'], ['slack-ip']],
 } as const satisfies Route;

@@ -4,10 +4,13 @@
  * 0. Before anything is counted: a body past 192 KiB is 413, one nested past
  *    64 levels 400 (WEBHOOK_BODY_BOUNDS): no update Telegram builds is either.
  *    A function with no event queue (EVENT_QUEUE_URL unset) answers 503.
- * 1. Before verification: the per-IP window `telegram-ip` (the route's middleware).
+ * 1. The bot's id in the path, else 400.
  * 2. `X-Telegram-Bot-Api-Secret-Token` (set with setWebhook(secret_token))
  *    compared in constant time with the bot's secret
- *    (`secrets/telegram/telegram-bot-<bot>`): wrong, missing, or an unknown bot: 401.
+ *    (`secrets/telegram/telegram-bot-<bot>`): wrong, missing, or an unknown
+ *    bot: 401, counted in the per-IP window `telegram-ip` (429 past it). Only
+ *    such requests spend it: Telegram sends every bot's updates from a few
+ *    shared addresses, where one bot's traffic would refuse the others'.
  * 3. Per-bot and per-chat windows, all-or-nothing, scoped by the bot. An
  *    `update_id` already accepted answers 200 and is not counted again.
  *
@@ -19,7 +22,7 @@ import { header } from '@platform/rate-limit/middleware';
 import * as v from 'valibot';
 import { httpError, jsonObjectBody, parseBody, routeHandler, SenderId, safeId } from '../shared/http.ts';
 import { platform } from '../shared/platform.ts';
-import { acceptOnce, boundedWebhookBody, sinkConfigured } from '../shared/webhook.ts';
+import { acceptOnce, boundedWebhookBody, refuseUnverified, sinkConfigured } from '../shared/webhook.ts';
 import { route } from './route.ts';
 
 /** Equal-length digests, so the comparison takes the same time whatever was sent. */
@@ -65,7 +68,7 @@ function chatOf(update: Update): string | undefined {
 }
 
 /** The bot and chat windows, decided together, as the route declares them. */
-const [[BOT, CHAT]] = route.inHandler;
+const [[BOT, CHAT], [UNVERIFIED_IP]] = route.inHandler;
 
 export const handler = routeHandler(
   route,
@@ -73,7 +76,11 @@ export const handler = routeHandler(
     const bot = safeId(event.pathParameters?.bot, 'the bot');
     const secret = platform().policies.secret(`telegram-bot-${bot}`);
     if (!secret || !sameSecret(header(event, 'X-Telegram-Bot-Api-Secret-Token'), secret)) {
-      throw httpError(401, 'bad_secret_token', 'The secret token does not match.');
+      await refuseUnverified(
+        event,
+        UNVERIFIED_IP,
+        httpError(401, 'bad_secret_token', 'The secret token does not match.'),
+      );
     }
     const update = parseBody(event, Update);
     const chat = chatOf(update);

@@ -6,8 +6,9 @@ export const route = {
   path: '/webhooks/telegram/{bot}',
   handler: 'telegram/handler.ts',
   rawBody: true,
-  limits: [{ policy: 'telegram-ip', key: { from: 'clientIp' } }],
+  // the per-IP window counts only requests failing verification (the handler, refuseUnverified)
+  limits: [],
   uses: ['eventQueue'],
   secrets: ['telegram-bot-*'],
-  inHandler: [['telegram-bot', 'telegram-chat']],
+  inHandler: [['telegram-bot', 'telegram-chat'], ['telegram-ip']],
 } as const satisfies Route;

@@ -7,6 +7,7 @@ import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
 import { after, before, describe, it } from 'node:test';
 import fc from 'fast-check';
+import { readOuterLine } from '../../config/outer-line.ts';
 import { platform as sharedPlatform } from '../../functions/shared/platform.ts';
 import { signSlackBody } from '../../functions/slack/signature.ts';
 import { consumers, type TestPlatform } from '../support/consumers.ts';
@@ -15,9 +16,27 @@ import { call, loopbackAddress } from '../support/http.ts';
 const SLACK_SECRET = 'local-only-slack-signing-secret';
 const TELEGRAM_SECRET = 'local-only-telegram-secret-token';
 
+/** An address whose per-IP windows are overridden to 3, to reach their refusal under the gateway's own throttle. */
+const NARROW_IP = '127.0.9.9';
+
 let platform: TestPlatform;
 before(async () => {
-  platform = await consumers();
+  platform = await consumers({
+    // the outer line is gateway.test.ts's business: this file sends ~1,000 requests in a few seconds (its fuzz
+    // tests), past the stage's shared bucket (burst 400), whose 429s would be read as the webhooks'
+    gateway: {
+      outerLine: {
+        ...readOuterLine(),
+        stageThrottle: { rateLimit: 100_000, burstLimit: 100_000 },
+        routeThrottles: {},
+        defaultRouteThrottle: undefined,
+      },
+    },
+    parameters: {
+      [`/ratelimit/local/overrides/slack-ip/${NARROW_IP}`]: { limit: 3 },
+      [`/ratelimit/local/overrides/telegram-ip/${NARROW_IP}`]: { limit: 3 },
+    },
+  });
 });
 after(() => platform.close());
 
@@ -31,14 +50,21 @@ const slack = (
   from = loopbackAddress(),
 ) => call(platform.base, { method: 'POST', path: '/webhooks/slack', body, headers, from });
 
-const telegram = (bot: string, update: unknown, secret = TELEGRAM_SECRET) =>
+const telegram = (bot: string, update: unknown, secret = TELEGRAM_SECRET, from = loopbackAddress()) =>
   call(platform.base, {
     method: 'POST',
     path: `/webhooks/telegram/${bot}`,
     body: JSON.stringify(update),
     headers: { 'X-Telegram-Bot-Api-Secret-Token': secret },
-    from: loopbackAddress(),
+    from,
   });
+
+/** What is left of an address's per-IP window of unverified requests (a peek: nothing debited). */
+async function ipWindowLeft(policy: 'slack-ip' | 'telegram-ip', ip: string): Promise<number | undefined> {
+  const decision = await sharedPlatform().limiter.peek([{ policy, key: ip }]);
+  assert.ok(decision.decided, decision.outcome);
+  return decision.limits[0]?.remaining;
+}
 
 describe('Slack webhook (POST /webhooks/slack)', () => {
   it('answers 401 to a bad signature and to a stale timestamp, before any parsing', async () => {
@@ -53,6 +79,24 @@ describe('Slack webhook (POST /webhooks/slack)', () => {
     assert.equal(stale.status, 401);
     assert.equal(stale.json().error, 'stale_request');
     assert.equal((await slack(body, {})).status, 401, 'unsigned');
+  });
+
+  it("counts only requests failing verification in the per-IP window: a workspace's events from Slack's shared addresses never spend it", async () => {
+    const from = NARROW_IP; // as one of the few addresses Slack delivers every workspace's events from
+    const team = `T${randomUUID().slice(0, 8)}`;
+    for (let i = 0; i < 5; i++) {
+      const admitted = await slack(slackEvent(team, 'C1'), undefined, from);
+      assert.equal(admitted.status, 200, admitted.body);
+      assert.doesNotMatch(admitted.headers.ratelimit ?? '', /slack-ip/);
+    }
+    assert.equal(await ipWindowLeft('slack-ip', from), 3, 'verified events took nothing of the per-IP window');
+    const body = slackEvent(team, 'C1');
+    const forged = { ...signSlackBody(SLACK_SECRET, body), 'X-Slack-Signature': `v0=${'0'.repeat(64)}` };
+    const statuses: number[] = [];
+    for (let i = 0; i < 4; i++) statuses.push((await slack(body, forged, from)).status);
+    assert.deepEqual(statuses, [401, 401, 401, 429], 'each forged request counted; past the window refused');
+    const verified = await slack(slackEvent(`T${randomUUID().slice(0, 8)}`, 'C1'), undefined, from);
+    assert.equal(verified.status, 200, 'another workspace from the same address still passes');
   });
 
   it('echoes the url_verification challenge', async () => {
@@ -189,6 +233,18 @@ describe('Telegram webhook (POST /webhooks/telegram/{bot})', () => {
     assert.equal((await telegram('no-such-bot', { update_id: 1 })).status, 401);
   });
 
+  it('counts only a wrong secret token in the per-IP window, never a verified update', async () => {
+    const from = NARROW_IP;
+    for (let i = 0; i < 5; i++) {
+      const update = { update_id: Date.now() * 10 + i, message: { chat: { id: 31_337 } } };
+      assert.equal((await telegram('demo', update, TELEGRAM_SECRET, from)).status, 200);
+    }
+    assert.equal(await ipWindowLeft('telegram-ip', from), 3);
+    const statuses: number[] = [];
+    for (let i = 0; i < 4; i++) statuses.push((await telegram('demo', { update_id: 1 }, 'wrong', from)).status);
+    assert.deepEqual(statuses, [401, 401, 401, 429]);
+  });
+
   it('limits one chat to its window while another chat of the bot passes', async () => {
     const base = Date.now();
     const statuses: number[] = [];
@@ -248,11 +304,9 @@ describe('Webhooks: bodies past their bounds (192 KiB, 64 levels) are refused be
     const limits = admitted.headers.ratelimit ?? '';
     assert.match(limits, /"slack-workspace";r=299;/, 'the workspace debited once, by the admitted event only');
     assert.match(limits, /"slack-channel";r=59;/);
-    assert.match(limits, /"slack-ip";r=(\d+);/);
-    const fresh = await slack(slackEvent(`T${randomUUID().slice(0, 8)}`, 'CB'), undefined, loopbackAddress());
     assert.equal(
-      /"slack-ip";r=(\d+);/.exec(limits)?.[1],
-      /"slack-ip";r=(\d+);/.exec(fresh.headers.ratelimit ?? '')?.[1],
+      await ipWindowLeft('slack-ip', from),
+      600,
       "the refused bodies took nothing of the sender's IP window either",
     );
   });
