@@ -62,11 +62,56 @@ export class FileKeyRegistry implements KeyRegistry {
   }
 }
 
+/** How many key hashes a container remembers, of found and of not-found keys each. */
+const REMEMBERED = 10_000;
+
+/**
+ * At most `capacity` entries, the least recently used forgotten first (a Map
+ * iterates in insertion order: an entry used is moved to its end).
+ */
+class LruMap<V> {
+  readonly #capacity: number;
+  readonly #entries = new Map<string, V>();
+
+  constructor(capacity: number) {
+    this.#capacity = capacity;
+  }
+
+  /** The entry, without counting as a use (`remembers` only looks). */
+  peek(key: string): V | undefined {
+    return this.#entries.get(key);
+  }
+
+  /** The entry, now the most recently used. */
+  use(key: string): V | undefined {
+    const value = this.#entries.get(key);
+    if (value !== undefined) {
+      this.#entries.delete(key);
+      this.#entries.set(key, value);
+    }
+    return value;
+  }
+
+  set(key: string, value: V): void {
+    // `set` alone would keep a held entry where it was (next to go); only a new entry needs room
+    if (!this.#entries.delete(key) && this.#entries.size >= this.#capacity)
+      this.#entries.delete(this.#entries.keys().next().value as string);
+    this.#entries.set(key, value);
+  }
+
+  delete(key: string): void {
+    this.#entries.delete(key);
+  }
+}
+
 /**
  * One GetParameter per key hash, remembered for `ttlMs` per container (found
- * and not found alike, so guessing keys does not become SSM traffic). The SDK
- * module is imported when the registry is made (see SqsEventSink), so a
- * function reading the file registry never loads it.
+ * and not found alike, so guessing keys does not become SSM traffic). Found
+ * and not-found keys are remembered apart, 10 000 of each, the least recently
+ * used forgotten first: a churn of random keys never pushes a real one out
+ * (back to an SSM read, and to the guessing window's check). The SDK module
+ * is imported when the registry is made (see SqsEventSink), so a function
+ * reading the file registry never loads it.
  */
 export class SsmKeyRegistry implements KeyRegistry {
   readonly #sdk: Promise<typeof import('@aws-sdk/client-ssm')>;
@@ -74,7 +119,8 @@ export class SsmKeyRegistry implements KeyRegistry {
   readonly #path: string;
   readonly #ttlMs: number;
   readonly #now: () => number;
-  readonly #cache = new Map<string, { owner: KeyOwner | undefined; until: number }>();
+  readonly #found = new LruMap<{ owner: KeyOwner; until: number }>(REMEMBERED);
+  readonly #notFound = new LruMap<{ until: number }>(REMEMBERED);
 
   constructor(path: string, options: { client?: SSMClient; ttlMs?: number; now?: () => number } = {}) {
     this.#sdk = import('@aws-sdk/client-ssm');
@@ -88,13 +134,16 @@ export class SsmKeyRegistry implements KeyRegistry {
   }
 
   remembers(keyHash: string): boolean {
-    const cached = this.#cache.get(keyHash);
-    return cached !== undefined && cached.until > this.#now();
+    const now = this.#now();
+    return (this.#found.peek(keyHash)?.until ?? 0) > now || (this.#notFound.peek(keyHash)?.until ?? 0) > now;
   }
 
   async lookup(keyHash: string): Promise<KeyOwner | undefined> {
-    const cached = this.#cache.get(keyHash);
-    if (cached && cached.until > this.#now()) return cached.owner;
+    const now = this.#now();
+    const known = this.#found.use(keyHash);
+    if (known && known.until > now) return known.owner;
+    const unknown = this.#notFound.use(keyHash);
+    if (unknown && unknown.until > now) return undefined;
     const [{ GetParameterCommand, ParameterNotFound }, client] = await Promise.all([this.#sdk, this.#client]);
     let found: KeyOwner | undefined;
     try {
@@ -103,8 +152,15 @@ export class SsmKeyRegistry implements KeyRegistry {
     } catch (error) {
       if (!(error instanceof ParameterNotFound)) throw error;
     }
-    if (this.#cache.size >= 10_000) this.#cache.delete(this.#cache.keys().next().value as string);
-    this.#cache.set(keyHash, { owner: found, until: this.#now() + this.#ttlMs });
+    const until = this.#now() + this.#ttlMs;
+    // in one map only: a key created, or revoked, since its last read holds no stale entry in the other
+    if (found) {
+      this.#notFound.delete(keyHash);
+      this.#found.set(keyHash, { owner: found, until });
+    } else {
+      this.#found.delete(keyHash);
+      this.#notFound.set(keyHash, { until });
+    }
     return found;
   }
 }

@@ -104,6 +104,89 @@ describe('Class: SsmKeyRegistry', () => {
     ssm.restore();
   });
 
+  it('keeps the keys it found whatever the churn of unknown ones (10 000 random keys do not push one out)', async () => {
+    const ssm = mockClient(SSMClient);
+    ssm.on(GetParameterCommand).rejects(new ParameterNotFound({ message: 'not found', $metadata: {} })); // before the specific one, or it wins
+    ssm
+      .on(GetParameterCommand, { Name: '/platform/api-keys/real' })
+      .resolves({ Parameter: { Value: JSON.stringify({ owner: 'acme', role: 'partner' }) } });
+    const clock = { ms: 0 };
+    const registry = new SsmKeyRegistry('/platform/api-keys', { client: new SSMClient({}), now: () => clock.ms });
+    try {
+      assert.deepEqual(await registry.lookup('real'), { owner: 'acme', role: 'partner' });
+      for (let i = 0; i < 10_001; i++) await registry.lookup(`random${i}`);
+      assert.ok(registry.remembers('real'), 'a known key outlives any number of unknown ones');
+      assert.ok(!registry.remembers('random0'), 'the unknown keys are bounded among themselves: the oldest went');
+      assert.ok(registry.remembers('random1') && registry.remembers('random10000'));
+      assert.equal(ssm.commandCalls(GetParameterCommand).length, 1 + 10_001);
+    } finally {
+      ssm.restore();
+    }
+  });
+
+  it('answers a key created or revoked since its last read as it now is, once its TTL is over', async () => {
+    const ssm = mockClient(SSMClient);
+    const clock = { ms: 0 };
+    const registry = new SsmKeyRegistry('/platform/api-keys', {
+      client: new SSMClient({}),
+      ttlMs: 1000,
+      now: () => clock.ms,
+    });
+    try {
+      ssm.on(GetParameterCommand).rejects(new ParameterNotFound({ message: 'not found', $metadata: {} }));
+      assert.equal(await registry.lookup('key'), undefined);
+      ssm
+        .on(GetParameterCommand)
+        .resolves({ Parameter: { Value: JSON.stringify({ owner: 'acme', role: 'standard' }) } });
+      clock.ms = 1000;
+      assert.deepEqual(await registry.lookup('key'), { owner: 'acme', role: 'standard' }, 'created');
+      ssm.on(GetParameterCommand).rejects(new ParameterNotFound({ message: 'not found', $metadata: {} }));
+      clock.ms = 2000;
+      assert.equal(await registry.lookup('key'), undefined, 'revoked');
+      assert.equal(await registry.lookup('key'), undefined, 'revoked, from memory');
+      assert.equal(ssm.commandCalls(GetParameterCommand).length, 3);
+    } finally {
+      ssm.restore();
+    }
+  });
+
+  it('forgets the known key least recently used, and only to make room for a new one', async () => {
+    const ssm = mockClient(SSMClient);
+    ssm.on(GetParameterCommand).callsFake(({ Name }: { Name: string }) => ({
+      Parameter: { Value: JSON.stringify({ owner: Name.split('/').pop(), role: 'standard' }) },
+    }));
+    const clock = { ms: 0 };
+    const registry = new SsmKeyRegistry('/platform/api-keys', {
+      client: new SSMClient({}),
+      ttlMs: 60_000,
+      now: () => clock.ms,
+    });
+    try {
+      // 10 000 known keys (full): `first`, then `real`, then the rest
+      await registry.lookup('first');
+      await registry.lookup('real');
+      await registry.lookup('hot');
+      for (let i = 3; i < 10_000; i++) await registry.lookup(`k${i}`);
+      clock.ms = 1;
+      await registry.lookup('hot'); // read from memory: now the most recently used
+      clock.ms = 60_000;
+      await registry.lookup('real'); // lapsed and read again: the most recently used, and nothing made room for it
+      assert.ok(registry.remembers('real'));
+      for (const key of ['first', 'k3', 'k4', 'k5']) assert.ok(!registry.remembers(key), `${key} lapsed`);
+      clock.ms = 59_999; // every entry back within its TTL: what `remembers` shows is what is held
+      assert.ok(registry.remembers('first'), 'refreshing a held key evicted nothing');
+      // two new keys: the two least recently used go, `first` and `k3`, not `hot` or `real`
+      await registry.lookup('new1');
+      await registry.lookup('new2');
+      assert.ok(!registry.remembers('first') && !registry.remembers('k3'));
+      assert.ok(registry.remembers('k4'));
+      assert.ok(registry.remembers('hot'), 'a key read from memory was used, so not next to go');
+      assert.ok(registry.remembers('real'), 'a key just read again is not next to go');
+    } finally {
+      ssm.restore();
+    }
+  });
+
   it('lets an SSM failure other than "not found" through (the API answers 503)', async () => {
     const ssm = mockClient(SSMClient);
     ssm.on(GetParameterCommand).rejects(new Error('ThrottlingException'));
