@@ -16,7 +16,13 @@ import type { PolicyName } from '../../config/catalogue.ts';
 import { httpError } from '../shared/http.ts';
 import { platform } from '../shared/platform.ts';
 import { type ConsumerSettings, readConsumerSettings } from '../shared/settings.ts';
-import { FileKeyRegistry, type KeyOwner, type KeyRegistry, SsmKeyRegistry } from './registry.ts';
+import {
+  FileKeyRegistry,
+  type KeyOwner,
+  type KeyRegistry,
+  KeyRegistryUnavailableError,
+  SsmKeyRegistry,
+} from './registry.ts';
 
 /** The per-IP window on unknown keys (key guessing). */
 export const UNKNOWN_KEY_POLICY: PolicyName = 'api-unknown-key-ip';
@@ -92,8 +98,11 @@ export const apiKeyAuth: MiddlewareObj<HttpEvent, unknown, Error, AuthenticatedC
     let found: KeyOwner | undefined;
     try {
       found = keyHash === undefined ? undefined : await keys.lookup(keyHash);
-    } catch {
-      throw httpError(503, 'key_registry_unavailable', 'Try again shortly.', { 'Retry-After': '1' });
+    } catch (error) {
+      // the SSM registry's breaker says how long it will refuse keys not in memory: a retry before then is refused too
+      const seconds =
+        error instanceof KeyRegistryUnavailableError ? Math.max(1, Math.ceil(error.retryAfterMs / 1000)) : 1;
+      throw httpError(503, 'key_registry_unavailable', 'Try again shortly.', { 'Retry-After': String(seconds) });
     }
     if (!found) {
       if (ip === undefined) throw httpError(401, 'unknown_api_key', 'This API key is not known.');

@@ -12,7 +12,8 @@ export interface KeyOwner {
 /**
  * The API key registry, by the key's hash (never the key): SSM parameters
  * `<path>/<hash>` = `{"owner": …, "role": …}` in AWS, a JSON file locally.
- * Throws when the registry cannot be read (the API then answers 503).
+ * Throws when the registry cannot be read (the API then answers 503), a
+ * KeyRegistryUnavailableError when it knows for how long.
  */
 export interface KeyRegistry {
   lookup(keyHash: string): Promise<KeyOwner | undefined>;
@@ -105,12 +106,34 @@ class LruMap<V> {
 }
 
 /**
+ * SSM could not be read (throttled, down), just now or within the last
+ * `retryAfterMs`: the API answers 503 with that Retry-After.
+ */
+export class KeyRegistryUnavailableError extends Error {
+  readonly retryAfterMs: number;
+
+  constructor(retryAfterMs: number, options?: { cause?: unknown }) {
+    const cause = options?.cause;
+    super(
+      `the key registry is unavailable${cause instanceof Error ? ` (${cause.name}: ${cause.message})` : ''}`,
+      options,
+    );
+    this.name = 'KeyRegistryUnavailableError';
+    this.retryAfterMs = retryAfterMs;
+  }
+}
+
+/**
  * One GetParameter per key hash, remembered for `ttlMs` per container (found
  * and not found alike, so guessing keys does not become SSM traffic). Found
  * and not-found keys are remembered apart, 10 000 of each, the least recently
  * used forgotten first: a churn of random keys never pushes a real one out
- * (back to an SSM read, and to the guessing window's check). The SDK module
- * is imported when the registry is made (see SqsEventSink), so a function
+ * (back to an SSM read, and to the guessing window's check). After a failed
+ * read, a key not in memory is answered unavailable for `breakMs` (2 s)
+ * without a read: a 503 is not counted as a guess, so without this one IP's
+ * random keys would each cost a GetParameter for as long as SSM throttles
+ * (keeping it throttled); keys in memory keep working. The SDK module is
+ * imported when the registry is made (see SqsEventSink), so a function
  * reading the file registry never loads it.
  */
 export class SsmKeyRegistry implements KeyRegistry {
@@ -119,10 +142,16 @@ export class SsmKeyRegistry implements KeyRegistry {
   readonly #path: string;
   readonly #ttlMs: number;
   readonly #now: () => number;
+  readonly #breakMs: number;
   readonly #found = new LruMap<{ owner: KeyOwner; until: number }>(REMEMBERED);
   readonly #notFound = new LruMap<{ until: number }>(REMEMBERED);
+  /** Until when a key not in memory is answered unavailable without a read (after a failed one). */
+  #brokenUntil = Number.NEGATIVE_INFINITY;
 
-  constructor(path: string, options: { client?: SSMClient; ttlMs?: number; now?: () => number } = {}) {
+  constructor(
+    path: string,
+    options: { client?: SSMClient; ttlMs?: number; breakMs?: number; now?: () => number } = {},
+  ) {
     this.#sdk = import('@aws-sdk/client-ssm');
     const given = options.client;
     this.#client = given
@@ -130,6 +159,7 @@ export class SsmKeyRegistry implements KeyRegistry {
       : this.#sdk.then(({ SSMClient }) => new SSMClient(AWS_CLIENT_OPTIONS));
     this.#path = path.replace(/\/+$/, '');
     this.#ttlMs = options.ttlMs ?? 60_000;
+    this.#breakMs = options.breakMs ?? 2_000;
     this.#now = options.now ?? Date.now;
   }
 
@@ -144,14 +174,19 @@ export class SsmKeyRegistry implements KeyRegistry {
     if (known && known.until > now) return known.owner;
     const unknown = this.#notFound.use(keyHash);
     if (unknown && unknown.until > now) return undefined;
+    if (now < this.#brokenUntil) throw new KeyRegistryUnavailableError(this.#brokenUntil - now);
     const [{ GetParameterCommand, ParameterNotFound }, client] = await Promise.all([this.#sdk, this.#client]);
-    let found: KeyOwner | undefined;
+    let value: string | undefined;
     try {
-      const reply = await client.send(new GetParameterCommand({ Name: `${this.#path}/${keyHash}` }));
-      found = owner(JSON.parse(reply.Parameter?.Value ?? 'null'));
+      value = (await client.send(new GetParameterCommand({ Name: `${this.#path}/${keyHash}` }))).Parameter?.Value;
     } catch (error) {
-      if (!(error instanceof ParameterNotFound)) throw error;
+      if (!(error instanceof ParameterNotFound)) {
+        this.#brokenUntil = this.#now() + this.#breakMs;
+        throw new KeyRegistryUnavailableError(this.#breakMs, { cause: error });
+      }
     }
+    // parsed outside the try: one entry that is not JSON is that key's 503 (as before), not a breaker for every key
+    const found = value === undefined ? undefined : owner(JSON.parse(value));
     const until = this.#now() + this.#ttlMs;
     // in one map only: a key created, or revoked, since its last read holds no stale entry in the other
     if (found) {

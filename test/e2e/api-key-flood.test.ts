@@ -81,4 +81,31 @@ describe('The API under a flood of random keys from one IP', () => {
       .filter((r) => r.policy === 'api-unknown-key-ip' && r.key === ip);
     assert.equal(refusals.length, KEYS - window, 'each 429 of the guessing window is in the refusal log');
   });
+  it('during an SSM throttle, reads SSM once per breaker interval, not once per random key', async () => {
+    const ssm = mockClient(SSMClient);
+    const throttled = new Error('Rate exceeded');
+    throttled.name = 'ThrottlingException';
+    ssm.on(GetParameterCommand).rejects(throttled);
+    const clock = { ms: 0 }; // never moves: the breaker stays open after the first failure
+    useRegistry(new SsmKeyRegistry('/platform/test/api-keys', { client: new SSMClient({}), now: () => clock.ms }));
+    const { handler } = await import('../../functions/api/handler.ts');
+    const ip = `192.0.2.${1 + (process.pid % 250)}`; // not the first test's IP: its window is over
+    const answers: { statusCode: number; headers?: Record<string, string> }[] = [];
+    try {
+      for (let i = 0; i < 200; i++) {
+        const event = {
+          ...restEvent({ ip, headers: { 'x-api-key': newApiKey() } }),
+          httpMethod: 'GET',
+          path: '/v1/whoami',
+          pathParameters: { proxy: 'whoami' },
+        };
+        answers.push((await handler(event, {} as never)) as (typeof answers)[number]);
+      }
+    } finally {
+      ssm.restore();
+    }
+    assert.equal(ssm.commandCalls(GetParameterCommand).length, 1, 'the first failure opened the breaker');
+    assert.deepEqual(new Set(answers.map((a) => a.statusCode)), new Set([503]));
+    assert.equal(answers[1]?.headers?.['Retry-After'], '2', 'as long as the breaker refuses');
+  });
 });

@@ -10,7 +10,7 @@ import { InvalidSettingError } from '@platform/rate-limit';
 import { mockClient } from 'aws-sdk-client-mock';
 import fc from 'fast-check';
 import { keyRegistryFor } from '../../functions/api/auth.ts';
-import { SsmKeyRegistry } from '../../functions/api/registry.ts';
+import { KeyRegistryUnavailableError, SsmKeyRegistry } from '../../functions/api/registry.ts';
 import { readConsumerSettings } from '../../functions/shared/settings.ts';
 import { eventSinkOf, SqsEventSink, UnsetEventSink } from '../../functions/shared/sink.ts';
 
@@ -187,12 +187,73 @@ describe('Class: SsmKeyRegistry', () => {
     }
   });
 
-  it('lets an SSM failure other than "not found" through (the API answers 503)', async () => {
+  it('answers an SSM failure other than "not found" as unavailable (the API answers 503)', async () => {
     const ssm = mockClient(SSMClient);
     ssm.on(GetParameterCommand).rejects(new Error('ThrottlingException'));
     const registry = new SsmKeyRegistry('/platform/api-keys', { client: new SSMClient({}) });
-    await assert.rejects(registry.lookup('any'), /ThrottlingException/);
+    await assert.rejects(registry.lookup('any'), (error) => {
+      assert.ok(error instanceof KeyRegistryUnavailableError, String(error));
+      assert.match(String((error.cause as Error).message), /ThrottlingException/);
+      return true;
+    });
     ssm.restore();
+  });
+
+  it('after a failed read, answers keys not in memory unavailable for breakMs without reading SSM; keys in memory keep working', async () => {
+    const ssm = mockClient(SSMClient);
+    const throttled = new Error('Rate exceeded');
+    throttled.name = 'ThrottlingException';
+    ssm.on(GetParameterCommand).rejects(throttled); // before the specific one, or it wins
+    ssm
+      .on(GetParameterCommand, { Name: '/platform/api-keys/known' })
+      .resolves({ Parameter: { Value: JSON.stringify({ owner: 'acme', role: 'partner' }) } });
+    const clock = { ms: 0 };
+    const registry = new SsmKeyRegistry('/platform/api-keys', {
+      client: new SSMClient({}),
+      ttlMs: 60_000,
+      breakMs: 2_000,
+      now: () => clock.ms,
+    });
+    const reads = () => ssm.commandCalls(GetParameterCommand).length;
+    const unavailable = (retryAfterMs: number) => (error: unknown) => {
+      assert.ok(error instanceof KeyRegistryUnavailableError, String(error));
+      assert.equal(error.retryAfterMs, retryAfterMs);
+      return true;
+    };
+    try {
+      assert.deepEqual(await registry.lookup('known'), { owner: 'acme', role: 'partner' });
+      await assert.rejects(registry.lookup('random0'), unavailable(2_000)); // SSM throttles: the breaker opens
+      assert.equal(reads(), 2);
+      clock.ms = 500;
+      for (let i = 1; i <= 200; i++) await assert.rejects(registry.lookup(`random${i}`), unavailable(1_500));
+      assert.equal(reads(), 2, 'no read while the breaker is open');
+      assert.deepEqual(await registry.lookup('known'), { owner: 'acme', role: 'partner' }, 'a key in memory works');
+      assert.ok(!registry.remembers('random1'), 'a refused key is not remembered as unknown');
+      clock.ms = 2_000; // the breaker is over: one read tries SSM again, and its failure opens it again
+      await assert.rejects(registry.lookup('random201'), unavailable(2_000));
+      await assert.rejects(registry.lookup('random202'), unavailable(2_000));
+      assert.equal(reads(), 3);
+      ssm.on(GetParameterCommand).rejects(new ParameterNotFound({ message: 'not found', $metadata: {} }));
+      clock.ms = 4_000; // SSM is back; "not found" is an answer, not a failure: the breaker stays closed
+      assert.equal(await registry.lookup('random203'), undefined);
+      assert.equal(await registry.lookup('random204'), undefined);
+      assert.equal(reads(), 5);
+    } finally {
+      ssm.restore();
+    }
+  });
+  it('opens no breaker for an entry that is not JSON (that key alone is refused)', async () => {
+    const ssm = mockClient(SSMClient);
+    ssm.on(GetParameterCommand).rejects(new ParameterNotFound({ message: 'not found', $metadata: {} }));
+    ssm.on(GetParameterCommand, { Name: '/platform/api-keys/typo' }).resolves({ Parameter: { Value: '{owner: acme' } });
+    const registry = new SsmKeyRegistry('/platform/api-keys', { client: new SSMClient({}), now: () => 0 });
+    try {
+      await assert.rejects(registry.lookup('typo'), SyntaxError);
+      assert.equal(await registry.lookup('other'), undefined, 'read, and answered');
+      assert.equal(ssm.commandCalls(GetParameterCommand).length, 2);
+    } finally {
+      ssm.restore();
+    }
   });
 });
 
