@@ -23,6 +23,14 @@ export function demandKey(region: string): string {
   return `${COUNTER_PREFIX}{regions}:demand@${region}`;
 }
 
+/**
+ * Where `region`'s rebalancer stopped reading `other`'s demand set (`<score> <members at it read>`):
+ * written by `region` only, so it ends in its suffix like every key it writes.
+ */
+export function demandCursorKey(other: string, region: string): string {
+  return `${COUNTER_PREFIX}{regions}:demand-read:${other}@${region}`;
+}
+
 /** The suffix every key a region writes ends with (what its replicator copies). */
 export function ownKeySuffix(region: string): string {
   return `@${region}`;

@@ -8,7 +8,7 @@
  */
 import type { PolicyResolver } from '../core/limiter.ts';
 import { type RedisClient, runScript } from '../redis/run-script.ts';
-import { demandKey, grantsKey, ringKey } from './keys.ts';
+import { demandCursorKey, demandKey, grantsKey, ringKey } from './keys.ts';
 import { DEMAND_KEEP_MS, initialShare } from './regional-checks.ts';
 import type { RegionScripts } from './scripts.ts';
 import type { RegionSettings } from './settings.ts';
@@ -19,7 +19,7 @@ export interface RebalanceOptions {
   readonly regions: RegionSettings;
   readonly policies: PolicyResolver;
   readonly scripts: RegionScripts;
-  /** Most limits one pass looks at per other region (the newest refusals are not preferred). @default 1000 */
+  /** Most limits one pass looks at per other region: the next pass reads on from there. @default 1000 */
   readonly maxLimits?: number;
   /** Extra ARGV (the pinned test clock); none in production. */
   readonly timeArgs?: () => readonly string[];
@@ -44,14 +44,7 @@ export async function rebalance(options: RebalanceOptions): Promise<RebalanceRep
   let skipped = 0;
   for (const other of regions) {
     if (other === region) continue;
-    const members = await redis.zrangebyscore(
-      demandKey(other),
-      String(since),
-      '+inf',
-      'LIMIT',
-      0,
-      options.maxLimits ?? 1000,
-    );
+    const members = await readDemand(redis, other, region, since, options.maxLimits ?? 1000);
     for (const member of new Set(members)) {
       const [name, key, counter] = member.split('\n') as [string, string | undefined, string | undefined];
       // the key's own override: the limit the checks split must be the one split here
@@ -69,4 +62,41 @@ export async function rebalance(options: RebalanceOptions): Promise<RebalanceRep
     }
   }
   return { limits, given, skipped };
+}
+
+/**
+ * One page of `other`'s demand set, from where the last pass stopped (a key
+ * of this region's, so a Lambda's cold start does not lose it), oldest
+ * first; back to the oldest once a page reaches the end. Answered members
+ * stay in the set (it is `other`'s, replicated whole: this region may not
+ * remove them), so reading the oldest page every pass would starve every
+ * limit past it. A member keeps its first refusal's place
+ * (regional-checks.ts adds with NX), so each is read once per sweep however
+ * often it is refused. Members of one ms are ordered by name: the count read
+ * at the stop's score resumes among them (one added there meanwhile may wait
+ * a sweep).
+ */
+async function readDemand(
+  redis: RedisClient,
+  other: string,
+  region: string,
+  since: number,
+  page: number,
+): Promise<string[]> {
+  const cursor = demandCursorKey(other, region);
+  const [savedScore = Number.NaN, savedRead = 0] = ((await redis.get(cursor)) ?? '').split(' ').map(Number);
+  const resume = savedScore >= since; // a stop older than the set's keep: its members have left
+  const from = resume ? savedScore : since;
+  const skip = resume ? savedRead : 0;
+  const reply = await redis.zrangebyscore(demandKey(other), String(from), '+inf', 'WITHSCORES', 'LIMIT', skip, page);
+  const members = reply.filter((_, i) => i % 2 === 0);
+  if (members.length < page) {
+    await redis.del(cursor);
+    return members;
+  }
+  const last = Number(reply[reply.length - 1]);
+  const atLast = reply.filter((value, i) => i % 2 === 1 && Number(value) === last).length;
+  const read = (last === from ? skip : 0) + atLast;
+  await redis.set(cursor, `${last} ${read}`, 'PX', DEMAND_KEEP_MS);
+  return members;
 }

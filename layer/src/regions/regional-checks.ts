@@ -26,7 +26,7 @@ export interface RegionalLimit {
   readonly cost: number;
 }
 
-/** How long a region keeps a refused limit in its demand set for the rebalancers. */
+/** How long a region keeps a refused limit in its demand set for the rebalancers, from its first refusal there. */
 export const DEMAND_KEEP_MS = 15 * 60_000;
 
 /** This region's initial share of a limit: the limit split evenly, the remainder to the first regions. */
@@ -158,8 +158,9 @@ export class RegionalChecks {
     await guardedRedis(this.#options.redis).within(budgetMs, (client) =>
       client
         .pipeline()
-        .zadd(key, ...limits.flatMap((l) => [String(now), demandMember(l)]))
         .zremrangebyscore(key, '-inf', String(now - DEMAND_KEEP_MS))
+        // NX: a limit keeps its first refusal's place, so the rebalancers' pages reach it (rebalance.ts readDemand)
+        .zadd(key, 'NX', ...limits.flatMap((l) => [String(now), demandMember(l)]))
         .exec(),
     );
   }
