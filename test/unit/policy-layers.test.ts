@@ -98,6 +98,22 @@ describe('compileOverride', () => {
     assert.throws(() => compileOverride('api-key', base, { capacity: 5 }, 'a key with spaces'));
     assert.throws(() => compileOverride('api-key', base, { capacity: 5, until: '2030-02-30T00:00:00Z' }), /until/);
   });
+
+  it("refuses a change of a shares policy's window (a gift's lifetime follows the window it was given under)", () => {
+    const shares = { strategy: 'slidingWindow', limit: 10, window: '1 m', regions: 'shares', failureMode: 'closed' };
+    assert.throws(
+      () => compileOverride('login-ip', shares, { window: '15 m' }),
+      (error: unknown) =>
+        error instanceof InvalidPolicyError &&
+        /may not change the window of a regions: "shares" policy/.test(error.reason),
+    );
+    assert.throws(() => compileOverride('login-ip', shares, { window: '30 s' }, 'k'), InvalidPolicyError);
+    // the same window spelt otherwise, and the limit, are an override's
+    assert.equal(compileOverride('login-ip', shares, { window: '60 s', limit: 5 }).compiled.limit, 5);
+    // a window of another mode is an override's too
+    const home = { ...shares, regions: 'home' };
+    assert.equal(compileOverride('login-ip', home, { window: '15 m' }).compiled.windowSeconds, 900);
+  });
 });
 
 describe('overridePatch and inForce', () => {

@@ -130,6 +130,7 @@ export function compileOverride(policy: string, base: unknown, value: unknown, k
   const config = mergeOverride(base, patch);
   const compiled = compilePolicy(policy, config);
   assertSameShape(policy, base, config);
+  assertSameSharesWindow(policy, base, config, compiled);
   return { patch, ...(until === undefined ? {} : { until }), config, compiled };
 }
 
@@ -137,8 +138,9 @@ export function compileOverride(policy: string, base: unknown, value: unknown, k
  * What an override may not change: the strategy (the stored state would be
  * read as another shape), the group (its counters would move to another hash
  * tag, a lockout silently reset, and its grouped check refused as
- * misconfigured) and the regions (where it is decided). Those are the
- * default's to change, with a deploy.
+ * misconfigured) and the regions (where it is decided); and a `shares`
+ * policy's window (assertSameSharesWindow). Those are the default's to
+ * change, with a deploy.
  */
 const STRUCTURAL_FIELDS = ['strategy', 'group', 'regions'] as const;
 
@@ -151,6 +153,25 @@ function assertSameShape(policy: string, base: unknown, config: unknown): void {
         `an override may not change ${name} (from ${field(base, name) ?? 'none'} to ${field(config, name) ?? 'none'}): change the default instead`,
       );
     }
+  }
+}
+
+/**
+ * A `shares` policy's window is the default's too: a gift is counted by its
+ * receiver, and kept by its giver, for times set by the window it was given
+ * under, so a window lengthened while gifts are out lets the giver's split
+ * come back while events the gift admitted are still in the new window (the
+ * sum above the limit). Compared compiled: "60 s" over "1 m" is no change.
+ */
+function assertSameSharesWindow(policy: string, base: unknown, config: unknown, compiled: CompiledPolicy): void {
+  if (!isPlain(base) || base.regions !== 'shares') return;
+  const before = compilePolicy(policy, base);
+  if (before.strategy !== 'slidingWindow' || compiled.strategy !== 'slidingWindow') return; // a strategy change is refused above
+  if (before.windowUs !== compiled.windowUs) {
+    throw new InvalidPolicyError(
+      policy,
+      `an override may not change the window of a regions: "shares" policy (from ${JSON.stringify(base.window)} to ${JSON.stringify(isPlain(config) ? config.window : undefined)}): change the default instead (docs/multi-region.md)`,
+    );
   }
 }
 
