@@ -1,7 +1,8 @@
 -- regions_shares: limits in `shares` mode, decided in this region alone,
 -- all-or-nothing. A limit admits when this region's events in its window plus
 -- the cost fit in its share (lib/regions rg_share); a refusal with debit adds
--- its cost to the region's `refused` (the demand the rebalancers answer).
+-- the cost to `refused` (the demand the rebalancers answer) of each limit that
+-- did not fit, not of the others: they need no share.
 -- fragments: lib/sliding_window lib/regions
 -- KEYS         per limit i, 1 + R keys: this region's ring, then the grants
 --              hash of every region (ARGV's region order)
@@ -11,8 +12,8 @@
 -- ARGV[4]      R, then R region names
 -- ARGV[5+R..]  per limit: cost, limit, window µs, this region's initial share
 -- Reply: { allowed (1|0), binding limit (1-based, 0 when admitted), now µs,
---   then per limit: remaining, retry µs (-1: only a grant can admit it),
---   reset µs, share }
+--   then per limit: remaining, retry µs (0: it fits; -1: only a grant can
+--   admit it), reset µs, share }
 -- Complexity: O(N × (R + cost)) amortised; memory O(limit) per ring.
 local limits = tonumber(ARGV[1])
 local debit = ARGV[2] == '1'
@@ -22,7 +23,7 @@ local names = {}
 for s = 1, regions do names[s] = ARGV[4 + s] end
 
 local now = now_us()
-local evals, own_grants = {}, {}
+local evals, own_grants, short = {}, {}, {}
 local allowed, binding, longest = true, 0, -1
 local reply = { 0, 0, now }
 for i = 1, limits do
@@ -42,6 +43,7 @@ for i = 1, limits do
     local wait = retry_us == -1 and math.huge or retry_us
     if wait > longest then binding, longest = i, wait end
     allowed = false
+    short[i] = true
   end
   evals[i], own_grants[i] = r, grants[me]
   local reset_us = in_window > 0 and r.newest + window_us - r.now or 0
@@ -55,7 +57,7 @@ if debit then
     local r = evals[i]
     if allowed then
       sw_apply(r)
-    else
+    elseif short[i] then
       local refused = tonumber(redis.call('HGET', own_grants[i], 'refused')) or 0
       redis.call('HSET', own_grants[i], 'refused', refused + r.cost)
       rg_touch(own_grants[i], now, r.window_us)

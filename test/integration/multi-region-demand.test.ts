@@ -10,7 +10,8 @@ import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { setTimeout } from 'node:timers/promises';
 import { compilePolicies, type RedisClient, staticPolicies } from '@platform/rate-limit';
-import { createRegionalLimiter, productionRegionScripts, rebalance } from '@platform/rate-limit/regions';
+import { counterKey } from '@platform/rate-limit/policy';
+import { createRegionalLimiter, grantsKey, productionRegionScripts, rebalance } from '@platform/rate-limit/regions';
 import { connected, targets, unique } from '../support/targets.ts';
 
 describe('Multi-region shares: demand read in turn', () => {
@@ -80,5 +81,35 @@ describe('Multi-region shares: demand read in turn', () => {
 
     // Assess: its place in the set is its first refusal's, so the pages reach it
     assert.equal(answered, true, "'again' was never given share");
+  });
+
+  it('reports demand for the limits of a grouped check that refused it, not the others', async () => {
+    // Prepare: ip and ip48 checked together (login's pair); us's split of ip is 1, of ip48 10
+    const [ip, ip48] = [unique('ip'), unique('ip48')];
+    const suffix = ip.slice(-8);
+    const [eu, us] = [`eu-${suffix}`, `us-${suffix}`];
+    const window = { strategy: 'slidingWindow', window: '1 h', regions: 'shares', failureMode: 'closed', group: 'net' };
+    const catalogue = compilePolicies({ [ip]: { ...window, limit: 2 }, [ip48]: { ...window, limit: 20 } });
+    const policies = staticPolicies(catalogue);
+    const settings = (region: string) => ({ region, homeRegion: eu, regions: [eu, us] });
+    const usLimiter = createRegionalLimiter({ redis, regionalRedis: redis, regions: settings(us), policies });
+    const check = () =>
+      usLimiter.checkAll(
+        [
+          { policy: ip, key: 'a' },
+          { policy: ip48, key: 'a' },
+        ],
+        { scope: 'a' },
+      );
+    assert.equal((await check()).allowed, true);
+    for (let i = 0; i < 3; i++) assert.equal((await check()).allowed, false, 'refused by ip');
+
+    // Act
+    const report = await rebalance({ redis, regions: settings(eu), policies, scripts: productionRegionScripts() });
+
+    // Assess: eu gave ip its 1 unused; ip48, which had room all the time, reports no demand and was not looked at
+    assert.deepEqual({ given: report.given, limits: report.limits }, { given: 1, limits: 1 });
+    const ip48Counter = counterKey(catalogue.get(ip48) ?? assert.fail(ip48), 'a', 'a');
+    assert.equal(await redis.hget(grantsKey(ip48Counter, us), 'refused'), null);
   });
 });

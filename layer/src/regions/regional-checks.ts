@@ -94,7 +94,8 @@ export class RegionalChecks {
     }
     const decision = this.#read(limits, result.reply);
     this.#options.onDecided?.(decision, Number((result.reply as unknown[])[2]));
-    if (mode === 'shares' && debit && !decision.allowed) await this.#noteDemand(limits, budgetMs);
+    if (mode === 'shares' && debit && !decision.allowed)
+      await this.#noteDemand(this.#short(limits, result.reply), budgetMs);
     return decision;
   }
 
@@ -145,6 +146,11 @@ export class RegionalChecks {
     if (numbers[0] === 1) return allowedBy(statuses);
     const binding = statuses[(numbers[1] as number) - 1] as LimitStatus;
     return limitedBy(binding, statuses, binding.retryAfterMs);
+  }
+
+  /** The limits of a refused check that did not fit (retry µs not 0): only they asked for share (regions_shares.lua). */
+  #short(limits: readonly RegionalLimit[], reply: unknown): RegionalLimit[] {
+    return limits.filter((_, i) => Number((reply as unknown[])[4 + 4 * i]) !== 0);
   }
 
   /**
