@@ -84,10 +84,11 @@ async function readDemand(
   page: number,
 ): Promise<string[]> {
   const cursor = demandCursorKey(other, region);
-  const [savedScore = Number.NaN, savedRead = 0] = ((await redis.get(cursor)) ?? '').split(' ').map(Number);
-  const resume = savedScore >= since; // a stop older than the set's keep: its members have left
-  const from = resume ? savedScore : since;
-  const skip = resume ? savedRead : 0;
+  const [savedScore, savedRead] = ((await redis.get(cursor)) ?? '').split(' ').map(Number);
+  // none, unreadable, or older than the set's keep (its members have left): from the oldest
+  const resume = Number.isInteger(savedScore) && Number.isInteger(savedRead) && (savedScore as number) >= since;
+  const from = resume ? (savedScore as number) : since;
+  const skip = resume ? (savedRead as number) : 0;
   const reply = await redis.zrangebyscore(demandKey(other), String(from), '+inf', 'WITHSCORES', 'LIMIT', skip, page);
   const members = reply.filter((_, i) => i % 2 === 0);
   if (members.length < page) {
