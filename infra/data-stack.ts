@@ -29,11 +29,19 @@ import type { MultiRegionStage, RegionPlace } from './regions.ts';
 import { UserDirectory } from './user-directory.ts';
 import { ValkeyCluster } from './valkey-cluster.ts';
 
-/** The services the functions call from their isolated subnets (there is no NAT). */
+/**
+ * The services the functions call from their isolated subnets (there is no
+ * NAT): without an endpoint a call has no path and times out. Every stage
+ * deploys the one route table, so login (Cognito AdminInitiateAuth) and llm
+ * (Bedrock Converse) are always there, and so are their endpoints.
+ */
 export const VPC_ENDPOINT_SERVICES = {
   ssm: InterfaceVpcEndpointAwsService.SSM,
   secretsManager: InterfaceVpcEndpointAwsService.SECRETS_MANAGER,
   sqs: InterfaceVpcEndpointAwsService.SQS,
+  // serves the user pool's SigV4 API (AdminInitiateAuth), not a pool domain's hosted UI or OAuth endpoints
+  cognitoIdp: InterfaceVpcEndpointAwsService.COGNITO_IDP,
+  bedrockRuntime: InterfaceVpcEndpointAwsService.BEDROCK_RUNTIME,
 } as const;
 
 export interface DataStackProps extends StackProps {
@@ -151,6 +159,8 @@ export class DataStack extends Stack {
         subnets: { subnetType: SubnetType.PRIVATE_ISOLATED },
         securityGroups: [endpointsSecurityGroup],
         open: false,
+        // the SDKs call the regional host names (cognito-idp.<region>.amazonaws.com …): they must resolve here
+        privateDnsEnabled: true,
       });
     }
 

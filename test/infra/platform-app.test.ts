@@ -139,6 +139,36 @@ describe('The CDK app (ElastiCache for Valkey, the default)', () => {
     }
   });
 
+  it('gives login a path to Cognito and llm one to Bedrock: endpoints the functions reach on 443 (no NAT)', () => {
+    const resources = app.data.toJSON().Resources as Resources;
+    const egress = Object.values(resources).filter(
+      (r) => r.Type === 'AWS::EC2::SecurityGroupEgress' && /^Functions/.test(String(getAttOf(r.Properties?.GroupId))),
+    );
+    for (const service of ['cognito-idp', 'bedrock-runtime']) {
+      const endpoint = Object.values(resources).find(
+        (r) => r.Type === 'AWS::EC2::VPCEndpoint' && r.Properties?.ServiceName === `com.amazonaws.eu-west-1.${service}`,
+      );
+      assert.ok(endpoint, `an interface endpoint for ${service}`);
+      assert.equal(endpoint.Properties?.VpcEndpointType, 'Interface');
+      assert.equal(endpoint.Properties?.PrivateDnsEnabled, true, `${service}: the SDK's host name resolves to it`);
+      const groups = (props(endpoint).SecurityGroupIds as unknown[]).map(getAttOf);
+      const ingress = Object.values(resources).filter(
+        (r) =>
+          r.Type === 'AWS::EC2::SecurityGroupIngress' &&
+          groups.includes(getAttOf(r.Properties?.GroupId)) &&
+          /^Functions/.test(String(getAttOf(r.Properties?.SourceSecurityGroupId))) &&
+          r.Properties?.FromPort === 443,
+      );
+      assert.equal(ingress.length, 1, `${service}: HTTPS in from the functions`);
+      assert.ok(
+        egress.some(
+          (r) => groups.includes(getAttOf(r.Properties?.DestinationSecurityGroupId)) && r.Properties?.FromPort === 443,
+        ),
+        `${service}: HTTPS out from the functions`,
+      );
+    }
+  });
+
   it('serves every route of the route table with its method, integration and function on the layer', () => {
     const resources = app.platform.toJSON().Resources as Resources;
     const layer = Object.keys(resources).find((id) => resources[id]?.Type === 'AWS::Lambda::LayerVersion');
