@@ -9,7 +9,7 @@
  */
 
 import { OBSERVER_METRICS, REFUSAL_LOG } from '@platform/rate-limit/middleware';
-import { Aws, Duration, Stack } from 'aws-cdk-lib';
+import { ArnFormat, Aws, Duration, Stack } from 'aws-cdk-lib';
 import {
   Alarm,
   CfnInsightRule,
@@ -24,7 +24,7 @@ import {
   TreatMissingData,
 } from 'aws-cdk-lib/aws-cloudwatch';
 import { SnsAction } from 'aws-cdk-lib/aws-cloudwatch-actions';
-import { ServicePrincipal } from 'aws-cdk-lib/aws-iam';
+import { PolicyStatement, ServicePrincipal } from 'aws-cdk-lib/aws-iam';
 import { Key } from 'aws-cdk-lib/aws-kms';
 import type { IFunction } from 'aws-cdk-lib/aws-lambda';
 import type { ILogGroup } from 'aws-cdk-lib/aws-logs';
@@ -150,6 +150,16 @@ function limiterMetric(metricName: string, policy: string, statistic: string): M
 /** Creates one alarm, named after its runbook section, notifying the topic in alarm and back to OK. */
 type AlarmMaker = (id: string, description: string, metric: IMetric, when: Threshold) => Alarm;
 
+/** The ARNs of the stage's alarms in this stack's region and account: `<name> <id>`, as alarmMaker names them. */
+export function alarmArnPattern(scope: Construct, name: string): string {
+  return Stack.of(scope).formatArn({
+    service: 'cloudwatch',
+    resource: 'alarm',
+    resourceName: `${name} *`,
+    arnFormat: ArnFormat.COLON_RESOURCE_NAME,
+  });
+}
+
 /** The topic every alarm notifies, encrypted by a key CloudWatch may use (not aws/sns), with its subscribers. */
 function alarmTopic(scope: Construct, props: ObservabilityProps): Topic {
   const key = new Key(scope, 'AlarmTopicKey', {
@@ -162,6 +172,20 @@ function alarmTopic(scope: Construct, props: ObservabilityProps): Topic {
     masterKey: key,
     enforceSSL: true,
   });
+  // The topic's policy (enforceSSL, the budget's grant) replaces SNS's default one, and the key grant alone
+  // lets CloudWatch encrypt, not publish: without this no alarm notifies. This account's alarms of this
+  // stage only (each is named `<name> <id>`, alarmMaker), the confused-deputy guard AWS documents.
+  topic.addToResourcePolicy(
+    new PolicyStatement({
+      actions: ['sns:Publish'],
+      principals: [new ServicePrincipal('cloudwatch.amazonaws.com')],
+      resources: [topic.topicArn],
+      conditions: {
+        StringEquals: { 'aws:SourceAccount': Stack.of(scope).account },
+        ArnLike: { 'aws:SourceArn': alarmArnPattern(scope, props.name) },
+      },
+    }),
+  );
   for (const email of props.notify.emails) topic.addSubscription(new EmailSubscription(email));
   for (const url of props.notify.urls) topic.addSubscription(new UrlSubscription(url));
   return topic;

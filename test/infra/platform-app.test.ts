@@ -1317,6 +1317,31 @@ describe('The alarms (all consumers deployed)', () => {
     template.hasResourceProperties('AWS::SNS::Topic', { KmsMasterKeyId: Match.anyValue() });
   });
 
+  it("lets CloudWatch publish to the alarm topic, for this account's alarms of the stage only", () => {
+    const policies = Object.values(resources).filter((r) => r.Type === 'AWS::SNS::TopicPolicy');
+    assert.equal(policies.length, 1, "an explicit topic policy replaces SNS's default one");
+    const topicId = Object.entries(resources).find(([, r]) => r.Type === 'AWS::SNS::Topic')?.[0];
+    const policy = props(policies[0]);
+    assert.deepEqual(policy.Topics, [{ Ref: topicId }]);
+    const statements = (policy.PolicyDocument as { Statement: Record<string, unknown>[] }).Statement;
+    const fromCloudWatch = statements.filter(
+      (s) => JSON.stringify(s.Principal) === JSON.stringify({ Service: 'cloudwatch.amazonaws.com' }),
+    );
+    assert.equal(fromCloudWatch.length, 1, 'a statement for cloudwatch.amazonaws.com');
+    const [statement] = fromCloudWatch as [Record<string, unknown>];
+    assert.equal(statement.Effect, 'Allow');
+    assert.equal(statement.Action, 'sns:Publish');
+    assert.deepEqual(statement.Resource, { Ref: topicId });
+    const condition = statement.Condition as Record<string, Record<string, unknown>>;
+    assert.deepEqual(condition.StringEquals, { 'aws:SourceAccount': '222222222222' });
+    // the stack's region is known, so CDK writes its partition
+    assert.deepEqual(condition.ArnLike, {
+      'aws:SourceArn': 'arn:aws:cloudwatch:eu-west-1:222222222222:alarm:ratelimit-prod *',
+    });
+    // the pattern covers every alarm that notifies the topic
+    for (const alarm of alarms) assert.match(alarm.Properties.AlarmName, /^ratelimit-prod /);
+  });
+
   it('pages on a degraded limiter in 3 of 5 minutes, not on one blip; fail-open policies too', () => {
     const byName = new Map(alarms.map((a) => [a.Properties.AlarmName, a.Properties]));
     const closed = byName.get('ratelimit-prod DegradedClosed-login-ip');
