@@ -31,6 +31,8 @@ import { Construct } from 'constructs';
 export interface AdminEntryProps {
   /** `ratelimit-<stage>`. */
   readonly name: string;
+  /** The operator policy's prefix: IAM names are account-wide (`name`, or `<name>-<region>` in a two-region stage). */
+  readonly accountWideName: string;
   readonly fn: LambdaFunction;
   readonly alias: Alias;
   /** The stage's alarm topic (infra/observability.ts): operators already listen there. */
@@ -58,7 +60,7 @@ export class AdminEntry extends Construct {
     // operator cannot hand the function a forged URL-shaped event by lambda:Invoke
     const targets = [props.alias.functionArn, props.fn.functionArn];
     this.operatorPolicy = new ManagedPolicy(this, 'OperatorPolicy', {
-      managedPolicyName: `${props.name}-admin-operator`,
+      managedPolicyName: `${props.accountWideName}-admin-operator`,
       description: `npx ratelimit against ${props.name}: the admin function's IAM-authorized URL, nothing else`,
       statements: [
         new PolicyStatement({

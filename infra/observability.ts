@@ -84,6 +84,12 @@ export interface ObservedPolicy {
 
 export interface ObservabilityProps {
   readonly name: string;
+  /**
+   * The name of what IAM and CloudWatch name once per account, not per region
+   * (the dashboard, the operator policy): `name`, or in a two-region stage
+   * `<name>-<region>`, so the second region's stack does not collide.
+   */
+  readonly accountWideName: string;
   readonly store: DurableStore;
   /** The policies the deployed consumers check (and publish metrics for). */
   readonly policies: readonly ObservedPolicy[];
@@ -211,10 +217,10 @@ function topOffendersRule(scope: Construct, props: ObservabilityProps, ruleName:
 
 /** The dashboard: every verdict and the check latency per policy, the top offenders, the store. */
 function dashboard(scope: Construct, props: ObservabilityProps, topOffendersRuleName: string): Dashboard {
-  const board = new Dashboard(scope, 'Dashboard', { dashboardName: props.name });
+  const board = new Dashboard(scope, 'Dashboard', { dashboardName: props.accountWideName });
   board.addWidgets(
     new TextWidget({
-      markdown: `# ${props.name}\nEach alarm is explained, with what to do, in docs/runbook.md ("The alarms").`,
+      markdown: `# ${props.accountWideName}\nEach alarm is explained, with what to do, in docs/runbook.md ("The alarms").`,
       width: 24,
       height: 2,
     }),

@@ -16,6 +16,8 @@ import { type DeploymentConfigName, liveAlias, Rollout } from './rollout.ts';
 
 export interface PlatformRolloutProps {
   readonly name: string;
+  /** The prefix of the admin operator policy (infra/admin-entry.ts). */
+  readonly accountWideName: string;
   readonly deploymentConfig: DeploymentConfigName;
   readonly layer: ILayerVersion;
   readonly routes: readonly Route[];
@@ -60,6 +62,7 @@ export function platformRollout(
     if (!fn || !alias) return [];
     const entry = new AdminEntry(scope, `Entry-${op.id}`, {
       name: props.name,
+      accountWideName: props.accountWideName,
       fn,
       alias,
       topic: props.observability.topic,

@@ -179,6 +179,8 @@ export class PlatformStack extends Stack {
     this.#props = props;
     const { context } = props;
     const name = `ratelimit-${context.stage}`;
+    // IAM and dashboard names are account-wide: a two-region stage's regions (one account) each need their own
+    const accountWideName = props.multiRegion ? `${name}-${props.multiRegion.region}` : name;
     const prefix = parameterPath(context.stage);
     this.layer = this.#layerVersion(name);
     this.#checkReservedConcurrency();
@@ -221,7 +223,7 @@ export class PlatformStack extends Stack {
         })
       : undefined;
     if (this.rebalancer) this.functions.set(REBALANCER_ID, this.rebalancer.fn);
-    this.observability = this.#observability(name, queues.deadLetters);
+    this.observability = this.#observability(name, accountWideName, queues.deadLetters);
     const functions = new Map([
       ...this.functions,
       ...(this.streamConsumers?.harvester ? [['harvester', this.streamConsumers.harvester] as const] : []),
@@ -244,6 +246,7 @@ export class PlatformStack extends Stack {
     this.observability.alarms.push(...health.alarms);
     platformRollout(this, {
       name,
+      accountWideName,
       deploymentConfig: context.deploymentConfig,
       layer: this.layer,
       routes: props.routes,
@@ -552,7 +555,7 @@ export class PlatformStack extends Stack {
   }
 
   /** Alarms and the dashboard over what the deployed consumers publish. */
-  #observability(name: string, deadLetters: Queue): Observability {
+  #observability(name: string, accountWideName: string, deadLetters: Queue): Observability {
     const props = this.#props;
     const { context, store } = props;
     const workers = [
@@ -561,6 +564,7 @@ export class PlatformStack extends Stack {
     ];
     return new Observability(this, 'Observability', {
       name,
+      accountWideName,
       store,
       policies: observedPolicies(props.routes, workers, props.policies),
       functions: new Map([

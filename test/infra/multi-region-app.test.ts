@@ -416,6 +416,39 @@ describe('The two-region stage (infra/stages/global.json)', () => {
     }
   });
 
+  it('names what is named once per account (IAM, dashboards) apart in each region: one account holds both', () => {
+    // the name properties of the types whose names are account-wide, not regional
+    const accountWide: Record<string, (p: Record<string, unknown>) => unknown> = {
+      'AWS::IAM::Role': (p) => p.RoleName,
+      'AWS::IAM::ManagedPolicy': (p) => p.ManagedPolicyName,
+      'AWS::IAM::User': (p) => p.UserName,
+      'AWS::IAM::InstanceProfile': (p) => p.InstanceProfileName,
+      'AWS::CloudWatch::Dashboard': (p) => p.DashboardName,
+      'AWS::Budgets::Budget': (p) => (p.Budget as { BudgetName?: unknown } | undefined)?.BudgetName,
+      'AWS::S3::Bucket': (p) => p.BucketName,
+    };
+    const seen = new Map<string, string>();
+    for (const [where, template] of Object.entries({
+      'anchor data': anchor.data,
+      'anchor platform': anchor.platform,
+      'anchor link': anchor.link,
+      'other data': other.data,
+      'other platform': other.platform,
+    })) {
+      for (const [id, r] of Object.entries(template.Resources)) {
+        const named = accountWide[r.Type]?.(r.Properties ?? {});
+        if (named === undefined) continue;
+        const key = `${r.Type} ${JSON.stringify(named)}`;
+        assert.ok(!seen.has(key), `${key}: in the ${seen.get(key)} and the ${where} (${id})`);
+        seen.set(key, where);
+      }
+    }
+    for (const region of [ANCHOR, OTHER]) {
+      assert.ok(seen.has(`AWS::CloudWatch::Dashboard "ratelimit-global-${region}"`), `${region}'s dashboard`);
+      assert.ok(seen.has(`AWS::IAM::ManagedPolicy "ratelimit-global-${region}-admin-operator"`), region);
+    }
+  });
+
   it('after a promotion (homeRegion: the other region) tells every function the new home and lists it primary', () => {
     const promoted = synth({ homeRegion: OTHER });
     const [a, o] = promoted.regions as [PlatformApp['regions'][0], PlatformApp['regions'][0]];
@@ -491,6 +524,12 @@ describe('The single-region stages beside it', () => {
         assert.equal(ofType(data, type).length, 0, type);
       }
       assert.equal(one(data, 'AWS::EC2::VPC')[1].Properties?.CidrBlock, '10.0.0.0/16', "CDK's default, as before");
+      // the account-wide names keep the stage's name (a rename would replace them; permission sets name the policy)
+      assert.equal(one(platform, 'AWS::CloudWatch::Dashboard')[1].Properties?.DashboardName, `ratelimit-${stage}`);
+      assert.equal(
+        one(platform, 'AWS::IAM::ManagedPolicy')[1].Properties?.ManagedPolicyName,
+        `ratelimit-${stage}-admin-operator`,
+      );
       const functions = ofType(platform, 'AWS::Lambda::Function').filter(([, r]) =>
         String(r.Properties?.FunctionName).startsWith(`ratelimit-${stage}-`),
       );
