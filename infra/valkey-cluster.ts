@@ -249,8 +249,10 @@ export class ValkeyCluster extends Construct implements DurableStore {
 
 /**
  * ElastiCache reports host and engine metrics per node: <group>-<shard 0001…>-<node 001…>, from the
- * same shape as the group's NumNodeGroups and ReplicasPerNodeGroup (a reshard redeploys both). Should
- * the ids ever differ from these, the RedisNodeSilent alarms (infra/observability.ts) go off.
+ * same shape as the group's NumNodeGroups and ReplicasPerNodeGroup. A reshard redeploys NumNodeGroups
+ * in place; ReplicasPerNodeGroup is create-only (with the fixed id, a change fails the update), so a
+ * replica count changed out of band is not seen here (docs/deploy.md). Should the ids ever differ from
+ * these, the RedisNodeSilent alarms (infra/observability.ts) go off.
  */
 function nodeIds(props: DurableStoreProps): string[] {
   const ids: string[] = [];

@@ -37,7 +37,7 @@ import { reservedConcurrencyOf } from '../../scripts/deploy.ts';
 import { startHarvestSource } from '../../scripts/harvest-source.ts';
 import { startMattermostServer } from '../../scripts/mattermost-server.ts';
 import { startRedis } from '../../scripts/redis-process.ts';
-import { FIXED_NAME_PROPERTIES } from '../support/cfn-schemas.ts';
+import { createOnlyPropertiesOf, FIXED_NAME_PROPERTIES } from '../support/cfn-schemas.ts';
 import { consumers } from '../support/consumers.ts';
 import { call, loopbackAddress } from '../support/http.ts';
 import { sampleRequest } from '../support/route-sample.ts';
@@ -697,6 +697,21 @@ describe('The CDK app (ElastiCache for Valkey, the default)', () => {
         }),
       ]),
     });
+  });
+
+  it("fixes ElastiCache's replica count at creation (create-only under a fixed id), as docs/deploy.md says", () => {
+    const resources = app.data.toJSON().Resources as Resources;
+    const group = props(Object.values(resources).find((r) => r.Type === 'AWS::ElastiCache::ReplicationGroup'));
+    assert.equal(group.ReplicationGroupId, 'ratelimit-prod', 'a fixed id: a replacement fails the update');
+    assert.equal(group.ReplicasPerNodeGroup, 1, "the stage file's replicasPerShard");
+    const createOnly = createOnlyPropertiesOf(['AWS::ElastiCache::ReplicationGroup', 'AWS::MemoryDB::Cluster']);
+    const elastiCache = createOnly['AWS::ElastiCache::ReplicationGroup'] ?? [];
+    assert.ok(elastiCache.includes('ReplicasPerNodeGroup') && elastiCache.includes('ReplicationGroupId'));
+    assert.ok(!elastiCache.includes('NumNodeGroups'), 'resharding updates in place');
+    assert.ok(!createOnly['AWS::MemoryDB::Cluster']?.includes('NumReplicasPerShard'), "MemoryDB's replicas update");
+    const docs = readFileSync(new URL('../../docs/deploy.md', import.meta.url), 'utf8');
+    assert.match(docs, /\*\*Replicas are fixed at creation on ElastiCache\*\*/);
+    assert.match(docs, /aws elasticache increase-replica-count --replication-group-id\s+ratelimit-<stage>/);
   });
 
   it('has a Contributor Insights rule over the refusal log (top offenders per policy), in the dashboard', () => {

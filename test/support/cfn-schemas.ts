@@ -53,3 +53,17 @@ export const FIXED_NAME_PROPERTIES = [
   'SnapshotName',
   'BucketName',
 ] as const;
+
+/** Each type's create-only properties by its registry schema (cfn-lint's copy): a change to one replaces the resource. */
+export function createOnlyPropertiesOf(types: readonly string[]): Record<string, string[]> {
+  const script = `
+import json, sys, os, cfnlint.data.schemas.providers.eu_west_1 as p
+base = os.path.join(os.path.dirname(p.__file__), '..', 'resources')
+out = {}
+for t in json.loads(sys.argv[1]):
+    s = json.load(open(os.path.join(base, p.types[t] + '.json')))
+    out[t] = [c.split('/')[-1] for c in s.get('createOnlyProperties', [])]
+print(json.dumps(out))
+`;
+  return JSON.parse(execFileSync('python3', ['-c', script, JSON.stringify(types)], { encoding: 'utf8' }));
+}
