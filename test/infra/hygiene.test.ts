@@ -5,7 +5,7 @@
  * switch with a sampling rule, the API Gateway account role as a switch.
  */
 import assert from 'node:assert/strict';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
@@ -152,6 +152,21 @@ describe('The stage file hygiene', () => {
     assert.match(policies, /aws:SourceAccount/);
     const keys = JSON.stringify(Object.values(platform).filter((r) => r.Type === 'AWS::KMS::Key'));
     assert.match(keys, /budgets\.amazonaws\.com/);
+    // the budget counts only what carries its filter's tag keys once they are activated for cost allocation:
+    // docs/deploy.md gives the command, run by the management account, for exactly those keys
+    const filterKeys = (budget.Budget.FilterExpression as { And: { Tags: { Key: string } }[] }).And.map(
+      (f) => f.Tags.Key,
+    );
+    const docs = readFileSync(new URL('../../docs/deploy.md', import.meta.url), 'utf8');
+    const activation = /aws ce update-cost-allocation-tags-status \\\n\s+--cost-allocation-tags-status ([^\n]+)/.exec(
+      docs,
+    );
+    assert.ok(activation, "docs/deploy.md's activation command");
+    assert.deepEqual(
+      String(activation[1]).trim().split(/\s+/),
+      filterKeys.map((key) => `TagKey=${key},Status=Active`),
+    );
+    assert.match(docs, /only the \*\*management account\*\* can activate them/);
     // no budget in the stage file: none
     assert.equal(Object.values(plain[1] as Resources).filter((r) => r.Type === 'AWS::Budgets::Budget').length, 0);
   });
