@@ -476,6 +476,32 @@ describe('The CDK app (ElastiCache for Valkey, the default)', () => {
     assert.match(lint.replace(/\s+\*\s+/g, ' '), /The two acknowledged findings are both E3002/);
   });
 
+  it('gives every function of its own a log group with retention; docs/deploy.md names the log groups it does not own', () => {
+    const unowned: string[] = [];
+    for (const template of [app.data, app.platform]) {
+      const resources = template.toJSON().Resources as Resources;
+      for (const [id, r] of Object.entries(resources)) {
+        if (r.Type === 'AWS::Logs::LogGroup') assert.ok(props(r).RetentionInDays, `${id}: a retention`);
+        if (r.Type !== 'AWS::Lambda::Function') continue;
+        const logging = props(r).LoggingConfig as { LogGroup?: unknown } | undefined;
+        if (!logging?.LogGroup) unowned.push(id);
+      }
+    }
+    // CDK's provider functions take no log group: Lambda makes /aws/lambda/<generated name>, kept forever
+    assert.deepEqual(unowned, ['CustomVpcRestrictDefaultSGCustomResourceProviderHandlerDC833E5E']);
+    // and API Gateway makes the execution logs of a stage that logs
+    app.platform.hasResourceProperties('AWS::ApiGateway::Stage', {
+      MethodSettings: Match.arrayWith([Match.objectLike({ LoggingLevel: 'ERROR' })]),
+    });
+    const docs = readFileSync(new URL('../../docs/deploy.md', import.meta.url), 'utf8');
+    assert.ok(docs.includes('**Log groups the stacks do not own, kept forever**'));
+    assert.ok(
+      docs.includes('`API-Gateway-Execution-Logs_<rest api') &&
+        docs.includes('`Custom::VpcRestrictDefaultSG` provider'),
+    );
+    assert.ok(docs.includes('aws logs put-retention-policy'));
+  });
+
   it('names the WAF log group after its stack, so one a failed create or a destroy leaves never blocks the next', () => {
     const resources = app.platform.toJSON().Resources as Resources;
     const logging = Object.values(resources).find((r) => r.Type === 'AWS::WAFv2::LoggingConfiguration');
