@@ -341,7 +341,7 @@ export class MattermostListener {
           return decision;
         },
         admits: (decision) => decision.outcome === 'allowed',
-        undecided: (decision) => decision.outcome === 'degraded',
+        mayRunLate: (decision) => decision.outcome === 'degraded' && decision.reason === 'timeout',
         // a limited post stays claimed: it was decided; an undecided one (Redis down) takes it when refused
         keepsClaim: true,
       },

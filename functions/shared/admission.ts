@@ -8,10 +8,12 @@
  *    nor forwarded again;
  * 2. refused: the claim is not kept (a redelivery counts as a new attempt)
  *    unless the caller keeps it; Redis unable to decide: the check's failure
- *    mode decided (closed for every sender policy), and the claim is given
- *    back, a second round trip on that path only: the script may still run
- *    once Redis answers (a stall past the budget) and take the claim, and a
- *    retry would then be answered `duplicate` for an event never handed on;
+ *    mode decided (closed for every sender policy); when Redis did not answer
+ *    in time, the claim is given back, a second round trip on that path only:
+ *    the script may still run once Redis answers (a stall past the budget) and
+ *    take the claim, and a retry would then be answered `duplicate` for an
+ *    event never handed on (an error Redis answered ran no script: nothing to
+ *    give back, and a DEL would delete a claim another delivery holds);
  * 3. admitted (the claim taken with it): handed to the sink within
  *    `sinkBudgetMs`; a sink failure or one past it gives the claim back, a
  *    second round trip on that path only (the webhooks: the sender retries;
@@ -22,7 +24,7 @@
  * The outcome is a value; what it answers (an HTTP status, a held post) is
  * the caller's.
  */
-import type { CheckClaim, Duplicate } from '@platform/rate-limit';
+import type { CheckClaim, Duplicate, Verdict } from '@platform/rate-limit';
 import type { AcceptedOnce } from './once.ts';
 import type { AcceptedEvent, EventSink } from './sink.ts';
 
@@ -35,8 +37,13 @@ export interface Admission<Decided> {
   readonly check: (claim: CheckClaim) => Promise<Decided | Duplicate>;
   /** Whether the event goes on to the sink. */
   readonly admits: (decided: Decided) => boolean;
-  /** Whether Redis could not decide it (the failure mode did): its script may still run late and claim. */
-  readonly undecided: (decided: Decided) => boolean;
+  /**
+   * Whether Redis could not decide it in time (the failure mode did) and its
+   * script may still run late and claim: a timeout. Not an error Redis
+   * answered (the script did not run), where a give-back would only delete a
+   * claim another delivery holds.
+   */
+  readonly mayRunLate: (decided: Decided) => boolean;
   /**
    * How long the sink may take before the event counts as not handed on (the
    * sender's ack time less what the rest costs): past it the put is aborted
@@ -50,7 +57,7 @@ export interface Admission<Decided> {
 
 export type AdmissionOutcome<Decided> =
   | { readonly kind: 'duplicate' }
-  /** Refused by its limits (nothing claimed unless kept), or undecided (Redis down) and refused by the failure mode (the claim given back). */
+  /** Refused by its limits (nothing claimed unless kept), or undecided (Redis down) and refused by the failure mode (the claim given back after a timeout). */
   | { readonly kind: 'refused'; readonly decided: Decided }
   /** Admitted, but the sink could not take it in time: the claim was given back. */
   | { readonly kind: 'unsunk'; readonly decided: Decided; readonly error: unknown }
@@ -67,7 +74,7 @@ export async function admitOnce<Decided>(
   const giveBack = () => once.release(event.source, event.scope, event.id, budgetMs);
   if (!admission.admits(decided)) {
     // sent on the same connection as the check, so it runs after the check's script if that runs late
-    if (admission.undecided(decided)) await giveBack();
+    if (admission.mayRunLate(decided)) await giveBack();
     return { kind: 'refused', decided };
   }
   try {
@@ -81,6 +88,11 @@ export async function admitOnce<Decided>(
     return { kind: 'unsunk', decided, error };
   }
   return { kind: 'admitted', decided };
+}
+
+/** `mayRunLate` for a limiter verdict: undecided because Redis did not answer in time. */
+export function verdictMayRunLate(verdict: Verdict): boolean {
+  return verdict.decision.outcome === 'degraded' && verdict.decision.reason === 'timeout';
 }
 
 /** The sink is too slow: the event is not handed on (as far as its sender is told). */

@@ -109,7 +109,8 @@ export function createPlatform(overrides: Partial<Platform> = {}): Platform {
     policies,
     onDegraded: (event: object) => logger.warn('rate limiter degraded', { ...event }),
   };
-  const limiter = overrides.limiter ?? regionalLimiter(redis, limiterOptions, logger) ?? createLimiter(limiterOptions);
+  const regional = overrides.limiter ? undefined : regionalLimiter(redis, limiterOptions, logger);
+  const limiter = overrides.limiter ?? regional?.limiter ?? createLimiter(limiterOptions);
   return {
     logger,
     redis,
@@ -123,7 +124,8 @@ export function createPlatform(overrides: Partial<Platform> = {}): Platform {
         ...(settings.refusalLog ? { refusals: appendTo(settings.refusalLog) } : {}),
       }),
     sink: overrides.sink ?? eventSinkOf(settings.sink),
-    acceptedOnce: overrides.acceptedOnce ?? new AcceptedOnce(redis),
+    // on the store of the checks its claims are folded into (home-mode), so a give-back reaches the claim
+    acceptedOnce: overrides.acceptedOnce ?? new AcceptedOnce(regional?.home ?? redis),
     ready:
       overrides.ready ??
       redisCredentials(redis, logger)

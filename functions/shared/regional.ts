@@ -2,8 +2,9 @@
  * The platform's limiter in a multi-region stage (docs/multi-region.md): when
  * the layer's settings name other regions or a home store, home-mode checks
  * go to the home region's store (REDIS_HOME_*) and shares/approximate checks
- * to this region's (REDIS_URL / REDIS_CLUSTER_NODES). Otherwise undefined:
- * the plain limiter on the regional store.
+ * to this region's (REDIS_URL / REDIS_CLUSTER_NODES), with the home store's
+ * client: the webhooks' claims live beside their home-mode checks. Otherwise
+ * undefined: the plain limiter on the regional store.
  */
 import type { Logger } from '@aws-lambda-powertools/logger';
 import { createRedisClient, type Limiter, type LimiterOptions, type RedisClient } from '@platform/rate-limit';
@@ -15,7 +16,7 @@ export function regionalLimiter(
   regionalRedis: RedisClient,
   options: LimiterOptions,
   logger: Logger,
-): Limiter | undefined {
+): { readonly limiter: Limiter; readonly home: RedisClient } | undefined {
   const settings = readSettings();
   if (!spansRegions(settings)) return undefined;
   let home = regionalRedis;
@@ -31,5 +32,8 @@ export function regionalLimiter(
       );
     }
   }
-  return createRegionalLimiter({ ...options, redis: home, regionalRedis, regions: settings.regions });
+  return {
+    limiter: createRegionalLimiter({ ...options, redis: home, regionalRedis, regions: settings.regions }),
+    home,
+  };
 }

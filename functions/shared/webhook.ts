@@ -9,7 +9,7 @@ import {
 } from '@platform/rate-limit/middleware';
 import { DEFAULT_TIME_BUDGET, toMs } from '@platform/rate-limit/policy';
 import type { PolicyName } from '../../config/catalogue.ts';
-import { admitOnce } from './admission.ts';
+import { admitOnce, verdictMayRunLate } from './admission.ts';
 import { type HttpResponse, httpError, type JsonBounds, json, outOfBounds, type RestEvent } from './http.ts';
 import { platform } from './platform.ts';
 import { type AcceptedEvent, UnsetEventSink } from './sink.ts';
@@ -155,7 +155,7 @@ export async function acceptOnce(
       return once.kind === 'duplicate' ? once.kind : once.verdict;
     },
     admits: (verdict) => verdict.proceed,
-    undecided: (verdict) => verdict.outcome === 'degraded-closed' || verdict.outcome === 'degraded-open',
+    mayRunLate: verdictMayRunLate,
     sinkBudgetMs: WEBHOOK_SINK_BUDGET_MS,
   });
   switch (admission.kind) {

@@ -73,7 +73,13 @@ const [[BOT, CHAT], [UNVERIFIED_IP]] = route.inHandler;
 export const handler = routeHandler(
   route,
   async (event) => {
-    const bot = safeId(event.pathParameters?.bot, 'the bot');
+    let bot: string;
+    try {
+      bot = safeId(event.pathParameters?.bot, 'the bot');
+    } catch (error) {
+      // no bot of ours is named so: an unverified request, counted like a wrong token
+      return refuseUnverified(event, UNVERIFIED_IP, error as Error);
+    }
     const secret = platform().policies.secret(`telegram-bot-${bot}`);
     if (!secret || !sameSecret(header(event, 'X-Telegram-Bot-Api-Secret-Token'), secret)) {
       await refuseUnverified(

@@ -243,6 +243,14 @@ describe('Telegram webhook (POST /webhooks/telegram/{bot})', () => {
     const statuses: number[] = [];
     for (let i = 0; i < 4; i++) statuses.push((await telegram('demo', { update_id: 1 }, 'wrong', from)).status);
     assert.deepEqual(statuses, [401, 401, 401, 429]);
+    const badBot = await call(platform.base, {
+      method: 'POST',
+      path: '/webhooks/telegram/not%20a%20bot',
+      body: '{}',
+      headers: { 'X-Telegram-Bot-Api-Secret-Token': TELEGRAM_SECRET },
+      from,
+    });
+    assert.equal(badBot.status, 429, 'a bad bot id is an unverified request too: counted, refused past the window');
   });
 
   it('limits one chat to its window while another chat of the bot passes', async () => {

@@ -10,7 +10,7 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { createLimiter, enforceOnce, type RedisClient, type Verdict } from '@platform/rate-limit';
-import { type Admission, admitOnce, SinkTimeoutError } from '../../functions/shared/admission.ts';
+import { type Admission, admitOnce, SinkTimeoutError, verdictMayRunLate } from '../../functions/shared/admission.ts';
 import { AcceptedOnce } from '../../functions/shared/once.ts';
 import type { AcceptedEvent } from '../../functions/shared/sink.ts';
 import { type RedisProcess, rawCommand, startRedis } from '../../scripts/redis-process.ts';
@@ -87,7 +87,7 @@ function harness(redis: RedisClient, limit: number, options: HarnessOptions = {}
       return once.kind === 'duplicate' ? once.kind : once.verdict;
     },
     admits: (verdict) => verdict.proceed,
-    undecided: (verdict) => verdict.outcome === 'degraded-closed' || verdict.outcome === 'degraded-open',
+    mayRunLate: verdictMayRunLate, // the webhooks' own
     keepsClaim,
   };
   /** What the workspace window has counted (a peek debits nothing). */
@@ -180,6 +180,25 @@ for (const target of targets) {
         assert.equal((await admitOnce(e, h.admission)).kind, 'admitted', 'the claim was given back');
         assert.deepEqual(h.sunk, [e]);
       }
+    });
+
+    it("leaves another delivery's claim alone when Redis answered an error (its script did not run): no give-back", async (t) => {
+      const redis = target.client();
+      t.after(() => redis.disconnect());
+      await connected(redis);
+      const h = harness(redis, 10);
+      const e = h.event('taken');
+      assert.equal((await admitOnce(e, h.admission)).kind, 'admitted');
+      // a redelivery whose check Redis refused with an error (a script error, OOM): undecided, but not late
+      const answeredAnError = {
+        outcome: 'degraded-closed',
+        proceed: false,
+        decision: { outcome: 'degraded', reason: 'redis-error' },
+      } as unknown as Verdict;
+      const refused = await admitOnce(e, { ...h.admission, check: async () => answeredAnError });
+      assert.equal(refused.kind, 'refused');
+      assert.equal((await admitOnce(e, h.admission)).kind, 'duplicate', 'the first delivery keeps its claim');
+      assert.equal(h.sunk.length, 1);
     });
 
     it('decides 40 concurrent deliveries of one event once: one admitted, 39 duplicates, counted once', async (t) => {
