@@ -37,7 +37,10 @@ const platforms = new Set<Platform>();
 
 /** Closes the Redis connection of every platform in this process. */
 export function closeAllPlatforms(): void {
-  for (const p of platforms) p.redis.disconnect();
+  for (const p of platforms) {
+    p.redis.disconnect();
+    p.homeRedis?.disconnect();
+  }
   platforms.clear();
 }
 

@@ -22,6 +22,8 @@ import { type EventSink, eventSinkOf } from './sink.ts';
 export interface Platform {
   readonly logger: Logger;
   readonly redis: RedisClient;
+  /** The home region's store, in a stage with one apart from this region's (home-mode checks and the claims). */
+  readonly homeRedis?: RedisClient;
   readonly policies: PolicyStore;
   readonly limiter: Limiter;
   readonly observer: ReturnType<typeof powertoolsObserver>;
@@ -62,6 +64,7 @@ export function platform(): Platform {
 /** Closes this module's platform (a worker process's shutdown). */
 export function closePlatform(): void {
   current?.redis.disconnect();
+  current?.homeRedis?.disconnect();
   current = undefined;
 }
 
@@ -114,6 +117,7 @@ export function createPlatform(overrides: Partial<Platform> = {}): Platform {
   return {
     logger,
     redis,
+    ...(regional && regional.home !== redis ? { homeRedis: regional.home } : {}),
     policies,
     limiter,
     observer:

@@ -37,7 +37,9 @@ it("takes and gives back the webhooks' claims on the home store, beside their ch
     source: { fetchAll: async () => ({}) },
   });
   await policies.refresh();
-  const { acceptedOnce } = createPlatform({ redis, policies });
+  const made = createPlatform({ redis, policies });
+  t.after(() => made.homeRedis?.disconnect()); // else its connection keeps the test's process alive
+  const { acceptedOnce } = made;
   const key = 'wh:{slack:T1}:seen:Ev1';
   assert.equal(await acceptedOnce.claim('slack', 'T1', 'Ev1', 1000), 'claimed');
   assert.equal(await homeReader.exists(key), 1, 'the claim is on the home store');
