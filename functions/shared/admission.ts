@@ -63,7 +63,7 @@ export type AdmissionOutcome<Decided> =
   | { readonly kind: 'unsunk'; readonly decided: Decided; readonly error: unknown }
   | { readonly kind: 'admitted'; readonly decided: Decided };
 
-/** Claim and check in one script → sink, giving the claim back when the sink fails or Redis could not decide. */
+/** Claim and check in one script → sink, giving the claim back when the sink fails or Redis did not answer in time. */
 export async function admitOnce<Decided>(
   event: AcceptedEvent,
   admission: Admission<Decided>,
