@@ -20,7 +20,7 @@ import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { compilePolicies } from '@platform/rate-limit';
-import { withClaim } from '@platform/rate-limit/core';
+import { claimToken, withClaim } from '@platform/rate-limit/core';
 import {
   checkCall,
   claimableCheckCall,
@@ -123,7 +123,7 @@ const claimed =
   (through: 'own' | 'generic', ...names: string[]) =>
   (scope: string) => {
     const limits = names.map((n) => limit(n, scope));
-    const claim = { key: `rl:{g:${scope}}:once:${event++}`, ttlMs: 60_000 };
+    const claim = { key: `rl:{g:${scope}}:once:${event++}`, ttlMs: 60_000, token: claimToken() };
     return production(withClaim((through === 'own' ? claimableCheckCall : genericCheckCall)(limits, true), claim));
   };
 

@@ -28,8 +28,10 @@
 --              (each strategy's fields: its fragment's <kind>_check and its
 --              module's checkFields in layer/src/strategies/)
 -- ARGV after the records, optional: 'claim', the index in KEYS of a once-only
---              claim key (same slot), its TTL ms, '1' to keep it when refused
---              (layer/src/claim.ts). A claim already taken answers { 2 }:
+--              claim key (same slot), its TTL ms, '1' to keep it when refused,
+--              and the attempt's token, the value the claim is set to (only
+--              that attempt gives it back: lua/give_back_claim.lua;
+--              layer/src/core/claim.ts). A claim already taken answers { 2 }:
 --              nothing counted, nothing written. Otherwise the claim is set
 --              with an admission (debited), or a refusal when kept.
 -- Reply (integers): allowed (1|0), binding limit (1-based, 0 when admitted),
@@ -56,9 +58,10 @@ for i = 1, limit_count do
   if strategy.value then fetched[#fetched + 1] = KEYS[i] end
   a = a + 3 + tonumber(ARGV[a + 2])
 end
-local claim_key, claim_ttl_ms, claim_kept
+local claim_key, claim_ttl_ms, claim_kept, claim_token
 if ARGV[a] == 'claim' then
   claim_key, claim_ttl_ms, claim_kept = KEYS[tonumber(ARGV[a + 1])], tonumber(ARGV[a + 2]), ARGV[a + 3] == '1'
+  claim_token = ARGV[a + 4]
   -- GET, not EXISTS: the functions' ACL user runs only the commands it needs
   if redis.call('GET', claim_key) then return { 2 } end
 end
@@ -96,7 +99,7 @@ for i = 1, limit_count do
   end
 end
 -- after the counters: at maxmemory an admission fails whole at its first write
-if claim_key and debit and (allowed or claim_kept) then redis.call('SET', claim_key, '1', 'PX', claim_ttl_ms) end
+if claim_key and debit and (allowed or claim_kept) then redis.call('SET', claim_key, claim_token, 'PX', claim_ttl_ms) end
 
 local reply = { allowed and 1 or 0, binding, retry_max }
 for i = 1, limit_count do

@@ -16,7 +16,8 @@
 --   ARGV[2..]    per window, 3 each: cost, limit, window µs
 --   ARGV after the windows, optional: lua/check.lua's claim record: 'claim',
 --                c (the claim's index in KEYS), its TTL ms, '1' to keep it
---                when refused (layer/src/core/claim.ts). A claim already
+--                when refused, the attempt's token (the claim's value: only
+--                that attempt gives it back; layer/src/core/claim.ts). A claim already
 --                taken answers { 2 }: nothing counted, nothing written.
 --                Otherwise the claim is set after the windows' writes with an
 --                admission (debited), or with a refusal when kept.
@@ -35,7 +36,7 @@
 -- (the short form's, unless the full form follows).
 local count, debit, lone_cost, lone_at = 1, true, 1, 1
 if arg_count == 3 then lone_cost, lone_at = tonumber(ARGV[1]), 2 end
-local claim_key, claim_ttl_ms, claim_kept
+local claim_key, claim_ttl_ms, claim_kept, claim_token
 if arg_count > 3 then
   count = tonumber(ARGV[1])
   debit = count > 0
@@ -44,6 +45,7 @@ if arg_count > 3 then
   local claim_at = 3 * count + 2
   if ARGV[claim_at] == 'claim' then
     claim_key, claim_ttl_ms, claim_kept = KEYS[tonumber(ARGV[claim_at + 1])], tonumber(ARGV[claim_at + 2]), ARGV[claim_at + 3] == '1'
+    claim_token = ARGV[claim_at + 4]
     -- GET, not EXISTS: the functions' ACL user runs only the commands it needs
     if redis.call('GET', claim_key) then return { 2 } end
   end
@@ -70,7 +72,7 @@ if count == 1 and debit and lone_cost == 1 then
     local fresh = struct.pack('>I4I4I4I4i8i8i8', 1, 0, 0, written_w, at_now, at_now, at_now)
     local ttl_ms = key_ttl_ms(math.ceil(((math.floor(at_now / window_us) + 2) * window_us - at_now) / 1000))
     redis.call('SET', window_key, fresh, 'PX', ttl_ms)
-    if claim_key then redis.call('SET', claim_key, '1', 'PX', claim_ttl_ms) end
+    if claim_key then redis.call('SET', claim_key, claim_token, 'PX', claim_ttl_ms) end
     return limit - 1
   end
   if #header == 32 then
@@ -97,7 +99,7 @@ if count == 1 and debit and lone_cost == 1 then
       local in_window = n - e
       if found and in_window == limit then
         -- refused: the oldest event in the window must leave first
-        if claim_kept then redis.call('SET', claim_key, '1', 'PX', claim_ttl_ms) end
+        if claim_kept then redis.call('SET', claim_key, claim_token, 'PX', claim_ttl_ms) end
         return { 0, newest + window_us - at_now, first + window_us - at_now }
       end
       if found and in_window < limit then
@@ -123,7 +125,7 @@ if count == 1 and debit and lone_cost == 1 then
             redis.call('PEXPIRE', window_key, ttl_ms)
           end
         end
-        if claim_key then redis.call('SET', claim_key, '1', 'PX', claim_ttl_ms) end
+        if claim_key then redis.call('SET', claim_key, claim_token, 'PX', claim_ttl_ms) end
         return limit - in_window - 1
       end
     end
@@ -230,7 +232,7 @@ elseif count > 1 then
           end
         end
       end
-      if claim_key then redis.call('SET', claim_key, '1', 'PX', claim_ttl_ms) end
+      if claim_key then redis.call('SET', claim_key, claim_token, 'PX', claim_ttl_ms) end
       return reply
     end
     -- nothing was written: an admitted window reports what is left as it stands
@@ -241,7 +243,7 @@ elseif count > 1 then
         reply[r + 2] = ring[s + 1] == 0 and 0 or ring[s + 6] + tonumber(ARGV[3 * i + 1]) - ring[s + 7]
       end
     end
-    if claim_kept and debit then redis.call('SET', claim_key, '1', 'PX', claim_ttl_ms) end
+    if claim_kept and debit then redis.call('SET', claim_key, claim_token, 'PX', claim_ttl_ms) end
     return reply
   end
 end
@@ -255,10 +257,10 @@ if count == 1 then
       return { r.remaining, r.reset_us }
     end
     sw_apply(r)
-    if claim_key then redis.call('SET', claim_key, '1', 'PX', claim_ttl_ms) end
+    if claim_key then redis.call('SET', claim_key, claim_token, 'PX', claim_ttl_ms) end
     return r.remaining
   end
-  if claim_kept and debit then redis.call('SET', claim_key, '1', 'PX', claim_ttl_ms) end
+  if claim_kept and debit then redis.call('SET', claim_key, claim_token, 'PX', claim_ttl_ms) end
   return { r.remaining, r.reset_us, r.retry_us }
 end
 
@@ -282,7 +284,7 @@ for i = 1, count do
   end
 end
 -- after the windows: at maxmemory an admission fails whole at its first write
-if claim_key and debit and (allowed or claim_kept) then redis.call('SET', claim_key, '1', 'PX', claim_ttl_ms) end
+if claim_key and debit and (allowed or claim_kept) then redis.call('SET', claim_key, claim_token, 'PX', claim_ttl_ms) end
 local reply = { allowed and 1 or 0, binding, retry_max }
 for i = 1, count do
   local r = results[i]

@@ -69,9 +69,11 @@ export async function admitOnce<Decided>(
   admission: Admission<Decided>,
 ): Promise<AdmissionOutcome<Decided>> {
   const { once, sink, budgetMs } = admission;
-  const decided = await admission.check(once.claimOf(event.source, event.scope, event.id, admission.keepsClaim));
+  const claim = once.claimOf(event.source, event.scope, event.id, admission.keepsClaim);
+  const decided = await admission.check(claim);
   if (decided === 'duplicate') return { kind: 'duplicate' };
-  const giveBack = () => once.release(event.source, event.scope, event.id, budgetMs);
+  // only while the claim is still this attempt's (its token): never another delivery's
+  const giveBack = () => once.release(claim, budgetMs);
   if (!admission.admits(decided)) {
     // sent on the same connection as the check, so it runs after the check's script if that runs late
     if (admission.mayRunLate(decided)) await giveBack();

@@ -1,4 +1,10 @@
-import type { CheckClaim, DegradedReason, RedisClient } from '@platform/rate-limit';
+import {
+  type CheckClaim,
+  claimToken,
+  type DegradedReason,
+  giveBackClaim,
+  type RedisClient,
+} from '@platform/rate-limit';
 import { guardedRedis, type RedisAccess } from '@platform/rate-limit/redis';
 import { KEY_FAMILIES } from '../../config/redis-roles.ts';
 
@@ -47,14 +53,27 @@ export class AcceptedOnce {
     return result.reply === 'OK' ? 'claimed' : 'seen';
   }
 
-  /** The claim of a sender's event, to decide with its limits in one script (the layer's `enforceOnce`). */
+  /**
+   * This attempt's claim of a sender's event, to decide with its limits in
+   * one script (the layer's `enforceOnce`): a fresh token each call, so
+   * `release` gives back only the claim this attempt took.
+   */
   claimOf(source: string, scope: string, id: string, keepOnRefusal = false): CheckClaim {
-    return { key: key(source, scope, id), ttlMs: Math.max(1, Math.ceil(this.#ttlMs)), keepOnRefusal };
+    return {
+      key: key(source, scope, id),
+      ttlMs: Math.max(1, Math.ceil(this.#ttlMs)),
+      keepOnRefusal,
+      token: claimToken(),
+    };
   }
 
-  /** Gives a claim back (the event was refused or not handed on), so a redelivery counts again. */
-  async release(source: string, scope: string, id: string, budgetMs: number): Promise<void> {
-    await this.#redis.within(budgetMs, (redis) => redis.del(key(source, scope, id)));
+  /**
+   * Gives a claim back (the event was not handed on), so a redelivery counts
+   * again; only while it is still this attempt's: a redelivery's give-back
+   * never deletes the claim of the delivery that was handed on.
+   */
+  async release(claim: CheckClaim, budgetMs: number): Promise<void> {
+    await this.#redis.within(budgetMs, (redis) => giveBackClaim(redis, claim));
   }
 }
 

@@ -260,6 +260,34 @@ describe('admitOnce when Redis stalls past the budget and then runs the check', 
   });
 });
 
+describe("admitOnce when a redelivery's check stalls past the budget and then runs late", () => {
+  it('leaves the claim of the delivery that was handed on: the late script answers duplicate, and its give-back deletes nothing', async (t) => {
+    const server = await startRedis();
+    t.after(() => server.stop());
+    const { createRedisClient } = await import('@platform/rate-limit');
+    const redis = createRedisClient({ url: server.url });
+    t.after(() => redis.disconnect());
+    await connected(redis);
+    const h = harness(redis, 10, { timeBudget: '50 ms' });
+    assert.equal((await admitOnce(h.event('Ev2'), h.admission)).kind, 'admitted'); // handed on, its claim held
+    server.pause(); // the sender's redelivery finds Redis stalled
+    let redelivery: Awaited<ReturnType<typeof admitOnce<Verdict>>>;
+    try {
+      redelivery = await admitOnce(h.event('Ev2'), h.admission);
+    } finally {
+      server.resume();
+    }
+    assert.equal(redelivery.kind === 'refused' && redelivery.decided.outcome, 'degraded-closed');
+    await redis.ping(); // after the late script (a duplicate: no write) and the redelivery's give-back
+    assert.equal(await redis.exists(`wh:{slack:${h.scope}}:seen:Ev2`), 1, 'the first delivery keeps its claim');
+    assert.equal((await admitOnce(h.event('Ev2'), h.admission)).kind, 'duplicate', 'not handed on a second time');
+    assert.deepEqual(
+      h.sunk.map((e) => e.id),
+      ['Ev2'],
+    );
+  });
+});
+
 describe('a webhook retry after a Redis restart, the claim folded into the check', () => {
   let server: RedisProcess;
   before(async () => {

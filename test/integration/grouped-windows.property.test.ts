@@ -120,7 +120,12 @@ for (const target of targets) {
             const limits = (space: string) => c.limits.map((l) => limit(space, l.base, l.edited, l.cost));
             const claim = (space: string) =>
               c.op === 'claimed'
-                ? { key: `rl:{g:${space}}:once:${c.event}`, ttlMs: 60_000, keepOnRefusal: c.keepOnRefusal }
+                ? {
+                    key: `rl:{g:${space}}:once:${c.event}`,
+                    ttlMs: 60_000,
+                    keepOnRefusal: c.keepOnRefusal,
+                    token: 'attempt1',
+                  }
                 : undefined;
             const ownClaim = claim(own);
             const genericClaim = claim(generic);
@@ -190,7 +195,11 @@ for (const target of targets) {
         const limits = [limit(space, 'a', false, 1), limit(space, 'b', false, 1)];
         const claimed = i % 3 === 0;
         const call = claimed
-          ? withClaim(claimableCheckCall(limits, true), { key: `rl:{g:${space}}:once:${i}`, ttlMs: 60_000 })
+          ? withClaim(claimableCheckCall(limits, true), {
+              key: `rl:{g:${space}}:once:${i}`,
+              ttlMs: 60_000,
+              token: 'attempt1',
+            })
           : checkCall(limits, i % 5 !== 4);
         replies.push(await run(call, nowUs, flatOnly));
         nowUs += i === 20 ? 5_000_000 : 180_000;

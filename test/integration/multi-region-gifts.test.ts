@@ -135,7 +135,7 @@ describe('Multi-region shares: gifts and the limit', () => {
     const eu = limiter('eu');
     await assert.rejects(eu.checkFirst([{ policy: name, key: 'k' }]), MisconfiguredCheckError);
     await assert.rejects(
-      eu.checkOnce([{ policy: name, key: 'k' }], { key: `wh:{${name}:k}:seen:1`, ttlMs: 60_000 }),
+      eu.checkOnce([{ policy: name, key: 'k' }], { key: `wh:{${name}:k}:seen:1`, ttlMs: 60_000, token: 'attempt1' }),
       MisconfiguredCheckError,
     );
   });

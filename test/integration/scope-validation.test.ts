@@ -70,7 +70,11 @@ for (const target of targets) {
       checkWithShadow: (scope) => limiter.checkWithShadow(window, { scope }),
       // the claim shares the check's hash tag, as a consumer builds it
       checkOnce: (scope) =>
-        limiter.checkOnce(window, { key: `wh:{${g}:${scope}}:seen:${unique('c')}`, ttlMs: 60_000 }, { scope }),
+        limiter.checkOnce(
+          window,
+          { key: `wh:{${g}:${scope}}:seen:${unique('c')}`, ttlMs: 60_000, token: 'attempt1' },
+          { scope },
+        ),
       checkFirst: (scope) => limiter.checkFirst(window, { scope }),
       operate: (scope) => limiter.operate(bucketOperations.currentRate, names.rate, k, undefined, { scope }),
       'operate (recordFailure)': (scope) =>

@@ -7,7 +7,7 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { compilePolicies, MisconfiguredCheckError } from '@platform/rate-limit';
-import { withClaim } from '@platform/rate-limit/core';
+import { claimToken, giveBackCall, withClaim } from '@platform/rate-limit/core';
 import { type ClaimableCall, checkCall, claimableCheckCall, type ResolvedLimit } from '@platform/rate-limit/lua';
 
 const catalogue = compilePolicies({ w: { strategy: 'slidingWindow', limit: 5, window: '1 m' } });
@@ -17,7 +17,7 @@ const lone: ResolvedLimit = {
   counter: 'rl:{w:k}',
   cost: 1,
 };
-const claim = { key: 'rl:{w:k}:once:e1', ttlMs: 60_000 };
+const claim = { key: 'rl:{w:k}:once:e1', ttlMs: 60_000, token: 'attempt1' };
 
 describe('Function: withClaim', () => {
   it('refuses a call in a short form, which the claim record would turn into another call', () => {
@@ -29,6 +29,24 @@ describe('Function: withClaim', () => {
   it('appends the record to a claimable call, which is in the full form', () => {
     const call = withClaim(claimableCheckCall([lone], true), claim);
     assert.deepEqual(call.keys, ['rl:{w:k}', 'rl:{w:k}:once:e1']);
-    assert.deepEqual(call.args, ['1', '1', '5', '60000000', 'claim', '2', '60000', '0']);
+    assert.deepEqual(call.args, ['1', '1', '5', '60000000', 'claim', '2', '60000', '0', 'attempt1']);
+  });
+});
+
+describe("A claim's attempt token", () => {
+  it('is what the claim is set to and what its give-back must find: a fresh one per attempt, packed by one function', () => {
+    const call = giveBackCall(claim);
+    assert.deepEqual(call, { script: 'give_back_claim', keys: ['rl:{w:k}:once:e1'], args: ['attempt1'] });
+    const tokens = new Set(Array.from({ length: 100 }, claimToken));
+    assert.equal(tokens.size, 100, 'no two attempts share a token');
+    for (const token of tokens) assert.match(token, /^[A-Za-z0-9_-]{11}$/);
+  });
+
+  it('is required, and of the alphabet a Redis argument and a log line take plainly', () => {
+    for (const token of [undefined, '', 'a b', 'x'.repeat(65), 7]) {
+      const bad = { ...claim, token } as unknown as typeof claim;
+      assert.throws(() => withClaim(claimableCheckCall([lone], true), bad), MisconfiguredCheckError, String(token));
+      assert.throws(() => giveBackCall(bad), MisconfiguredCheckError, String(token));
+    }
   });
 });

@@ -6,9 +6,14 @@
  * One round trip instead of two, and no window between the claim and the
  * count: a claim already taken answers `duplicate` without counting; an
  * admission sets it; a refusal leaves it untaken unless `keepOnRefusal`.
+ * The claim's value is the attempt's `token`, so `giveBackClaim` deletes only
+ * the claim this attempt took, never another delivery's.
  */
 
+import { randomBytes } from 'node:crypto';
 import type { ClaimableCall, ScriptCall } from '../lua/contract.ts';
+import { ENTRY_SCRIPTS, productionScripts } from '../lua/scripts.ts';
+import { type RedisClient, runScript } from '../redis/run-script.ts';
 import { int } from '../strategies/strategy.ts';
 import { MisconfiguredCheckError } from './errors.ts';
 
@@ -19,6 +24,19 @@ export interface CheckClaim {
   readonly ttlMs: number;
   /** A refusal keeps the claim too (the event was decided; a redelivery is a duplicate). @default false */
   readonly keepOnRefusal?: boolean;
+  /**
+   * This attempt's token, the value the claim is set to (`claimToken`): a
+   * give-back deletes the claim only while it holds this token. 1 to 64 of
+   * A-Z a-z 0-9 _ -.
+   */
+  readonly token: string;
+}
+
+const TOKEN = /^[A-Za-z0-9_-]{1,64}$/;
+
+/** A fresh attempt token: 64 random bits (11 characters), unique among the attempts at one event. */
+export function claimToken(): string {
+  return randomBytes(8).toString('base64url');
 }
 
 /** What a claimed check answers when the claim was already taken: nothing was counted. */
@@ -52,9 +70,44 @@ export function withClaim(call: ClaimableCall, claim: CheckClaim): ScriptCall {
   if (!Number.isSafeInteger(claim.ttlMs) || claim.ttlMs < 1) {
     throw new MisconfiguredCheckError('a once-only claim lasts a whole number of ms from 1');
   }
+  assertToken(claim.token);
   const keys = [...call.keys, claim.key];
-  const args = [...call.args, 'claim', int(keys.length), int(claim.ttlMs), claim.keepOnRefusal ? '1' : '0'];
+  const args = [
+    ...call.args,
+    'claim',
+    int(keys.length),
+    int(claim.ttlMs),
+    claim.keepOnRefusal ? '1' : '0',
+    claim.token,
+  ];
   return { script: call.script, keys, args };
+}
+
+function assertToken(token: unknown): asserts token is string {
+  if (typeof token !== 'string' || !TOKEN.test(token)) {
+    throw new MisconfiguredCheckError('a once-only claim carries its attempt token: 1 to 64 of A-Z a-z 0-9 _ -');
+  }
+}
+
+/** lua/give_back_claim.lua's call: the claim's key, and the token it must still hold. */
+export function giveBackCall(claim: CheckClaim): ScriptCall {
+  assertToken(claim?.token);
+  return { script: ENTRY_SCRIPTS.giveBackClaim, keys: [claim.key], args: [claim.token] };
+}
+
+/**
+ * Gives a claim back (its event was not handed on), so a redelivery counts
+ * again: deleted only while it still holds this attempt's token. Answers
+ * whether it did (false: another attempt's claim, or none). One round trip;
+ * the caller bounds it in time (`RedisAccess.within`). Send it on the
+ * connection the check went on: a check that timed out and runs late then
+ * runs before it.
+ */
+export async function giveBackClaim(redis: RedisClient, claim: CheckClaim): Promise<boolean> {
+  const { script, keys, args } = giveBackCall(claim);
+  const lua = productionScripts().entries[script];
+  if (!lua) throw new TypeError(`no Lua script "${script}"`);
+  return (await runScript(redis, lua, keys, args)) === 1;
 }
 
 /** A claimed check's reply: `duplicate` for check.lua's { 2 }, otherwise the check's own reply, untouched. */

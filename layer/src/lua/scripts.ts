@@ -27,6 +27,7 @@ export const ENTRY_SCRIPTS = {
   checkFirst: 'check_first',
   reserveInFlight: 'reserve_in_flight',
   settleInFlight: 'settle_in_flight',
+  giveBackClaim: 'give_back_claim',
 } as const;
 
 /** The scripts of one clock: every entry file's, and lua/check.lua narrowed to the strategies a check uses. */
@@ -86,6 +87,7 @@ export function fragmentsOf(entrySource: string, entry: string, units: readonly 
   return (line[1] as string)
     .trim()
     .split(/\s+/)
+    .filter((name) => name !== 'none') // an entry that needs no fragment: `-- fragments: none`
     .flatMap((name) =>
       name === '<strategies>'
         ? [...units.map((unit) => readLua(unit.luaFragment)), dispatchTable(units)]
