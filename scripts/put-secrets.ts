@@ -7,12 +7,14 @@
  *
  * The file maps each secret's name to its value:
  *   { "email-pepper": "…", "device-cookie-key": "…", "slack-signing-secret": "…", "telegram-bot-<bot>": "…", "mattermost-bot-token": "…", "api-key-pepper": "…" }
- * Values are never printed; the file is yours to delete afterwards.
+ * Each value must pass its rule (config/secrets.ts: 16+ characters; a
+ * Telegram secret token 32–256 of A-Z a-z 0-9 _ -). Values are never
+ * printed; the file is yours to delete afterwards.
  */
 import { readFileSync } from 'node:fs';
 import { PutParameterCommand, SSMClient } from '@aws-sdk/client-ssm';
 import { parameterPath, secretParameter } from '@platform/rate-limit/config';
-import { secretFolder } from '../config/secrets.ts';
+import { secretFolder, secretValueProblem } from '../config/secrets.ts';
 
 /** A secret's name: letters, digits, dashes; which ones the platform reads, and where, is config/secrets.ts. */
 const SECRET_NAME = /^[a-z][a-z0-9_-]{0,80}$/i;
@@ -30,10 +32,9 @@ export function parseSecrets(json: unknown): Record<string, string> {
     if (!SECRET_NAME.test(name) || secretFolder(name) === undefined) {
       throw new InvalidSecretsError(`"${name}" is not a secret the platform reads`);
     }
-    if (typeof value !== 'string' || value.length < 16) {
-      throw new InvalidSecretsError(`${name}: the value must be a string of at least 16 characters`);
-    }
-    secrets[name] = value;
+    const problem = secretValueProblem(name, value);
+    if (problem !== undefined) throw new InvalidSecretsError(`${name}: ${problem}`);
+    secrets[name] = value as string;
   }
   if (Object.keys(secrets).length === 0) throw new InvalidSecretsError('the file names no secret');
   return secrets;

@@ -15,6 +15,8 @@ import { call, loopbackAddress } from '../support/http.ts';
 
 const SLACK_SECRET = 'local-only-slack-signing-secret';
 const TELEGRAM_SECRET = 'local-only-telegram-secret-token';
+/** A bot whose stored token predates the 32-character rule (secrets:put refuses it now, the webhook still accepts it). */
+const LEGACY_BOT_SECRET = 'legacy-short-token-20';
 
 /** An address whose per-IP windows are overridden to 3, to reach their refusal under the gateway's own throttle. */
 const NARROW_IP = '127.0.9.9';
@@ -35,6 +37,7 @@ before(async () => {
     parameters: {
       [`/ratelimit/local/overrides/slack-ip/${NARROW_IP}`]: { limit: 3 },
       [`/ratelimit/local/overrides/telegram-ip/${NARROW_IP}`]: { limit: 3 },
+      '/ratelimit/local/secrets/telegram/telegram-bot-legacy': LEGACY_BOT_SECRET,
     },
   });
 });
@@ -262,6 +265,28 @@ describe('Telegram webhook (POST /webhooks/telegram/{bot})', () => {
     assert.deepEqual(statuses, [...Array(60).fill(200), 429]);
     const other = await telegram('demo', { update_id: base + 100, message: { chat: { id: 42 } } });
     assert.equal(other.status, 200);
+  });
+
+  it('keeps accepting a stored secret token shorter than the rule, and warns once by its name, never its value', async () => {
+    const { logger } = sharedPlatform();
+    const lines: string[] = [];
+    const original = logger.warn;
+    logger.warn = ((...args: unknown[]) => void lines.push(JSON.stringify(args))) as never;
+    const statuses: number[] = [];
+    try {
+      for (let i = 0; i < 3; i++) {
+        const update = { update_id: Date.now() * 10 + i, message: { chat: { id: 4242 } } };
+        statuses.push((await telegram('legacy', update, LEGACY_BOT_SECRET)).status);
+      }
+      statuses.push((await telegram('legacy', { update_id: 1 }, 'wrong')).status);
+    } finally {
+      logger.warn = original;
+    }
+    assert.deepEqual(statuses, [200, 200, 200, 401]);
+    const warnings = lines.filter((line) => line.includes('telegram-bot-legacy'));
+    assert.equal(warnings.length, 1, `one warning per bot and container: ${lines.join('\n')}`);
+    assert.match(warnings[0] as string, /at least 32 characters/);
+    assert.ok(!lines.some((line) => line.includes(LEGACY_BOT_SECRET)), 'no log line holds the token');
   });
 
   it('answers a redelivered update_id with 200 without counting or forwarding it again', async () => {

@@ -41,6 +41,50 @@ describe('npm run secrets:put', () => {
     assert.equal(ssm.commandCalls(PutParameterCommand).length, 0);
   });
 
+  it("refuses a Telegram secret token shorter than 32 characters or outside Telegram's alphabet, naming the rule and not the value", () => {
+    const refused = [
+      ['a'.repeat(31), /at least 32 characters/],
+      [`${'a'.repeat(31)}+`, /Telegram's alphabet, A-Z a-z 0-9 _ -/],
+      [`${'a'.repeat(40)} `, /Telegram's alphabet/],
+      ['é'.repeat(40), /Telegram's alphabet/],
+      ['a'.repeat(257), /at most 256 characters/],
+      [1_234_567_890_123_456, /must be a string/],
+    ] as const;
+    for (const [token, rule] of refused) {
+      assert.throws(
+        () => parseSecrets({ 'telegram-bot-demo': token }),
+        (e: unknown) =>
+          e instanceof InvalidSecretsError &&
+          rule.test(e.message) &&
+          e.message.startsWith('telegram-bot-demo: ') &&
+          !e.message.includes(String(token).slice(0, 20)),
+      );
+    }
+    // the bounds themselves, and every character Telegram takes
+    for (const token of ['a'.repeat(32), 'Z'.repeat(256), 'AZaz09_-'.repeat(4)]) {
+      assert.deepEqual(parseSecrets({ 'telegram-bot-demo': token }), { 'telegram-bot-demo': token });
+    }
+    // the other secrets keep their rule: 16+ characters, any
+    assert.deepEqual(parseSecrets({ 'email-pepper': 'p+/='.repeat(4) }), { 'email-pepper': 'p+/='.repeat(4) });
+  });
+
+  it("accepts exactly the Telegram secret tokens of 32–256 characters of Telegram's alphabet", () => {
+    const alphabet = 'ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_-';
+    const valid = fc.string({ unit: fc.constantFrom(...alphabet), minLength: 32, maxLength: 256 });
+    const any = fc.oneof(valid, fc.string({ maxLength: 300 }), fc.string({ unit: 'grapheme', maxLength: 300 }));
+    fc.assert(
+      fc.property(any, (token) => {
+        const fits = token.length >= 32 && token.length <= 256 && [...token].every((c) => alphabet.includes(c));
+        try {
+          const stored = parseSecrets({ 'telegram-bot-x': token })['telegram-bot-x'];
+          return fits && stored === token;
+        } catch (error) {
+          return !fits && error instanceof InvalidSecretsError;
+        }
+      }),
+    );
+  });
+
   it('answers any JSON with secrets or an InvalidSecretsError', () => {
     fc.assert(
       fc.property(fc.jsonValue(), (input) => {
