@@ -22,9 +22,12 @@ import {
   type HttpEvent,
   type RouteLimit,
   rateLimit,
+  rateLimitHeaders,
 } from '@platform/rate-limit/middleware';
 import type { Context } from 'aws-lambda';
+import fc from 'fast-check';
 import { freePort } from '../../scripts/redis-process.ts';
+import { quotaPeriodUs } from '../model/reference-model.ts';
 import { httpApiEvent, restEvent } from '../support/events.ts';
 import { connected, countingCommands, pinnedLimiter, policies, targets, unique } from '../support/targets.ts';
 
@@ -102,6 +105,48 @@ for (const target of targets) {
 describe('rateLimit middleware', () => {
   const redis = targets[0]?.client() ?? assert.fail();
   after(() => redis.disconnect());
+
+  it("states a month quota's window as the length of its month (28 to 31 days), never shorter than t", async () => {
+    const OFFSETS = [undefined, '+05:30', '-08:00', '+14:00', '-14:00'] as const;
+    const at = (iso: string) => Date.parse(iso) * 1000;
+    // the first second of a 31-day month (t was past a 30-day w), a leap February and a plain one, a 30-day month
+    const pinned = ['2027-01-01T00:00:00Z', '2028-02-15T12:00:00Z', '2027-02-01T00:00:00Z', '2027-04-30T23:59:59Z'];
+    const instant = fc.oneof(
+      fc.constantFrom(...pinned.map(at)),
+      fc.integer({ min: at('1971-01-01T00:00:00Z'), max: at('2099-12-31T00:00:00Z') }),
+    );
+    await fc.assert(
+      fc.asyncProperty(instant, fc.constantFrom(...OFFSETS), async (nowUs, utcOffset) => {
+        const name = unique('month');
+        const policy = compilePolicy(name, {
+          strategy: 'quota',
+          limit: 5,
+          period: 'month',
+          ...(utcOffset ? { utcOffset } : {}),
+          timeBudget: '5 s',
+        });
+        const limiter = pinnedLimiter({ redis, policies: { resolve: () => policy } }, { nowUs });
+        const decision = await limiter.check({ policy: name, key: 'k' });
+        assert.ok(decision.decided);
+        const headers = rateLimitHeaders(decision.limits, nowUs / 1000);
+        const w = Number(/;w=(\d+)$/.exec(headers['RateLimit-Policy'] ?? '')?.[1]);
+        const t = Number(/;t=(\d+)$/.exec(headers.RateLimit ?? '')?.[1]);
+        const [start, end] = quotaPeriodUs(nowUs, 'month', policy.strategy === 'quota' ? policy.offsetUs : 0);
+        assert.equal(w, (end - start) / 1e6, `${new Date(nowUs / 1000).toISOString()} ${utcOffset ?? 'UTC'}`);
+        assert.ok(t > 0 && t <= w, `t=${t} w=${w}`);
+      }),
+      { numRuns: 150 },
+    );
+    // a quota with nothing counted yet reports no boundary: the month of now
+    const name = unique('month');
+    const policy = compilePolicy(name, { strategy: 'quota', limit: 5, period: 'month', timeBudget: '5 s' });
+    const nowUs = at('2027-01-20T00:00:00Z');
+    const peeked = await pinnedLimiter({ redis, policies: { resolve: () => policy } }, { nowUs }).peek([
+      { policy: name, key: 'k' },
+    ]);
+    assert.ok(peeked.decided);
+    assert.equal(rateLimitHeaders(peeked.limits, nowUs / 1000)['RateLimit-Policy'], `"${name}";q=5;w=${31 * 86_400}`);
+  });
 
   it('answers 400 with a reason when the key is missing, without a shared bucket', async () => {
     const policy = unique('key');

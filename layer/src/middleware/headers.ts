@@ -7,12 +7,16 @@ import { unitOf } from '../strategies/index.ts';
  *   RateLimit:        "<policy>";r=<remaining>;t=<seconds until reset>
  *   Retry-After:      <whole seconds, rounded up>
  * One list item per limit whose strategy is a quota (a failure backoff is not).
+ * `w` is "a time window applicable to the quota" (the draft, 3.1.3): a
+ * calendar month's is this month's length (`windowSecondsAt`), so `t` never
+ * exceeds it.
  */
-export function rateLimitHeaders(limits: readonly LimitStatus[]): Record<string, string> {
+export function rateLimitHeaders(limits: readonly LimitStatus[], nowMs = Date.now()): Record<string, string> {
   const quotas = limits.filter((l) => unitOf(l.strategy).quota);
   if (quotas.length === 0) return {};
+  const window = (l: LimitStatus) => unitOf(l.strategy).windowSecondsAt?.(l, nowMs) ?? l.windowSeconds;
   return {
-    'RateLimit-Policy': quotas.map((l) => `"${l.policy}";q=${l.limit};w=${l.windowSeconds}`).join(', '),
+    'RateLimit-Policy': quotas.map((l) => `"${l.policy}";q=${l.limit};w=${window(l)}`).join(', '),
     RateLimit: quotas.map((l) => `"${l.policy}";r=${l.remaining};t=${Math.ceil(l.resetAfterMs / 1000)}`).join(', '),
   };
 }

@@ -9,8 +9,28 @@ import * as v from 'valibot';
 import { type CompiledCommon, commonEntries, count, int, type StrategyUnit } from './strategy.ts';
 
 const PERIOD_CODES = { day: 'd', week: 'w', month: 'm' } as const;
-/** RateLimit-Policy `w` of a period: its nominal length (a month: 30 days). */
+/** A period's nominal length: exact for a day and a week (a fixed offset has no daylight saving); a month's is `monthSeconds`. */
 const PERIOD_SECONDS = { day: 86_400, week: 604_800, month: 2_592_000 } as const;
+
+/**
+ * RateLimit-Policy `w` of a month quota: the length of the month its status
+ * runs in, 28 to 31 days. The nominal 30 days would disagree with `t` (the
+ * seconds to the boundary): past `w` early in a 31-day month, and a February
+ * window ending two days after its reset. That month ends at the status's
+ * reset, 00:00 on a 1st in the quota's offset; within ±14:00 of UTC that
+ * instant falls on the 1st in UTC (an offset at or behind UTC) or on the last
+ * day of the month itself (ahead of UTC), so the month is known without the
+ * offset, and a clock a few seconds off the script's changes nothing. A
+ * status with no reset (nothing counted this period yet) has no boundary:
+ * the UTC month of now, wrong only within the offset's hours of a month's end.
+ */
+function monthSeconds(resetAfterMs: number, nowMs: number): number {
+  const end = new Date(nowMs + resetAfterMs);
+  const year = end.getUTCFullYear();
+  const month = resetAfterMs > 0 && end.getUTCDate() === 1 ? end.getUTCMonth() - 1 : end.getUTCMonth();
+  return (Date.UTC(year, month + 1, 1) - Date.UTC(year, month, 1)) / 1000;
+}
+
 const OFFSET = /^([+-])(0\d|1[0-4]):([0-5]\d)$/;
 
 const schema = v.strictObject({
@@ -67,6 +87,13 @@ export const quota: StrategyUnit<'quota', typeof schema, CompiledQuota> = {
   // lua/lib/quota.lua, check record: limit, period code, offset µs
   checkFields({ policy }) {
     return [int(policy.limit), PERIOD_CODES[policy.period], int(policy.offsetUs)];
+  },
+
+  windowSecondsAt(status, nowMs) {
+    // a status carries its compiled window: only a month's varies (PERIOD_SECONDS, above)
+    return status.windowSeconds === PERIOD_SECONDS.month
+      ? monthSeconds(status.resetAfterMs, nowMs)
+      : status.windowSeconds;
   },
 
   describe(config) {

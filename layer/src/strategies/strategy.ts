@@ -215,6 +215,11 @@ export interface StrategyUnit<Name extends string, Schema extends v.GenericSchem
    * @default false
    */
   readonly valueCounter?: boolean;
+  /**
+   * RateLimit-Policy `w` of one of its limits' statuses at `nowMs`, when the
+   * window is not one fixed length (a calendar month). @default the status's `windowSeconds`
+   */
+  windowSecondsAt?(status: { readonly windowSeconds: number; readonly resetAfterMs: number }, nowMs: number): number;
   /** The domain numbers a check needs, computed once; throws InvalidPolicyError for what the schema cannot say. */
   compile(common: CommonSettings, config: v.InferOutput<Schema>): Compiled;
   /**
