@@ -32,6 +32,9 @@ export async function handler(_event: unknown, context?: Pick<Context, 'getRemai
     await nextPass(started + periodMs - Date.now()); // the period is the design's, not a race being papered over
   }
   const given = reports.reduce((sum, r) => sum + r.given, 0);
-  logger.info('rebalance run', { region: regions.region, passes: reports.length, given });
-  return { passes: reports.length, given };
+  const skipped = reports.reduce((sum, r) => sum + r.skipped, 0);
+  // the backlog as the run ends (the last pass's): each pass counts what is still ahead, so a sum would count it again
+  const deferred = reports.at(-1)?.deferred ?? 0;
+  logger.info('rebalance run', { region: regions.region, passes: reports.length, given, skipped, deferred });
+  return { passes: reports.length, given, skipped, deferred };
 }

@@ -83,6 +83,25 @@ describe('Multi-region shares: demand read in turn', () => {
     assert.equal(answered, true, "'again' was never given share");
   });
 
+  it('reports the demand a pass leaves past its bound, until a pass reaches the end of the set', async () => {
+    // Prepare: 5 keys refused in us; a pass reads 2
+    const { name, us, pass } = setup();
+    for (let i = 0; i < 5; i++) assert.equal((await us.check({ policy: name, key: `k${i}` })).allowed, false);
+
+    // Act
+    const reports = [await pass(2), await pass(2), await pass(2)];
+
+    // Assess: 3 then 1 left for later; the third page is short (the end), and every key was given its 1
+    assert.deepEqual(
+      reports.map((r) => ({ given: r.given, deferred: r.deferred })),
+      [
+        { given: 2, deferred: 3 },
+        { given: 2, deferred: 1 },
+        { given: 1, deferred: 0 },
+      ],
+    );
+  });
+
   it('reports demand for the limits of a grouped check that refused it, not the others', async () => {
     // Prepare: ip and ip48 checked together (login's pair); us's split of ip is 1, of ip48 10
     const [ip, ip48] = [unique('ip'), unique('ip48')];

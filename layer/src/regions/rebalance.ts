@@ -32,6 +32,14 @@ export interface RebalanceReport {
   readonly given: number;
   /** Members naming a policy not (or no longer) in `shares` mode, skipped. */
   readonly skipped: number;
+  /**
+   * Members past the page a pass reads of each other region (`maxLimits`),
+   * left for the next passes of this sweep: the backlog, 0 once a pass
+   * reaches the end of every set (answered members stay until they age out,
+   * so the next sweep counts them again). Counted only when a page is full,
+   * with one ZCOUNT.
+   */
+  readonly deferred: number;
 }
 
 export async function rebalance(options: RebalanceOptions): Promise<RebalanceReport> {
@@ -42,10 +50,12 @@ export async function rebalance(options: RebalanceOptions): Promise<RebalanceRep
   let limits = 0;
   let given = 0;
   let skipped = 0;
+  let deferred = 0;
   for (const other of regions) {
     if (other === region) continue;
-    const members = await readDemand(redis, other, region, since, options.maxLimits ?? 1000);
-    for (const member of new Set(members)) {
+    const page = await readDemand(redis, other, region, since, options.maxLimits ?? 1000);
+    deferred += page.deferred;
+    for (const member of new Set(page.members)) {
       const [name, key, counter] = member.split('\n') as [string, string | undefined, string | undefined];
       // the key's own override: the limit the checks split must be the one split here
       const policy = key === undefined || counter === undefined ? undefined : policies.resolve(name, key);
@@ -61,20 +71,20 @@ export async function rebalance(options: RebalanceOptions): Promise<RebalanceRep
       given += Number(reply[2]);
     }
   }
-  return { limits, given, skipped };
+  return { limits, given, skipped, deferred };
 }
 
 /**
- * One page of `other`'s demand set, from where the last pass stopped (a key
- * of this region's, so a Lambda's cold start does not lose it), oldest
- * first; back to the oldest once a page reaches the end. Answered members
- * stay in the set (it is `other`'s, replicated whole: this region may not
- * remove them), so reading the oldest page every pass would starve every
- * limit past it. A member keeps its first refusal's place
- * (regional-checks.ts adds with NX), so each is read once per sweep however
- * often it is refused. Members of one ms are ordered by name: the count read
- * at the stop's score resumes among them (one added there meanwhile may wait
- * a sweep).
+ * One page of `other`'s demand set and how many members are left past it,
+ * from where the last pass stopped (a key of this region's, so a Lambda's
+ * cold start does not lose it), oldest first; back to the oldest once a page
+ * reaches the end. Answered members stay in the set (it is `other`'s,
+ * replicated whole: this region may not remove them), so reading the oldest
+ * page every pass would starve every limit past it. A member keeps its first
+ * refusal's place (regional-checks.ts adds with NX), so each is read once
+ * per sweep however often it is refused. Members of one ms are ordered by
+ * name: the count read at the stop's score resumes among them (one added
+ * there meanwhile may wait a sweep).
  */
 async function readDemand(
   redis: RedisClient,
@@ -82,7 +92,7 @@ async function readDemand(
   region: string,
   since: number,
   page: number,
-): Promise<string[]> {
+): Promise<{ members: string[]; deferred: number }> {
   const cursor = demandCursorKey(other, region);
   const [savedScore, savedRead] = ((await redis.get(cursor)) ?? '').split(' ').map(Number);
   // none, unreadable, or older than the set's keep (its members have left): from the oldest
@@ -93,11 +103,14 @@ async function readDemand(
   const members = reply.filter((_, i) => i % 2 === 0);
   if (members.length < page) {
     await redis.del(cursor);
-    return members;
+    return { members, deferred: 0 };
   }
   const last = Number(reply[reply.length - 1]);
   const atLast = reply.filter((value, i) => i % 2 === 1 && Number(value) === last).length;
   const read = (last === from ? skip : 0) + atLast;
+  // the page ran from the `skip`th member at `from`: the rest of the set waits (one added meanwhile too); counted
+  // before the cursor moves, so a count that fails fails the pass with the page still unread, not skipped
+  const left = (await redis.zcount(demandKey(other), String(from), '+inf')) - skip - members.length;
   await redis.set(cursor, `${last} ${read}`, 'PX', DEMAND_KEEP_MS);
-  return members;
+  return { members, deferred: Math.max(0, left) };
 }

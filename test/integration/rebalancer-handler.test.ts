@@ -1,0 +1,54 @@
+/**
+ * The rebalancer's Lambda handler: its run's log line says how much demand it
+ * skipped and how much it left past a pass's bound (real Redis), so an
+ * operator sees a backlog the passes have not reached.
+ */
+import assert from 'node:assert/strict';
+import { after, before, describe, it } from 'node:test';
+import { Logger } from '@aws-lambda-powertools/logger';
+import { compilePolicies, createRedisClient, type RedisClient, staticPolicies } from '@platform/rate-limit';
+import type { PolicyStore } from '@platform/rate-limit/config';
+import { demandKey } from '@platform/rate-limit/regions';
+import { handler } from '../../functions/rebalancer/handler.ts';
+import { createPlatform, usePlatform } from '../../functions/shared/platform.ts';
+import { connected, unique } from '../support/targets.ts';
+
+let redis: RedisClient;
+const REGION_VARIABLES = ['RATE_LIMIT_REGION', 'RATE_LIMIT_HOME_REGION', 'RATE_LIMIT_REGIONS'] as const;
+before(() => {
+  redis = createRedisClient({ url: process.env.REDIS_URL as string });
+  return connected(redis);
+});
+after(() => {
+  usePlatform(undefined);
+  redis.disconnect();
+  for (const variable of REGION_VARIABLES) delete process.env[variable];
+});
+
+describe('The rebalancer Lambda handler', () => {
+  it('logs the demand it skipped and the demand left past the bound of its pass', async () => {
+    // Prepare: us's demand set holds 1003 members of a policy eu does not split (one pass reads 1000)
+    const suffix = unique('rb').slice(-8);
+    const [eu, us] = [`eu-${suffix}`, `us-${suffix}`];
+    Object.assign(process.env, {
+      RATE_LIMIT_REGION: eu,
+      RATE_LIMIT_HOME_REGION: eu,
+      RATE_LIMIT_REGIONS: `${eu},${us}`,
+    });
+    const now = Date.now();
+    const members = Array.from({ length: 1003 }, (_, i) => [String(now), `no-such-policy\nk${i}\nrl:c${i}`]).flat();
+    await redis.zadd(demandKey(us), ...members);
+    const lines: unknown[] = [];
+    const logger = new Logger({ serviceName: 'rebalancer-test', logLevel: 'SILENT' });
+    logger.info = (...entry: unknown[]) => void lines.push(entry);
+    const policies = staticPolicies(compilePolicies({})) as unknown as PolicyStore;
+    usePlatform(createPlatform({ logger, redis, policies, ready: Promise.resolve() }));
+
+    // Act: a run with no time for a second pass
+    const report = await handler({}, { getRemainingTimeInMillis: () => 0 });
+
+    // Assess: one pass; 1000 members skipped, 3 left for the next pass, in the return and the log line
+    assert.deepEqual(report, { passes: 1, given: 0, skipped: 1000, deferred: 3 });
+    assert.deepEqual(lines, [['rebalance run', { region: eu, passes: 1, given: 0, skipped: 1000, deferred: 3 }]]);
+  });
+});
