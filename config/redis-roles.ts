@@ -2,9 +2,9 @@
  * The platform's Redis keyspace: every family of keys it writes, each under
  * its own prefix, and the ACL rules that follow from them. The layer names
  * its own prefix and commands (`COUNTER_PREFIX`, `LIMITER_COMMANDS`); the
- * consumers' families (the once-only claims, the harvester's cursors) and
- * their commands are added here. The ACL users of the local
- * production-shaped cluster and of ElastiCache/MemoryDB, the CLI and the
+ * consumers' families (the once-only claims, the harvester's cursors, the
+ * API's known-key markers) and their commands are added here. The ACL users
+ * of the local production-shaped cluster and of ElastiCache/MemoryDB, the CLI and the
  * tests all read this one list: a new family is added here or its keys are
  * refused to the functions user.
  */
@@ -17,6 +17,8 @@ export const KEY_FAMILIES = {
   claims: 'wh:',
   /** The harvester's shared page cursors, the pages put back and the pages leased beside each (`hv:{site}:cursor`, `:retry`, `:leased`). */
   cursors: 'hv:',
+  /** Markers of the API keys the registry found lately, by keyed hash (`ak:<hash>`: functions/api/known-keys.ts). */
+  knownKeys: 'ak:',
 } as const;
 
 export type KeyFamily = keyof typeof KEY_FAMILIES;
@@ -25,6 +27,7 @@ export type KeyFamily = keyof typeof KEY_FAMILIES;
  * What the consumers' (functions') user may run, and nothing else: the
  * limiter's commands (its scripts, what they call inside, what ioredis sends),
  * and the consumers' own: the once-only claims (SET NX PX, DEL: the limiter's
+ * already), the API's known-key markers (SET PX, GET, DEL: the limiter's
  * already) and the harvester cursor (INCR; its retry set's and leases' ZADD,
  * ZRANGEBYSCORE and ZREM, and TIME, are the limiter's already). Not FLUSHALL, CONFIG, KEYS, DEBUG,
  * SCRIPT FLUSH, nor any key outside the families above.
@@ -34,7 +37,7 @@ export const FUNCTIONS_COMMANDS = [...LIMITER_COMMANDS, 'incr'] as const;
 /** What the operator's CLI adds (npx ratelimit inspect): reading a counter's expiry. */
 export const OPERATOR_COMMANDS = [...FUNCTIONS_COMMANDS, 'pttl'] as const;
 
-/** `~rl:* ~wh:* ~hv:*`: every family, and no other key. */
+/** `~rl:* ~wh:* ~hv:* ~ak:*`: every family, and no other key. */
 export function keyPatterns(): string[] {
   return Object.values(KEY_FAMILIES).map((prefix) => `~${prefix}*`);
 }

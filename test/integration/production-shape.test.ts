@@ -259,6 +259,10 @@ describe('The production shape: TLS, ACL users, replicas', () => {
       await assert.rejects(redis.eval("return redis.call('GET', KEYS[1])", 1, 'session:1'), /NOPERM|No permissions/i);
       assert.equal(await redis.set('wh:{slack:T1}:seen:Ev1', '1', 'PX', 1000, 'NX'), 'OK');
       assert.equal(await redis.incr('hv:{site}:cursor'), 1);
+      // the API's known-key markers: set, read, removed
+      assert.equal(await redis.set('ak:someKeyHash', '1', 'PX', 1000), 'OK');
+      assert.equal(await redis.get('ak:someKeyHash'), '1');
+      assert.equal(await redis.del('ak:someKeyHash'), 1);
     } finally {
       redis.disconnect();
     }

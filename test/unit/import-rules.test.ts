@@ -168,7 +168,7 @@ describe("Import rules inside the layer (docs/architecture.md, the layer's map)"
   it('the layer holds no consumer key family and no ACL builder (config/redis-roles.ts does)', () => {
     const found = files('layer/src').flatMap((file) => {
       const code = codeOf(file);
-      return [/'(wh|hv):/, /\bKEY_FAMILIES\b/, /\bREDIS_ROLES\b/, /AclRules\b/, /\bmanagedAccessString\b/]
+      return [/'(wh|hv|ak):/, /\bKEY_FAMILIES\b/, /\bREDIS_ROLES\b/, /AclRules\b/, /\bmanagedAccessString\b/]
         .filter((pattern) => pattern.test(code))
         .map((pattern) => `${file}: ${pattern}`);
     });

@@ -48,7 +48,7 @@ describe('The keyspace and the ACL rules built from it', () => {
     const prefixes = Object.values(KEY_FAMILIES);
     assert.equal(new Set(prefixes).size, prefixes.length);
     for (const a of prefixes) for (const b of prefixes) if (a !== b) assert.ok(!a.startsWith(b), `${a} inside ${b}`);
-    assert.deepEqual(keyPatterns(), ['~rl:*', '~wh:*', '~hv:*']);
+    assert.deepEqual(keyPatterns(), ['~rl:*', '~wh:*', '~hv:*', '~ak:*']);
     const rules = functionsAclRules();
     assert.ok(
       rules.includes('-@all') && rules.indexOf('-@all') < rules.indexOf('+evalsha'),
