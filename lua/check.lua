@@ -29,10 +29,12 @@
 --              module's checkFields in layer/src/strategies/)
 -- ARGV after the records, optional: 'claim', the index in KEYS of a once-only
 --              claim key (same slot), its TTL ms, '1' to keep it when refused,
---              and the attempt's token, the value the claim is set to (only
---              that attempt gives it back: lua/give_back_claim.lua;
---              layer/src/core/claim.ts). A claim already taken answers { 2 }:
---              nothing counted, nothing written. Otherwise the claim is set
+--              the attempt's token, and for how long (ms, 0: never) a claim
+--              is pending. The claim's value is '<token>:<Redis ms taken>'
+--              (only that attempt gives it back: lua/give_back_claim.lua;
+--              layer/src/core/claim.ts). A claim already taken answers { 2 }
+--              (duplicate), or { 3 } (pending) while younger than the pending
+--              time: nothing counted, nothing written. Otherwise the claim is set
 --              with an admission (debited), or a refusal when kept.
 -- Reply (integers): allowed (1|0), binding limit (1-based, 0 when admitted),
 --   retry-after µs, then per limit: remaining, reset µs, retry-after µs.
@@ -58,16 +60,24 @@ for i = 1, limit_count do
   if strategy.value then fetched[#fetched + 1] = KEYS[i] end
   a = a + 3 + tonumber(ARGV[a + 2])
 end
-local claim_key, claim_ttl_ms, claim_kept, claim_token
+local claim_key, claim_ttl_ms, claim_kept, claim_token, claim_pending_ms
 if ARGV[a] == 'claim' then
   claim_key, claim_ttl_ms, claim_kept = KEYS[tonumber(ARGV[a + 1])], tonumber(ARGV[a + 2]), ARGV[a + 3] == '1'
-  claim_token = ARGV[a + 4]
+  claim_token, claim_pending_ms = ARGV[a + 4], tonumber(ARGV[a + 5])
   -- GET, not EXISTS: the functions' ACL user runs only the commands it needs
-  if redis.call('GET', claim_key) then return { 2 } end
+  local held = redis.call('GET', claim_key)
+  if held then
+    -- taken less than claim_pending_ms ago (its value: token ':' Redis ms): maybe still given back
+    local taken_ms = claim_pending_ms > 0 and tonumber(string.match(held, ':(%d+)$'))
+    if taken_ms and now_us() / 1000 - taken_ms < claim_pending_ms then return { 3 } end
+    return { 2 }
+  end
 end
 local values = #fetched > 0 and redis.call('MGET', unpack(fetched)) or fetched
 
 local now = now_us()
+-- the claim's value: this attempt's token, and when it was taken (Redis ms)
+local claim_value = claim_key and claim_token .. ':' .. string.format('%d', math.floor(now / 1000))
 local results = {}
 local allowed, binding, retry_max = true, 0, 0
 local v = 0
@@ -99,7 +109,7 @@ for i = 1, limit_count do
   end
 end
 -- after the counters: at maxmemory an admission fails whole at its first write
-if claim_key and debit and (allowed or claim_kept) then redis.call('SET', claim_key, claim_token, 'PX', claim_ttl_ms) end
+if claim_key and debit and (allowed or claim_kept) then redis.call('SET', claim_key, claim_value, 'PX', claim_ttl_ms) end
 
 local reply = { allowed and 1 or 0, binding, retry_max }
 for i = 1, limit_count do

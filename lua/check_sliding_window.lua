@@ -16,9 +16,11 @@
 --   ARGV[2..]    per window, 3 each: cost, limit, window µs
 --   ARGV after the windows, optional: lua/check.lua's claim record: 'claim',
 --                c (the claim's index in KEYS), its TTL ms, '1' to keep it
---                when refused, the attempt's token (the claim's value: only
---                that attempt gives it back; layer/src/core/claim.ts). A claim already
---                taken answers { 2 }: nothing counted, nothing written.
+--                when refused, the attempt's token and its pending ms
+--                (lua/check.lua's: the claim's value is '<token>:<Redis ms
+--                taken>', given back only by that attempt; layer/src/core/claim.ts).
+--                A claim already taken answers { 2 }, or { 3 } while
+--                pending: nothing counted, nothing written.
 --                Otherwise the claim is set after the windows' writes with an
 --                admission (debited), or with a refusal when kept.
 -- Reply, one window: admitted, what remains (one integer; the window resets a
@@ -36,7 +38,7 @@
 -- (the short form's, unless the full form follows).
 local count, debit, lone_cost, lone_at = 1, true, 1, 1
 if arg_count == 3 then lone_cost, lone_at = tonumber(ARGV[1]), 2 end
-local claim_key, claim_ttl_ms, claim_kept, claim_token
+local claim_key, claim_ttl_ms, claim_kept, claim_token, claim_pending_ms
 if arg_count > 3 then
   count = tonumber(ARGV[1])
   debit = count > 0
@@ -45,13 +47,21 @@ if arg_count > 3 then
   local claim_at = 3 * count + 2
   if ARGV[claim_at] == 'claim' then
     claim_key, claim_ttl_ms, claim_kept = KEYS[tonumber(ARGV[claim_at + 1])], tonumber(ARGV[claim_at + 2]), ARGV[claim_at + 3] == '1'
-    claim_token = ARGV[claim_at + 4]
+    claim_token, claim_pending_ms = ARGV[claim_at + 4], tonumber(ARGV[claim_at + 5])
     -- GET, not EXISTS: the functions' ACL user runs only the commands it needs
-    if redis.call('GET', claim_key) then return { 2 } end
+    local held = redis.call('GET', claim_key)
+    if held then
+      -- taken less than claim_pending_ms ago (its value: token ':' Redis ms): maybe still given back
+      local taken_ms = claim_pending_ms > 0 and tonumber(string.match(held, ':(%d+)$'))
+      if taken_ms and now_us() / 1000 - taken_ms < claim_pending_ms then return { 3 } end
+      return { 2 }
+    end
   end
 end
 
 local now = now_us()
+-- the claim's value: this attempt's token, and when it was taken (Redis ms)
+local claim_value = claim_key and claim_token .. ':' .. string.format('%d', math.floor(now / 1000))
 
 -- The common cases first, flat: one event per window into rings that need no
 -- new layout, each window's start found in its header or the next few slots.
@@ -72,7 +82,7 @@ if count == 1 and debit and lone_cost == 1 then
     local fresh = struct.pack('>I4I4I4I4i8i8i8', 1, 0, 0, written_w, at_now, at_now, at_now)
     local ttl_ms = key_ttl_ms(math.ceil(((math.floor(at_now / window_us) + 2) * window_us - at_now) / 1000))
     redis.call('SET', window_key, fresh, 'PX', ttl_ms)
-    if claim_key then redis.call('SET', claim_key, claim_token, 'PX', claim_ttl_ms) end
+    if claim_key then redis.call('SET', claim_key, claim_value, 'PX', claim_ttl_ms) end
     return limit - 1
   end
   if #header == 32 then
@@ -99,7 +109,7 @@ if count == 1 and debit and lone_cost == 1 then
       local in_window = n - e
       if found and in_window == limit then
         -- refused: the oldest event in the window must leave first
-        if claim_kept then redis.call('SET', claim_key, claim_token, 'PX', claim_ttl_ms) end
+        if claim_kept then redis.call('SET', claim_key, claim_value, 'PX', claim_ttl_ms) end
         return { 0, newest + window_us - at_now, first + window_us - at_now }
       end
       if found and in_window < limit then
@@ -125,7 +135,7 @@ if count == 1 and debit and lone_cost == 1 then
             redis.call('PEXPIRE', window_key, ttl_ms)
           end
         end
-        if claim_key then redis.call('SET', claim_key, claim_token, 'PX', claim_ttl_ms) end
+        if claim_key then redis.call('SET', claim_key, claim_value, 'PX', claim_ttl_ms) end
         return limit - in_window - 1
       end
     end
@@ -232,7 +242,7 @@ elseif count > 1 then
           end
         end
       end
-      if claim_key then redis.call('SET', claim_key, claim_token, 'PX', claim_ttl_ms) end
+      if claim_key then redis.call('SET', claim_key, claim_value, 'PX', claim_ttl_ms) end
       return reply
     end
     -- nothing was written: an admitted window reports what is left as it stands
@@ -243,7 +253,7 @@ elseif count > 1 then
         reply[r + 2] = ring[s + 1] == 0 and 0 or ring[s + 6] + tonumber(ARGV[3 * i + 1]) - ring[s + 7]
       end
     end
-    if claim_kept and debit then redis.call('SET', claim_key, claim_token, 'PX', claim_ttl_ms) end
+    if claim_kept and debit then redis.call('SET', claim_key, claim_value, 'PX', claim_ttl_ms) end
     return reply
   end
 end
@@ -257,10 +267,10 @@ if count == 1 then
       return { r.remaining, r.reset_us }
     end
     sw_apply(r)
-    if claim_key then redis.call('SET', claim_key, claim_token, 'PX', claim_ttl_ms) end
+    if claim_key then redis.call('SET', claim_key, claim_value, 'PX', claim_ttl_ms) end
     return r.remaining
   end
-  if claim_kept and debit then redis.call('SET', claim_key, claim_token, 'PX', claim_ttl_ms) end
+  if claim_kept and debit then redis.call('SET', claim_key, claim_value, 'PX', claim_ttl_ms) end
   return { r.remaining, r.reset_us, r.retry_us }
 end
 
@@ -284,7 +294,7 @@ for i = 1, count do
   end
 end
 -- after the windows: at maxmemory an admission fails whole at its first write
-if claim_key and debit and (allowed or claim_kept) then redis.call('SET', claim_key, claim_token, 'PX', claim_ttl_ms) end
+if claim_key and debit and (allowed or claim_kept) then redis.call('SET', claim_key, claim_value, 'PX', claim_ttl_ms) end
 local reply = { allowed and 1 or 0, binding, retry_max }
 for i = 1, count do
   local r = results[i]

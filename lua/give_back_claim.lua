@@ -5,12 +5,13 @@
 -- twice.
 -- fragments: none
 -- KEYS[1]   the claim key
--- ARGV[1]   the attempt's token: the value its check set the claim to
+-- ARGV[1]   the attempt's token: its check set the claim to '<token>:<ms taken>'
 -- Reply: 1 when the claim was this attempt's and is gone, 0 otherwise
 --   (another attempt's, lapsed, or never taken).
 -- Complexity: O(1). GET and DEL are not deny-OOM: a give-back works at maxmemory.
 local claim_key = KEYS[1]
 local token = ARGV[1]
 
-if redis.call('GET', claim_key) == token then return redis.call('DEL', claim_key) end
+local held = redis.call('GET', claim_key)
+if held and string.match(held, '^[^:]*') == token then return redis.call('DEL', claim_key) end
 return 0

@@ -293,7 +293,8 @@ export class MattermostListener {
     const holds = () => !noMoreTries() && this.#held.length < (this.#options.holdCapacity ?? 1000);
     if (!entry.admitted) {
       const admission = await this.#admit(post);
-      if (admission.kind === 'duplicate') return { kind: 'duplicate' };
+      // pending: never here (a claim is pending only with a sink budget, which the listener's sink has not)
+      if (admission.kind === 'duplicate' || admission.kind === 'pending') return { kind: 'duplicate' };
       if (admission.kind === 'refused') {
         if (admission.decided.outcome === 'limited') {
           return { kind: 'refused', retryAfterMs: admission.decided.retryAfterMs };
@@ -335,7 +336,7 @@ export class MattermostListener {
           const decided = await limiter.checkOnce([{ policy: MATTERMOST_POLICY, key: post.channel_id }], claim, {
             scope: post.channel_id,
           });
-          if (decided === 'duplicate') return decided;
+          if (typeof decided === 'string') return decided; // held: its claims are never pending (no sink budget)
           const decision = (decided.enforced ?? decided.shadow) as Decision;
           observer?.observe(verdictFor(decision, MATTERMOST_POLICY, performance.now() - started, post.channel_id));
           return decision;

@@ -13,18 +13,23 @@
  *    the script may still run once Redis answers (a stall past the budget) and
  *    take the claim, and a retry would then be answered `duplicate` for an
  *    event never handed on (an error Redis answered ran no script: nothing to
- *    give back, and a DEL would delete a claim another delivery holds);
+ *    give back);
  * 3. admitted (the claim taken with it): handed to the sink within
  *    `sinkBudgetMs`; a sink failure or one past it gives the claim back, a
  *    second round trip on that path only (the webhooks: the sender retries;
- *    a put that landed after all is then handed on twice, never lost). The
+ *    a put that landed after all is then handed on twice). Until the
+ *    give-back could have come (`pendingMsOf`) the claim is pending: a
+ *    delivery that finds it then is answered `pending` (the sender tries
+ *    again later), not `duplicate`, which would drop an event whose put then
+ *    failed. A give-back deletes the claim only while it holds this
+ *    attempt's token, never another delivery's. The
  *    Mattermost listener hands its posts
  *    on itself (a sink here that does nothing), so a post the sink refuses
  *    keeps its claim and is handed on again while it is held.
  * The outcome is a value; what it answers (an HTTP status, a held post) is
  * the caller's.
  */
-import type { CheckClaim, Duplicate, Verdict } from '@platform/rate-limit';
+import type { CheckClaim, HeldClaim, Verdict } from '@platform/rate-limit';
 import type { AcceptedOnce } from './once.ts';
 import type { AcceptedEvent, EventSink } from './sink.ts';
 
@@ -34,14 +39,13 @@ export interface Admission<Decided> {
   /** How long Redis may take to give a claim back (the event's policies' time budget). */
   readonly budgetMs: number;
   /** Decides the event with its claim folded into the check's script: `duplicate` when it was claimed already. */
-  readonly check: (claim: CheckClaim) => Promise<Decided | Duplicate>;
+  readonly check: (claim: CheckClaim) => Promise<Decided | HeldClaim>;
   /** Whether the event goes on to the sink. */
   readonly admits: (decided: Decided) => boolean;
   /**
    * Whether Redis could not decide it in time (the failure mode did) and its
    * script may still run late and claim: a timeout. Not an error Redis
-   * answered (the script did not run), where a give-back would only delete a
-   * claim another delivery holds.
+   * answered: the script did not run, and there is nothing to give back.
    */
   readonly mayRunLate: (decided: Decided) => boolean;
   /**
@@ -55,8 +59,28 @@ export interface Admission<Decided> {
   readonly keepsClaim?: boolean;
 }
 
+/**
+ * What a claim's pending time adds to the longest its attempt can take to
+ * give it back (the put's budget and the give-back's): the event loop, a
+ * pause of the container, the reply's way back.
+ */
+export const CLAIM_PENDING_MARGIN_MS = 500;
+
+/**
+ * For how long a claim is pending: as long as its attempt may still give it
+ * back after a put that failed or ran out of time, with a margin. 0 (never
+ * pending) without a sink budget: a sink that hands nothing on gives nothing
+ * back (the Mattermost listener keeps its claims and tries again itself).
+ */
+export function pendingMsOf(admission: Pick<Admission<unknown>, 'budgetMs' | 'sinkBudgetMs'>): number {
+  if (admission.sinkBudgetMs === undefined) return 0;
+  return Math.ceil(admission.sinkBudgetMs + admission.budgetMs) + CLAIM_PENDING_MARGIN_MS;
+}
+
 export type AdmissionOutcome<Decided> =
   | { readonly kind: 'duplicate' }
+  /** The claim was taken moments ago by a delivery that may still give it back: nothing counted; the sender should try again. */
+  | { readonly kind: 'pending' }
   /** Refused by its limits (nothing claimed unless kept), or undecided (Redis down) and refused by the failure mode (the claim given back after a timeout). */
   | { readonly kind: 'refused'; readonly decided: Decided }
   /** Admitted, but the sink could not take it in time: the claim was given back. */
@@ -69,9 +93,13 @@ export async function admitOnce<Decided>(
   admission: Admission<Decided>,
 ): Promise<AdmissionOutcome<Decided>> {
   const { once, sink, budgetMs } = admission;
-  const claim = once.claimOf(event.source, event.scope, event.id, admission.keepsClaim);
+  const claim = once.claimOf(event.source, event.scope, event.id, {
+    keepOnRefusal: admission.keepsClaim ?? false,
+    pendingMs: pendingMsOf(admission),
+  });
   const decided = await admission.check(claim);
   if (decided === 'duplicate') return { kind: 'duplicate' };
+  if (decided === 'pending') return { kind: 'pending' };
   // only while the claim is still this attempt's (its token): never another delivery's
   const giveBack = () => once.release(claim, budgetMs);
   if (!admission.admits(decided)) {

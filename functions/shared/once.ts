@@ -58,12 +58,18 @@ export class AcceptedOnce {
    * one script (the layer's `enforceOnce`): a fresh token each call, so
    * `release` gives back only the claim this attempt took.
    */
-  claimOf(source: string, scope: string, id: string, keepOnRefusal = false): CheckClaim {
+  claimOf(
+    source: string,
+    scope: string,
+    id: string,
+    options: { readonly keepOnRefusal?: boolean; readonly pendingMs?: number } = {},
+  ): CheckClaim {
     return {
       key: key(source, scope, id),
       ttlMs: Math.max(1, Math.ceil(this.#ttlMs)),
-      keepOnRefusal,
+      keepOnRefusal: options.keepOnRefusal ?? false,
       token: claimToken(),
+      pendingMs: options.pendingMs ?? 0,
     };
   }
 

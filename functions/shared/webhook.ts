@@ -125,6 +125,9 @@ function claimBudgetMs(limiter: Limiter, event: WebhookEvent): number {
  * the claim and the limits (the per-IP window counts only requests that fail
  * verification: `refuseUnverified`):
  * 1. an event already accepted (a retry, a redelivery) answers 200, not counted or forwarded again;
+ *    one accepted moments ago, whose hand-on may still fail and give the
+ *    claim back, answers 409 (`delivery_in_progress`): the sender's next try
+ *    finds it delivered (200) or given back (counted and handed on);
  * 2. its limits are checked all-or-nothing in its scope, its claim in the same
  *    script; refused: 429, logged by the event's id (or 503 when the limiter
  *    is down: fail-closed), and nothing is claimed, so a redelivery counts as
@@ -152,7 +155,7 @@ export async function acceptOnce(
         if (error instanceof InvalidCheckError) throw httpError(400, 'bad_request', error.message);
         throw error;
       }
-      return once.kind === 'duplicate' ? once.kind : once.verdict;
+      return once.kind === 'decided' ? once.verdict : once.kind;
     },
     admits: (verdict) => verdict.proceed,
     mayRunLate: verdictMayRunLate,
@@ -161,6 +164,12 @@ export async function acceptOnce(
   switch (admission.kind) {
     case 'duplicate':
       return json(200, { ok: true, duplicate: true });
+    case 'pending':
+      // another delivery of this event is being handed on and may yet fail: a 200 here would drop it then.
+      // 409, not a 5xx: nothing failed here; Slack and Telegram retry any answer but a 2xx
+      throw httpError(409, 'delivery_in_progress', 'This event is being delivered; try again shortly.', {
+        'Retry-After': '3',
+      });
     case 'refused': {
       const { decided } = admission;
       const refusal = rateLimitRefusal(decided);

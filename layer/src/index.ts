@@ -8,7 +8,14 @@
  * deadline), `/policy` (durations, keys, strategies), `/lua` (the scripts and
  * their contract), `/core` (the limiter's internals) and `/ssm`.
  */
-export { type CheckClaim, claimToken, type Duplicate, giveBackClaim } from './core/claim.ts';
+export {
+  type CheckClaim,
+  claimToken,
+  type Duplicate,
+  giveBackClaim,
+  type HeldClaim,
+  type Pending,
+} from './core/claim.ts';
 export { createLimiter, staticPolicies } from './core/create.ts';
 export type {
   Allowed,

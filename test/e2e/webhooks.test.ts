@@ -178,13 +178,18 @@ describe('Slack webhook (POST /webhooks/slack)', () => {
     );
   });
 
-  it('neither counts nor forwards a retried event_id again', async () => {
+  it('neither counts nor forwards a retried event_id again: 409 while the first may still fail, 200 after', async () => {
     const team = `T${randomUUID().slice(0, 8)}`;
     const body = slackEvent(team, 'C1', 'EvRetry1');
     const first = await slack(body);
     assert.equal(first.status, 200);
     assert.match(first.headers.ratelimit ?? '', /"slack-channel";r=59;/);
-    const retry = await slack(body, { ...signSlackBody(SLACK_SECRET, body), 'X-Slack-Retry-Num': '1' });
+    const retried = () => slack(body, { ...signSlackBody(SLACK_SECRET, body), 'X-Slack-Retry-Num': '1' });
+    const soon = await retried();
+    assert.equal(soon.status, 409, 'the claim is pending: its put could still have failed and given it back');
+    assert.equal(soon.json().error, 'delivery_in_progress');
+    await agedPastPending(`wh:{slack:${team}}:seen:EvRetry1`);
+    const retry = await retried();
     assert.equal(retry.status, 200);
     assert.deepEqual(retry.json(), { ok: true, duplicate: true });
     const next = await slack(slackEvent(team, 'C1'));
@@ -192,6 +197,20 @@ describe('Slack webhook (POST /webhooks/slack)', () => {
     assert.equal(platform.events().filter((e) => e.id === 'EvRetry1').length, 1);
   });
 });
+
+/**
+ * Moves a claim's taken time (its value: `<token>:<Redis ms>`) an hour back,
+ * as if its pending time had passed: the seconds a test would otherwise wait.
+ */
+async function agedPastPending(key: string): Promise<void> {
+  const { acceptedOnce, homeRedis, redis } = sharedPlatform();
+  assert.ok(acceptedOnce);
+  const store = homeRedis ?? redis;
+  const value = await store.get(key);
+  const [token, takenMs] = String(value).split(':');
+  assert.ok(token && takenMs, `a claim at ${key}: ${value}`);
+  assert.equal(await store.set(key, `${token}:${Number(takenMs) - 3_600_000}`, 'KEEPTTL'), 'OK');
+}
 
 /** A value that does not belong where a string or an id does: objects, arrays, prototype names, numbers, null. */
 const hostile = fc.oneof(
@@ -293,6 +312,8 @@ describe('Telegram webhook (POST /webhooks/telegram/{bot})', () => {
     const update = { update_id: Date.now() + 5000, message: { chat: { id: 777 } } };
     const first = await telegram('demo', update);
     assert.equal(first.status, 200);
+    assert.equal((await telegram('demo', update)).status, 409, 'pending: Telegram redelivers later');
+    await agedPastPending(`wh:{telegram:demo}:seen:${update.update_id}`);
     const again = await telegram('demo', update);
     assert.deepEqual(again.json(), { ok: true, duplicate: true });
     assert.equal(platform.events().filter((e) => e.id === String(update.update_id)).length, 1);

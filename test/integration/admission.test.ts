@@ -84,7 +84,7 @@ function harness(redis: RedisClient, limit: number, options: HarnessOptions = {}
         scope,
         observer: { observe: (v) => observed.push(v) },
       });
-      return once.kind === 'duplicate' ? once.kind : once.verdict;
+      return once.kind === 'decided' ? once.verdict : once.kind;
     },
     admits: (verdict) => verdict.proceed,
     mayRunLate: verdictMayRunLate, // the webhooks' own
@@ -180,6 +180,41 @@ for (const target of targets) {
         assert.equal((await admitOnce(e, h.admission)).kind, 'admitted', 'the claim was given back');
         assert.deepEqual(h.sunk, [e]);
       }
+    });
+
+    it('answers pending, not duplicate, to a delivery that comes while the first one is still being put, and admits the try after that put failed', async (t) => {
+      const redis = target.client();
+      t.after(() => redis.disconnect());
+      await connected(redis);
+      let putStarted!: () => void;
+      const started = new Promise<void>((resolve) => {
+        putStarted = resolve;
+      });
+      let failPut!: (error: Error) => void;
+      let puts = 0;
+      const h = harness(redis, 10, {
+        sinkBudgetMs: 10_000,
+        // the first put hangs until the test fails it (an SQS call that ends in an error); later ones succeed
+        put: () =>
+          puts++ > 0
+            ? Promise.resolve()
+            : new Promise<void>((_, reject) => {
+                failPut = reject;
+                putStarted();
+              }),
+      });
+      const e = h.event('in-flight');
+      const first = admitOnce(e, h.admission);
+      await started; // the first delivery holds the claim and is in its put
+      assert.equal(
+        (await admitOnce(e, h.admission)).kind,
+        'pending',
+        'a 200 duplicate now would drop the event when the put fails',
+      );
+      failPut(new Error('queue down'));
+      assert.equal((await first).kind, 'unsunk');
+      assert.equal((await admitOnce(e, h.admission)).kind, 'admitted', 'the claim was given back');
+      assert.deepEqual(h.sunk, [e]);
     });
 
     it("leaves another delivery's claim alone when Redis answered an error (its script did not run): no give-back", async (t) => {

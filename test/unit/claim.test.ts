@@ -17,7 +17,7 @@ const lone: ResolvedLimit = {
   counter: 'rl:{w:k}',
   cost: 1,
 };
-const claim = { key: 'rl:{w:k}:once:e1', ttlMs: 60_000, token: 'attempt1' };
+const claim = { key: 'rl:{w:k}:once:e1', ttlMs: 60_000, token: 'attempt1' } as const;
 
 describe('Function: withClaim', () => {
   it('refuses a call in a short form, which the claim record would turn into another call', () => {
@@ -29,7 +29,7 @@ describe('Function: withClaim', () => {
   it('appends the record to a claimable call, which is in the full form', () => {
     const call = withClaim(claimableCheckCall([lone], true), claim);
     assert.deepEqual(call.keys, ['rl:{w:k}', 'rl:{w:k}:once:e1']);
-    assert.deepEqual(call.args, ['1', '1', '5', '60000000', 'claim', '2', '60000', '0', 'attempt1']);
+    assert.deepEqual(call.args, ['1', '1', '5', '60000000', 'claim', '2', '60000', '0', 'attempt1', '0']);
   });
 });
 
@@ -43,10 +43,21 @@ describe("A claim's attempt token", () => {
   });
 
   it('is required, and of the alphabet a Redis argument and a log line take plainly', () => {
-    for (const token of [undefined, '', 'a b', 'x'.repeat(65), 7]) {
+    for (const token of [undefined, '', '1', 'short', 'a b c d e', 'x'.repeat(65), 7]) {
       const bad = { ...claim, token } as unknown as typeof claim;
       assert.throws(() => withClaim(claimableCheckCall([lone], true), bad), MisconfiguredCheckError, String(token));
       assert.throws(() => giveBackCall(bad), MisconfiguredCheckError, String(token));
+    }
+  });
+});
+
+describe("A claim's pending time", () => {
+  it('follows the token, a whole number of ms from 0 (the default) and shorter than the claim lasts', () => {
+    const call = withClaim(claimableCheckCall([lone], true), { ...claim, pendingMs: 2500 });
+    assert.deepEqual(call.args.slice(-6), ['claim', '2', '60000', '0', 'attempt1', '2500']);
+    for (const pendingMs of [-1, 0.5, 60_000, Number.NaN, '5']) {
+      const bad = { ...claim, pendingMs } as unknown as typeof claim;
+      assert.throws(() => withClaim(claimableCheckCall([lone], true), bad), MisconfiguredCheckError, String(pendingMs));
     }
   });
 });

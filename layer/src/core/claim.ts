@@ -25,14 +25,23 @@ export interface CheckClaim {
   /** A refusal keeps the claim too (the event was decided; a redelivery is a duplicate). @default false */
   readonly keepOnRefusal?: boolean;
   /**
-   * This attempt's token, the value the claim is set to (`claimToken`): a
-   * give-back deletes the claim only while it holds this token. 1 to 64 of
-   * A-Z a-z 0-9 _ -.
+   * This attempt's token, the claim's value (`claimToken`), followed in Redis
+   * by the Redis time it was taken: a give-back deletes the claim only while
+   * it holds this token. 8 to 64 of A-Z a-z 0-9 _ - (never a bare '1', the
+   * value of a claim taken on its own).
    */
   readonly token: string;
+  /**
+   * For how long after it was taken the claim is still pending: its attempt
+   * may yet fail to hand the event on and give it back, so another delivery
+   * that finds it then is answered `pending` (try again later), not
+   * `duplicate`, which would tell the sender the event was delivered while
+   * it may still be lost. 0: never pending. @default 0
+   */
+  readonly pendingMs?: number;
 }
 
-const TOKEN = /^[A-Za-z0-9_-]{1,64}$/;
+const TOKEN = /^[A-Za-z0-9_-]{8,64}$/;
 
 /** A fresh attempt token: 64 random bits (11 characters), unique among the attempts at one event. */
 export function claimToken(): string {
@@ -42,6 +51,11 @@ export function claimToken(): string {
 /** What a claimed check answers when the claim was already taken: nothing was counted. */
 export const DUPLICATE = 'duplicate' as const;
 export type Duplicate = typeof DUPLICATE;
+/** The claim was taken moments ago, its event maybe not handed on yet (`pendingMs`): nothing was counted; ask again later. */
+export const PENDING = 'pending' as const;
+export type Pending = typeof PENDING;
+/** A claimed check that found its claim taken: nothing was counted. */
+export type HeldClaim = Duplicate | Pending;
 
 /** The hash tag Redis Cluster hashes a key by: the first `{…}` with something inside, else the whole key. */
 export function hashTagOf(key: string): string {
@@ -70,6 +84,12 @@ export function withClaim(call: ClaimableCall, claim: CheckClaim): ScriptCall {
   if (!Number.isSafeInteger(claim.ttlMs) || claim.ttlMs < 1) {
     throw new MisconfiguredCheckError('a once-only claim lasts a whole number of ms from 1');
   }
+  const pendingMs = claim.pendingMs ?? 0;
+  if (!Number.isSafeInteger(pendingMs) || pendingMs < 0 || pendingMs >= claim.ttlMs) {
+    throw new MisconfiguredCheckError(
+      'a once-only claim is pending a whole number of ms from 0, shorter than it lasts',
+    );
+  }
   assertToken(claim.token);
   const keys = [...call.keys, claim.key];
   const args = [
@@ -79,13 +99,14 @@ export function withClaim(call: ClaimableCall, claim: CheckClaim): ScriptCall {
     int(claim.ttlMs),
     claim.keepOnRefusal ? '1' : '0',
     claim.token,
+    int(pendingMs),
   ];
   return { script: call.script, keys, args };
 }
 
 function assertToken(token: unknown): asserts token is string {
   if (typeof token !== 'string' || !TOKEN.test(token)) {
-    throw new MisconfiguredCheckError('a once-only claim carries its attempt token: 1 to 64 of A-Z a-z 0-9 _ -');
+    throw new MisconfiguredCheckError('a once-only claim carries its attempt token: 8 to 64 of A-Z a-z 0-9 _ -');
   }
 }
 
@@ -110,7 +131,8 @@ export async function giveBackClaim(redis: RedisClient, claim: CheckClaim): Prom
   return (await runScript(redis, lua, keys, args)) === 1;
 }
 
-/** A claimed check's reply: `duplicate` for check.lua's { 2 }, otherwise the check's own reply, untouched. */
-export function isDuplicateReply(reply: unknown): boolean {
-  return Array.isArray(reply) && reply.length === 1 && reply[0] === 2;
+/** A claimed check's reply: `duplicate` for check.lua's { 2 }, `pending` for { 3 }, otherwise undefined (the check's own reply). */
+export function heldClaimOf(reply: unknown): HeldClaim | undefined {
+  if (!Array.isArray(reply) || reply.length !== 1) return undefined;
+  return reply[0] === 2 ? DUPLICATE : reply[0] === 3 ? PENDING : undefined;
 }

@@ -2,17 +2,25 @@
  * `enforce` with a once-only claim decided in the same script as the check
  * (see claim.ts): a sender's event in one round trip, claim and limits
  * together. `duplicate`: the claim was taken already, nothing was counted and
- * nothing is observed (a retry is not a request to count); otherwise the
+ * nothing is observed (a retry is not a request to count); `pending`: the
+ * same, but taken moments ago and maybe still given back (`pendingMs`), so
+ * the sender should try again later; otherwise the
  * verdict `enforce` would give, observed the same way.
  */
-import type { CheckClaim } from './claim.ts';
+import type { CheckClaim, HeldClaim } from './claim.ts';
 import { type EnforceOptions, misconfiguredVerdict, type Verdict, verdictOf } from './enforce.ts';
 import { MisconfiguredCheckError } from './errors.ts';
 import type { CheckRequest, Limiter } from './limiter.ts';
 
-export type OnceVerdict = { readonly kind: 'duplicate' } | { readonly kind: 'decided'; readonly verdict: Verdict };
+export type OnceVerdict =
+  | { readonly kind: 'duplicate' }
+  | { readonly kind: 'pending' }
+  | { readonly kind: 'decided'; readonly verdict: Verdict };
 
-const DUPLICATE_VERDICT: OnceVerdict = { kind: 'duplicate' };
+const HELD: Readonly<Record<HeldClaim, OnceVerdict>> = {
+  duplicate: { kind: 'duplicate' },
+  pending: { kind: 'pending' },
+};
 
 export async function enforceOnce(
   limiter: Limiter,
@@ -31,7 +39,7 @@ export async function enforceOnce(
     if (!(error instanceof MisconfiguredCheckError)) throw error;
     return { kind: 'decided', verdict: misconfiguredVerdict(limiter, requests, error, options, started) };
   }
-  if (decided === 'duplicate') return DUPLICATE_VERDICT;
+  if (typeof decided === 'string') return HELD[decided];
   const verdict = verdictOf(decided.enforced, decided.shadow, firstPolicy, performance.now() - started);
   const key = requests.find((r) => r.policy === verdict.policy)?.key;
   const keyed = key === undefined ? verdict : { ...verdict, key };

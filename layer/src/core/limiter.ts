@@ -21,7 +21,7 @@ import type { StrategyOperation } from '../strategies/strategy.ts';
 import { bucketOperations, type RateChange, type SettleResult } from '../strategies/token-bucket.ts';
 import { BlockCache } from './block-cache.ts';
 import { parseFirstReply } from './check-first.ts';
-import { type CheckClaim, DUPLICATE, type Duplicate, isDuplicateReply, withClaim } from './claim.ts';
+import { type CheckClaim, type HeldClaim, heldClaimOf, withClaim } from './claim.ts';
 import {
   type Allowed,
   type Answer,
@@ -227,16 +227,16 @@ export class Limiter {
     requests: readonly CheckRequest[],
     claim: CheckClaim,
     options?: CheckOptions,
-  ): Promise<ShadowedDecisions | Duplicate> {
+  ): Promise<ShadowedDecisions | HeldClaim> {
     const enforced: ResolvedLimit[] = [];
     const shadow: ResolvedLimit[] = [];
     for (const limit of this.#resolve(requests, options)) (limit.policy.shadow ? shadow : enforced).push(limit);
     if (enforced.length === 0) {
       const decision = await this.#decide(shadow, true, { ...claim, keepOnRefusal: true });
-      return decision === DUPLICATE ? decision : { enforced: undefined, shadow: decision };
+      return typeof decision === 'string' ? decision : { enforced: undefined, shadow: decision };
     }
     const decision = await this.#decide(enforced, true, claim);
-    if (decision === DUPLICATE) return decision;
+    if (typeof decision === 'string') return decision;
     return { enforced: decision, shadow: shadow.length > 0 ? await this.#decide(shadow, true) : undefined };
   }
 
@@ -295,8 +295,8 @@ export class Limiter {
    * together (none, too many, different groups, one counter twice).
    */
   #decide(limits: readonly ResolvedLimit[], debit: boolean): Promise<Decision>;
-  #decide(limits: readonly ResolvedLimit[], debit: boolean, claim: CheckClaim): Promise<Decision | Duplicate>;
-  #decide(limits: readonly ResolvedLimit[], debit: boolean, claim?: CheckClaim): Promise<Decision | Duplicate> {
+  #decide(limits: readonly ResolvedLimit[], debit: boolean, claim: CheckClaim): Promise<Decision | HeldClaim>;
+  #decide(limits: readonly ResolvedLimit[], debit: boolean, claim?: CheckClaim): Promise<Decision | HeldClaim> {
     if (limits.length === 0 || limits.length > MAX_LIMITS_PER_CHECK) {
       throw new MisconfiguredCheckError(`a check takes 1 to ${MAX_LIMITS_PER_CHECK} limits`);
     }
@@ -308,16 +308,16 @@ export class Limiter {
     if (blocked) return Promise.resolve(blocked);
     const call = claim ? withClaim(claimableCheckCall(limits, debit), claim) : checkCall(limits, debit);
     const read = claim
-      ? (reply: unknown) => (isDuplicateReply(reply) ? DUPLICATE : parseCheckReply(policies, reply))
+      ? (reply: unknown) => heldClaimOf(reply) ?? parseCheckReply(policies, reply)
       : (reply: unknown) => parseCheckReply(policies, reply);
     // the decision is made in the turn the reply arrives (see DeadlineGuard.run)
-    return this.#send(policies, call, read, (result): Decision | Duplicate => {
+    return this.#send(policies, call, read, (result): Decision | HeldClaim => {
       if (!result.ok) {
         this.#reportDegraded('check', policies, result);
         return this.#degradedDecision(policies, result.reason);
       }
       const decision = result.reply;
-      if (decision === DUPLICATE) return DUPLICATE;
+      if (typeof decision === 'string') return decision; // the claim was held: nothing counted
       if (decision.outcome === 'limited') this.#blocks.remember(limits, decision);
       else if (debit && anyLease(limits)) return withLeases(decision, limits);
       return decision;

@@ -5,7 +5,7 @@
  * `approximate` policies are decided on this region's store instead
  * (regional-checks.ts). A check names policies of one mode.
  */
-import type { CheckClaim, Duplicate } from '../core/claim.ts';
+import type { CheckClaim, HeldClaim } from '../core/claim.ts';
 import type { Decision } from '../core/decision.ts';
 import { InvalidCheckError, MisconfiguredCheckError } from '../core/errors.ts';
 import {
@@ -89,7 +89,7 @@ export class RegionalLimiter extends Limiter {
     requests: readonly CheckRequest[],
     claim: CheckClaim,
     options?: CheckOptions,
-  ): Promise<ShadowedDecisions | Duplicate> {
+  ): Promise<ShadowedDecisions | HeldClaim> {
     this.#homeOnly(requests, 'a claimed check');
     return await super.checkOnce(requests, claim, options);
   }
