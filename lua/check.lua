@@ -69,13 +69,13 @@ if ARGV[a] == 'claim' then
   if held then
     -- taken less than claim_pending_ms ago (its value: token ':' Redis ms): maybe still given back
     local taken_ms = claim_pending_ms > 0 and tonumber(string.match(held, ':(%d+)$'))
-    if taken_ms and now_us() / 1000 - taken_ms < claim_pending_ms then return { 3 } end
+    if taken_ms and clock_us / 1000 - taken_ms < claim_pending_ms then return { 3 } end
     return { 2 }
   end
 end
 local values = #fetched > 0 and redis.call('MGET', unpack(fetched)) or fetched
 
-local now = now_us()
+local now = clock_us
 -- the claim's value: this attempt's token, and when it was taken (Redis ms)
 local claim_value = claim_key and claim_token .. ':' .. string.format('%d', math.floor(now / 1000))
 local results = {}

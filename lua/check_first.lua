@@ -17,7 +17,7 @@
 local limit_count = tonumber(ARGV[1])
 local debit = ARGV[2] == '1'
 
-local now = now_us()
+local now = clock_us
 local reply = { 0, 0, 0 }
 local chosen, last_retry = 0, 0
 local a = 3

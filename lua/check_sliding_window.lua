@@ -53,13 +53,13 @@ if arg_count > 3 then
     if held then
       -- taken less than claim_pending_ms ago (its value: token ':' Redis ms): maybe still given back
       local taken_ms = claim_pending_ms > 0 and tonumber(string.match(held, ':(%d+)$'))
-      if taken_ms and now_us() / 1000 - taken_ms < claim_pending_ms then return { 3 } end
+      if taken_ms and clock_us / 1000 - taken_ms < claim_pending_ms then return { 3 } end
       return { 2 }
     end
   end
 end
 
-local now = now_us()
+local now = clock_us
 -- the claim's value: this attempt's token, and when it was taken (Redis ms)
 local claim_value = claim_key and claim_token .. ':' .. string.format('%d', math.floor(now / 1000))
 
@@ -80,7 +80,7 @@ if count == 1 and debit and lone_cost == 1 then
     -- no key, or nothing left in the window: a fresh, exactly sized string of one event
     local written_w = window_us / 1000 + 2147483648 -- lib/sliding_window's SW_EPOCH_EXPIRY
     local fresh = struct.pack('>I4I4I4I4i8i8i8', 1, 0, 0, written_w, at_now, at_now, at_now)
-    local ttl_ms = key_ttl_ms(math.ceil(((math.floor(at_now / window_us) + 2) * window_us - at_now) / 1000))
+    local ttl_ms = (key_ttl_extra_ms + math.ceil(((math.floor(at_now / window_us) + 2) * window_us - at_now) / 1000))
     redis.call('SET', window_key, fresh, 'PX', ttl_ms)
     if claim_key then redis.call('SET', claim_key, claim_value, 'PX', claim_ttl_ms) end
     return limit - 1
@@ -128,7 +128,7 @@ if count == 1 and debit and lone_cost == 1 then
         redis.call('SETRANGE', window_key, 0, struct.pack('>I4I4I4I4i8i8', n, h, e, written_w, first, at_now))
         local epoch = math.floor(at_now / window_us)
         if filled or w ~= written_w or epoch ~= math.floor(newest / window_us) then
-          local ttl_ms = key_ttl_ms(math.ceil(((epoch + 2) * window_us - at_now) / 1000))
+          local ttl_ms = (key_ttl_extra_ms + math.ceil(((epoch + 2) * window_us - at_now) / 1000))
           if filled then
             redis.call('SET', window_key, redis.call('GET', window_key), 'PX', ttl_ms)
           else
@@ -217,7 +217,7 @@ elseif count > 1 then
         local epoch = math.floor(at_now / window_us)
         if n == 0 then
           local fresh = struct.pack('>I4I4I4I4i8i8i8', 1, 0, 0, written_w, at_now, at_now, at_now)
-          redis.call('SET', window_key, fresh, 'PX', key_ttl_ms(math.ceil(((epoch + 2) * window_us - at_now) / 1000)))
+          redis.call('SET', window_key, fresh, 'PX', (key_ttl_extra_ms + math.ceil(((epoch + 2) * window_us - at_now) / 1000)))
         else
           local h, e, newest = ring[s + 2], ring[s + 3], ring[s + 6]
           local stamp = struct.pack('>i8', at_now)
@@ -233,7 +233,7 @@ elseif count > 1 then
           end
           redis.call('SETRANGE', window_key, 0, struct.pack('>I4I4I4I4i8i8', n, h, e, written_w, ring[s + 5], at_now))
           if filled or ring[s + 4] ~= written_w or epoch ~= math.floor(newest / window_us) then
-            local ttl_ms = key_ttl_ms(math.ceil(((epoch + 2) * window_us - at_now) / 1000))
+            local ttl_ms = (key_ttl_extra_ms + math.ceil(((epoch + 2) * window_us - at_now) / 1000))
             if filled then
               redis.call('SET', window_key, redis.call('GET', window_key), 'PX', ttl_ms)
             else

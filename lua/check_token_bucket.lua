@@ -45,7 +45,7 @@ if arg_count < 4 then
   if arg_count == 3 then cost, at = tonumber(ARGV[1]), 2 end
   local interval = tonumber(ARGV[at + 1])
   local burst = tonumber(ARGV[at]) * interval
-  local now = now_us()
+  local now = clock_us
   local value = redis.call('GET', KEYS[1])
   local tat = value and tonumber(value) or now
   local debt = tat > now and tat - now or 0
@@ -54,7 +54,7 @@ if arg_count < 4 then
     if cost == 1 then return -1 - debt end
     return { math.floor((burst - debt) / interval), debt, new_debt - burst }
   end
-  redis.call('SET', KEYS[1], string.format('%d', now + new_debt), 'PX', key_ttl_ms(math.ceil(new_debt / 1000)))
+  redis.call('SET', KEYS[1], string.format('%d', now + new_debt), 'PX', (key_ttl_extra_ms + math.ceil(new_debt / 1000)))
   return new_debt
 end
 
@@ -66,7 +66,7 @@ if not debit then count = -count end
 -- rate key, no keeps); the same arithmetic again. (One bucket in the full
 -- form, a peek or an adaptive one, is rare: it takes lib/token_bucket's path.)
 if #KEYS == count and count > 1 then
-  local now = now_us()
+  local now = clock_us
   local values = redis.call('MGET', unpack(KEYS, 1, count))
   -- two buckets (the common group) get the reply sized at once: a table
   -- filled entry by entry is rehashed as it grows
@@ -90,7 +90,7 @@ if #KEYS == count and count > 1 then
   if reply[1] == 1 and debit then
     for i = 1, count do
       local debt_us = reply[3 * i + 2]
-      redis.call('SET', KEYS[i], string.format('%d', now + debt_us), 'PX', key_ttl_ms(math.ceil(debt_us / 1000)))
+      redis.call('SET', KEYS[i], string.format('%d', now + debt_us), 'PX', (key_ttl_extra_ms + math.ceil(debt_us / 1000)))
     end
     return reply
   end
@@ -124,7 +124,7 @@ local function bucket(i)
 end
 
 local values = redis.call('MGET', unpack(KEYS, 1, count))
-local now = now_us()
+local now = clock_us
 
 if count == 1 then
   local cost, capacity, interval_us, keep_us, rate_key = bucket(1)

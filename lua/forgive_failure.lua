@@ -15,7 +15,7 @@
 local backoff_key = KEYS[1]
 local memory_us = tonumber(ARGV[1])
 
-local failures = bo_read(backoff_key, memory_us, now_us())
+local failures = bo_read(backoff_key, memory_us, clock_us)
 if failures == 0 then return 0 end
 redis.call('HSET', backoff_key, 'n', failures - 1)
 return failures - 1

@@ -10,8 +10,8 @@ local max_us = tonumber(ARGV[2]) -- the longest wait, whole µs
 local free = tonumber(ARGV[3]) -- failures that cost no wait
 local memory_us = tonumber(ARGV[4]) -- failures are forgotten this long after the last one
 
-local now = now_us()
+local now = clock_us
 local failures = bo_read(backoff_key, memory_us, now) + 1
 redis.call('HSET', backoff_key, 'n', failures, 't', string.format('%d', now))
-redis.call('PEXPIRE', backoff_key, key_ttl_ms(math.ceil(memory_us / 1000)))
+redis.call('PEXPIRE', backoff_key, (key_ttl_extra_ms + math.ceil(memory_us / 1000)))
 return bo_delay_us(failures, base_us, max_us, free)

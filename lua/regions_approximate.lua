@@ -18,7 +18,7 @@ local debit = ARGV[2] == '1'
 local me = tonumber(ARGV[3])
 local regions = tonumber(ARGV[4])
 
-local now = now_us()
+local now = clock_us
 local evals = {}
 local allowed, binding, longest = true, 0, -1
 local reply = { 0, 0, now }

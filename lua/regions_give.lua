@@ -27,7 +27,7 @@ local limit = tonumber(ARGV[3 + regions])
 local window_us = tonumber(ARGV[4 + regions])
 local base = tonumber(ARGV[5 + regions])
 
-local now = now_us()
+local now = clock_us
 local share = rg_share(grants, names, me, base, limit, now, window_us)
 local in_window = rg_in_window(KEYS[1], limit, window_us, now)
 local unused = share - in_window

@@ -22,7 +22,7 @@ local regions = tonumber(ARGV[4])
 local names = {}
 for s = 1, regions do names[s] = ARGV[4 + s] end
 
-local now = now_us()
+local now = clock_us
 local evals, own_grants, short = {}, {}, {}
 local allowed, binding, longest = true, 0, -1
 local reply = { 0, 0, now }

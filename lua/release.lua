@@ -7,4 +7,4 @@
 local leases_key = KEYS[1] -- the in-flight limit's leases: id -> µs its lease lapses
 local lease = ARGV[1] -- the lease id the acquire answered
 
-return cc_release(leases_key, lease, now_us())
+return cc_release(leases_key, lease, clock_us)

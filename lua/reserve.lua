@@ -20,7 +20,7 @@ local interval_us = tonumber(ARGV[4]) -- whole µs to refill one unit
 local hold_us = tonumber(ARGV[5]) -- how long the hold lasts unsettled
 local retention_us = tonumber(ARGV[6]) -- how long lapsed holds and settled ids are remembered
 
-local now = now_us()
+local now = clock_us
 -- the budget's bucket gates the housekeeping at maxmemory: a reservation fails whole there (lib/holds)
 holds_forget(holds_key, amounts_key, settled_key, retention_us, now, budget_key)
 local lapses = tonumber(redis.call('ZSCORE', holds_key, id))

@@ -35,7 +35,7 @@ local interval_us = tonumber(ARGV[7])
 local hold_us = tonumber(ARGV[8])
 local retention_us = tonumber(ARGV[9])
 
-local now = now_us()
+local now = clock_us
 -- the budget's bucket (a string) gates the housekeeping at maxmemory: an admission fails whole there
 holds_forget(holds_key, amounts_key, settled_key, retention_us, now, budget_key)
 local slot = cc_check(leases_key, nil, 1, now, in_flight_limit, lease_ttl_us, lease)

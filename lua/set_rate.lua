@@ -18,7 +18,7 @@ local keep_us = tonumber(ARGV[7]) -- how long a runtime rate stays in force afte
 local pause_us = tonumber(ARGV[8]) -- no token for this long (a source's Retry-After), 0 for none
 local capacity = tonumber(ARGV[9]) -- the bucket's capacity
 
-local now = now_us()
+local now = clock_us
 local tat, interval_in_force, runtime_rate, _, paused_until =
   tb_read(tb_stored(bucket_key), rate_key, policy_interval_us, keep_us, now)
 local old = runtime_rate or policy_rate
@@ -51,7 +51,7 @@ if paused_for > 0 then stored = stored .. ' ' .. string.format('%d', paused_unti
 -- The rate key outlives `keep` by as long as the bucket can owe at this rate,
 -- so a check after the lapse still finds it and folds the debt (tb_read).
 local rate_ttl_ms = math.ceil((keep_us + paused_for + capacity * interval) / 1000)
-redis.call('SET', rate_key, stored, 'PX', key_ttl_ms(rate_ttl_ms))
+redis.call('SET', rate_key, stored, 'PX', (key_ttl_extra_ms + rate_ttl_ms))
 -- a full bucket deletes the key: a TAT left from a lapsed rate must not be read at the new one
 tb_store(bucket_key, debt, now)
 return rate_text

@@ -18,7 +18,7 @@ local capacity = tonumber(ARGV[3])
 local interval_us = tonumber(ARGV[4])
 local retention_us = tonumber(ARGV[5])
 
-local now = now_us()
+local now = clock_us
 local outcome = holds_settle(budget_key, holds_key, amounts_key, settled_key, id, actual, interval_us, retention_us, now)
 local remaining, reset_us = holds_standing(budget_key, capacity, interval_us, now)
 return { outcome, remaining, reset_us }

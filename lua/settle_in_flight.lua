@@ -40,7 +40,7 @@ local capacity = tonumber(ARGV[4])
 local interval_us = tonumber(ARGV[5])
 local retention_us = tonumber(ARGV[6])
 
-local now = now_us()
+local now = clock_us
 -- the lease first: not deny-OOM, and after a write Redis refuses none of this script's at maxmemory
 local released = cc_release(leases_key, lease, now)
 local outcome = holds_settle(budget_key, holds_key, amounts_key, settled_key, id, actual, interval_us, retention_us, now)

@@ -46,7 +46,7 @@ local function cc_apply(r, now)
   redis.call('ZADD', r.key, string.format('%d', now + r.ttl_us), r.lease)
   redis.call('ZREMRANGEBYSCORE', r.key, '-inf', string.format('%d', now))
   -- every lease has the same TTL: the set lives as long as the one just taken
-  redis.call('PEXPIRE', r.key, key_ttl_ms(math.max(1, math.ceil(r.ttl_us / 1000))))
+  redis.call('PEXPIRE', r.key, (key_ttl_extra_ms + math.max(1, math.ceil(r.ttl_us / 1000))))
 end
 
 local function cc_unwritten(r)

@@ -48,7 +48,7 @@ end
 local function bo_apply(r, now)
   if not r.memory_us then return end
   redis.call('HSET', r.key, 'n', r.failures + 1, 't', string.format('%d', now))
-  redis.call('PEXPIRE', r.key, key_ttl_ms(math.ceil(r.memory_us / 1000)))
+  redis.call('PEXPIRE', r.key, (key_ttl_extra_ms + math.ceil(r.memory_us / 1000)))
 end
 
 local function bo_unwritten(_r) end

@@ -85,7 +85,7 @@ end
 
 -- Every key of the budget lives as long as a hold or a remembered id may need it.
 local function holds_keep(keys, ms)
-  for _, key in ipairs(keys) do redis.call('PEXPIRE', key, key_ttl_ms(ms)) end
+  for _, key in ipairs(keys) do redis.call('PEXPIRE', key, (key_ttl_extra_ms + ms)) end
 end
 
 -- Settles reservation `id` with its actual cost: the hold replaced by it

@@ -93,7 +93,7 @@ end
 
 local function qt_apply(r, _now)
   local stored = string.format('%d %d', r.start, r.count + r.cost)
-  redis.call('SET', r.key, stored, 'PX', key_ttl_ms(math.max(1, math.ceil(r.reset_us / 1000))))
+  redis.call('SET', r.key, stored, 'PX', (key_ttl_extra_ms + math.max(1, math.ceil(r.reset_us / 1000))))
 end
 
 local function qt_unwritten(r)

@@ -21,7 +21,7 @@ local RG_CLOCK_MARGIN_US = 1000000 -- regions' clocks agree to better than 1 s
 local function rg_touch(grants, now, window_us)
   local keep_us = 4 * window_us + RG_CLOCK_MARGIN_US
   redis.call('HSET', grants, 'until', now + keep_us)
-  redis.call('PEXPIRE', grants, key_ttl_ms(math.ceil(keep_us / 1000)))
+  redis.call('PEXPIRE', grants, (key_ttl_extra_ms + math.ceil(keep_us / 1000)))
 end
 
 -- This region's share of one limit, as its own store sees it: its initial

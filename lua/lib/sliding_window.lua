@@ -47,7 +47,7 @@ local SW_EPOCH_EXPIRY = 2147483648 -- w's flag bit; a window is at most a week, 
 -- more than one window away. An admission in the epoch of the newest event,
 -- with the same window, leaves the expiry as it is (see sw_apply).
 local function sw_ttl_ms(now, window_us)
-  return key_ttl_ms(math.ceil(((math.floor(now / window_us) + 2) * window_us - now) / 1000))
+  return (key_ttl_extra_ms + math.ceil(((math.floor(now / window_us) + 2) * window_us - now) / 1000))
 end
 
 -- Reads the slots at the given ring indexes: one GETRANGE for a single slot,

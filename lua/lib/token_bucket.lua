@@ -33,7 +33,7 @@ end
 
 local function tb_store(key, debt_us, now)
   if debt_us > 0 then
-    redis.call('SET', key, string.format('%d', now + debt_us), 'PX', key_ttl_ms(math.max(1, math.ceil(debt_us / 1000))))
+    redis.call('SET', key, string.format('%d', now + debt_us), 'PX', (key_ttl_extra_ms + math.max(1, math.ceil(debt_us / 1000))))
   else
     redis.call('DEL', key)
   end

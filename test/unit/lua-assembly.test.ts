@@ -43,6 +43,23 @@ describe('Script assembly', () => {
     assert.deepEqual(definesOf(none), ['FIRST'], 'a local whose initializer calls Redis stays');
   });
 
+  it("drops the clock's values, TIME read included, when nothing reaches them: the clock only reads", () => {
+    const valueClock = ["local clock_time = redis.call('TIME')", 'local clock_us = tonumber(clock_time[1])', ''].join(
+      '\n',
+    );
+    assert.deepEqual(definesOf(assembleEntry(valueClock, [fragment], 'return b(1)')), ['LIMIT', 'FIRST', 'a', 'b']);
+    assert.deepEqual(definesOf(assembleEntry(valueClock, [fragment], 'return b(clock_us)')), [
+      'clock_time',
+      'clock_us',
+      'LIMIT',
+      'FIRST',
+      'a',
+      'b',
+    ]);
+    const giveBack = productionScripts().entries.give_back_claim?.source ?? assert.fail('give_back_claim');
+    assert.doesNotMatch(giveBack, /redis.call\('TIME'\)/, 'a script that needs no time reads none');
+  });
+
   it('puts the fragments after a "-- <fragments>" line, the clock still first', () => {
     const entry = [
       'local now = now_us()',
@@ -75,9 +92,10 @@ describe('Script assembly', () => {
       const flat = source.slice(0, source.indexOf('-- <fragments>'));
       assert.deepEqual(
         [...flat.matchAll(/^local function (\w+)/gm)].map((m) => m[1]),
-        ['now_us', 'key_ttl_ms'],
+        [],
         name,
       );
+      assert.match(flat, /^local clock_us = /m, `${name}: the clock is a value read once`);
     }
   });
 });

@@ -44,7 +44,7 @@ const isComment = (line: string) => line.startsWith('--');
  * A fragment's top-level pieces: each definition (`local function f`, `local a, b = …`,
  * any other statement) with the comment block right above it, and the text between.
  */
-function piecesOf(fragment: string): Piece[] {
+function piecesOf(fragment: string, pure = false): Piece[] {
   const lines = fragment.split('\n');
   const pieces: Piece[] = [];
   let loose: string[] = [];
@@ -80,7 +80,8 @@ function piecesOf(fragment: string): Piece[] {
       names,
       refs: identifiers(fn ? code.slice(fn[0].length) : initializer),
       text: [...comment, code].join('\n'),
-      droppable: fn !== null || (local !== null && !/\(/.test(initializer)),
+      // a local whose initializer calls something may act (it stays), unless its fragment is pure
+      droppable: fn !== null || (local !== null && (pure || !/\(/.test(initializer))),
     });
   }
   if (loose.length > 0) pieces.push(loose.join('\n'));
@@ -90,12 +91,15 @@ function piecesOf(fragment: string): Piece[] {
 /**
  * One script: the clock, the fragments (in order), then the entry, with only
  * the definitions the entry reaches (directly or through another kept one).
+ * The clock is pure (it reads the time, and writes nothing): even a value it
+ * reads with a call is dropped when no script part reaches it.
  * An entry with a `-- <fragments>` line gets the fragments there instead, the
  * clock still first: a fast path above that line returns before any of the
  * fragments' functions is built.
  */
 export function assembleEntry(clock: string, fragments: readonly string[], entry: string): string {
-  const pieces = [clock, ...fragments].map(piecesOf);
+  // the clock only reads (TIME): its values, TIME's included, go when nothing reaches them
+  const pieces = [piecesOf(clock, true), ...fragments.map((fragment) => piecesOf(fragment))];
   const definitions = pieces.flat().filter((p): p is Definition => typeof p !== 'string');
   const reached = new Set(identifiers(entry));
   const kept = new Set<Definition>();
