@@ -4,7 +4,9 @@
  * were refused before it (a review found a limit refused after 1000 others
  * never given share: each pass read the same 1000 oldest). Both regions on
  * one store (replication is instant); each test names its own regions, so
- * its demand sets are its own.
+ * its demand sets are its own. A full page's pass also runs as the
+ * functions' ACL user on the production-shaped cluster (a review found its
+ * ZCOUNT refused there: every pass over a full page failed).
  */
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
@@ -14,38 +16,39 @@ import { counterKey } from '@platform/rate-limit/policy';
 import { createRegionalLimiter, grantsKey, productionRegionScripts, rebalance } from '@platform/rate-limit/regions';
 import { connected, targets, unique } from '../support/targets.ts';
 
+/** A limit split over two regions of one store, us's refusals, and eu's pass over them. */
+function setup(redis: RedisClient) {
+  const name = unique('demand');
+  const suffix = name.slice(-8);
+  const [eu, us] = [`eu-${suffix}`, `us-${suffix}`];
+  // limit 1 over two regions: us's split is 0, so every check there is refused until eu gives its 1
+  const policies = staticPolicies(
+    compilePolicies({
+      [name]: { strategy: 'slidingWindow', limit: 1, window: '1 h', regions: 'shares', failureMode: 'closed' },
+    }),
+  );
+  const settings = (region: string) => ({ region, homeRegion: eu, regions: [eu, us] });
+  const limiter = (region: string) =>
+    createRegionalLimiter({ redis, regionalRedis: redis, regions: settings(region), policies });
+  const pass = (maxLimits?: number) =>
+    rebalance({
+      redis,
+      regions: settings(eu),
+      policies,
+      scripts: productionRegionScripts(),
+      ...(maxLimits === undefined ? {} : { maxLimits }),
+    });
+  return { name, us: limiter(us), pass };
+}
+
 describe('Multi-region shares: demand read in turn', () => {
   const redis: RedisClient = (targets[0] as (typeof targets)[number]).client();
   before(() => connected(redis));
   after(() => redis.disconnect());
 
-  const setup = () => {
-    const name = unique('demand');
-    const suffix = name.slice(-8);
-    const [eu, us] = [`eu-${suffix}`, `us-${suffix}`];
-    // limit 1 over two regions: us's split is 0, so every check there is refused until eu gives its 1
-    const policies = staticPolicies(
-      compilePolicies({
-        [name]: { strategy: 'slidingWindow', limit: 1, window: '1 h', regions: 'shares', failureMode: 'closed' },
-      }),
-    );
-    const settings = (region: string) => ({ region, homeRegion: eu, regions: [eu, us] });
-    const limiter = (region: string) =>
-      createRegionalLimiter({ redis, regionalRedis: redis, regions: settings(region), policies });
-    const pass = (maxLimits?: number) =>
-      rebalance({
-        redis,
-        regions: settings(eu),
-        policies,
-        scripts: productionRegionScripts(),
-        ...(maxLimits === undefined ? {} : { maxLimits }),
-      });
-    return { name, us: limiter(us), pass };
-  };
-
   it('answers a limit refused after 1000 others already answered', async () => {
     // Prepare: 1000 keys refused in us, answered by eu's pass
-    const { name, us, pass } = setup();
+    const { name, us, pass } = setup(redis);
     for (let i = 0; i < 1000; i++) assert.equal((await us.check({ policy: name, key: `old${i}` })).allowed, false);
     assert.equal((await pass()).given, 1000);
 
@@ -64,7 +67,7 @@ describe('Multi-region shares: demand read in turn', () => {
   it('answers a key refused again and again while more new keys are refused each pass than it reads', async () => {
     // Prepare: a pass reads 2; each round 2 new keys are refused, then 'again' once more, each a ms apart
     // (the set orders refusals of one ms by member, where 'again' would come first)
-    const { name, us, pass } = setup();
+    const { name, us, pass } = setup(redis);
     let answered = false;
     for (let round = 0; round < 4 && !answered; round++) {
       for (const key of [`new${round}a`, `new${round}b`]) {
@@ -85,7 +88,7 @@ describe('Multi-region shares: demand read in turn', () => {
 
   it('reports the demand a pass leaves past its bound, until a pass reaches the end of the set', async () => {
     // Prepare: 5 keys refused in us; a pass reads 2
-    const { name, us, pass } = setup();
+    const { name, us, pass } = setup(redis);
     for (let i = 0; i < 5; i++) assert.equal((await us.check({ policy: name, key: `k${i}` })).allowed, false);
 
     // Act
@@ -130,5 +133,29 @@ describe('Multi-region shares: demand read in turn', () => {
     assert.deepEqual({ given: report.given, limits: report.limits }, { given: 1, limits: 1 });
     const ip48Counter = counterKey(catalogue.get(ip48) ?? assert.fail(ip48), 'a', 'a');
     assert.equal(await redis.hget(grantsKey(ip48Counter, us), 'refused'), null);
+  });
+});
+
+describe('Multi-region shares: demand read as the functions user (TLS cluster, ACL)', () => {
+  const redis: RedisClient = (targets[1] as (typeof targets)[number]).client();
+  before(() => connected(redis));
+  after(() => redis.disconnect());
+
+  it('reads a full page and counts the demand past it with what the ACL allows', async () => {
+    // Prepare: 3 keys refused in us; a pass reads 2, so its page is full (the count runs)
+    const { name, us, pass } = setup(redis);
+    for (let i = 0; i < 3; i++) assert.equal((await us.check({ policy: name, key: `k${i}` })).allowed, false);
+
+    // Act
+    const reports = [await pass(2), await pass(2)];
+
+    // Assess: no NOPERM; 1 left past the full page, then the short page reaches the end
+    assert.deepEqual(
+      reports.map((r) => ({ given: r.given, deferred: r.deferred })),
+      [
+        { given: 2, deferred: 1 },
+        { given: 1, deferred: 0 },
+      ],
+    );
   });
 });

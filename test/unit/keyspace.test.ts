@@ -2,7 +2,9 @@
  * The keyspace (config/redis-roles.ts, from the layer's layer/src/redis/keyspace.ts) is the one list the ACL users are built
  * from: every command a Lua script calls must be in the functions' user's
  * rules (Redis checks commands inside scripts against the caller's ACL), and
- * every key the platform writes must fall under a family's prefix.
+ * so must every command the layer's and the functions' TypeScript sends (a
+ * review found the rebalancer's ZCOUNT refused: every pass over a full
+ * demand page failed); every key the platform writes must fall under a family's prefix.
  */
 import assert from 'node:assert/strict';
 import { readdirSync, readFileSync } from 'node:fs';
@@ -17,15 +19,30 @@ import {
   keyPatterns,
   OPERATOR_COMMANDS,
 } from '../../config/redis-roles.ts';
+import { commandsSentFrom, type SentCommand } from '../support/sent-commands.ts';
 
 const LUA = new URL('../../lua/', import.meta.url);
 
+/** lua/'s scripts, and the layer's and the functions' TypeScript (the harvester holds a lease script of its own). */
 function luaSources(): string[] {
   const files = [
     ...readdirSync(LUA).filter((f) => f.endsWith('.lua')),
     ...readdirSync(new URL('lib/', LUA)).map((f) => `lib/${f}`),
   ];
-  return files.map((f) => readFileSync(new URL(f, LUA), 'utf8'));
+  const typescript = ['../layer/src/', '../functions/'].flatMap((dir) =>
+    readdirSync(new URL(dir, LUA), { recursive: true, encoding: 'utf8' })
+      .filter((f) => f.endsWith('.ts'))
+      .map((f) => `${dir}${f}`),
+  );
+  return [...files, ...typescript].map((f) => readFileSync(new URL(f, LUA), 'utf8'));
+}
+
+/** The sends a user's commands refuse: a container's subcommand is allowed by name (`script|load`). */
+function refused(sent: readonly SentCommand[], commands: readonly string[]): string[] {
+  const allowed = new Set<string>(commands);
+  return sent
+    .filter((s) => !allowed.has(s.command) && !allowed.has(`${s.command}|${s.subcommand}`))
+    .map((s) => `${s.command} at ${s.at}`);
 }
 
 describe('The keyspace and the ACL rules built from it', () => {
@@ -35,13 +52,26 @@ describe('The keyspace and the ACL rules built from it', () => {
         [...source.matchAll(/redis\.call\('([A-Z_]+)'/g)].map((m) => (m[1] as string).toLowerCase()),
       ),
     );
-    assert.ok(called.size >= 10, `found ${called.size} commands`);
+    assert.ok(called.size >= 10 && called.has('incr'), `found ${[...called].join(' ')}`);
     const allowed = new Set<string>(FUNCTIONS_COMMANDS);
     assert.deepEqual(
       [...called].filter((c) => !allowed.has(c)),
       [],
       'commands a script calls that the ACL would refuse',
     );
+  });
+
+  it('allows the functions user every command the TypeScript of the layer and the functions sends, the operator every one the CLI sends', () => {
+    const sent = commandsSentFrom(['layer/src', 'functions', 'cli']);
+    const cli = sent.filter((s) => s.at.startsWith('cli/'));
+    const functions = sent.filter((s) => !s.at.startsWith('cli/'));
+    // found on whatever the client is called: the rebalancer's redis, the demand pipeline, guardedRedis's client
+    const found = (sends: readonly SentCommand[]) => new Set(sends.map((s) => s.command));
+    for (const command of ['evalsha', 'zcount', 'zremrangebyscore', 'get'])
+      assert.ok(found(functions).has(command), command);
+    assert.ok(found(cli).has('pttl'));
+    assert.deepEqual(refused(functions, FUNCTIONS_COMMANDS), [], "commands the functions' user would refuse (NOPERM)");
+    assert.deepEqual(refused(cli, OPERATOR_COMMANDS), [], "commands the operator's user would refuse (NOPERM)");
   });
 
   it('gives every key family a prefix of its own, and the users no key outside them', () => {

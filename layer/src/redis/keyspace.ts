@@ -8,11 +8,17 @@
 export const COUNTER_PREFIX = 'rl:';
 
 /**
- * Every command the limiter sends, and nothing else:
+ * Every command the limiter sends, and nothing else (test/unit/keyspace.test.ts
+ * fails when a Lua script, or TypeScript in layer/src or functions/, sends one
+ * the users' rules lack):
  * - the scripts (EVALSHA, EVAL when Redis lost them) and every command the
- *   Lua scripts call inside (Redis checks those against the same ACL: a test
- *   reads lua/ and fails if one is missing here); SET NX PX and DEL also
- *   serve the consumers' once-only claims;
+ *   Lua scripts call inside (Redis checks those against the same ACL); SET
+ *   also serves the consumers' once-only claims, SET, GET and DEL the API's
+ *   known-key markers;
+ * - what the layer sends from TypeScript: the rebalancer's demand pages
+ *   (regions/rebalance.ts: GET, SET and DEL of its cursor, ZRANGEBYSCORE, and
+ *   ZCOUNT of what a full page left), a refused regional check's demand (ZADD,
+ *   ZREMRANGEBYSCORE) and clearFailures' DEL;
  * - what ioredis sends on its own: INFO for its ready check (it also reads
  *   Redis's loading state from it), CLUSTER SLOTS for the topology and
  *   CLUSTER INFO for the cluster's ready check (without it the cluster
@@ -47,6 +53,9 @@ export const LIMITER_COMMANDS = [
   'zcard',
   'zrangebyscore',
   'zremrangebyscore',
+  // the rebalancer's count of the demand past a full page (regions/rebalance.ts readDemand), from TypeScript:
+  // without it a pass over a set of 1000 members or more is refused (NOPERM) before its cursor moves, every pass
+  'zcount',
   // what ioredis issues
   'info',
   'ping',
