@@ -106,15 +106,34 @@ describe('rateLimit middleware', () => {
   const redis = targets[0]?.client() ?? assert.fail();
   after(() => redis.disconnect());
 
-  it("states a month quota's window as the length of its month (28 to 31 days), never shorter than t", async () => {
+  it("states a month quota's window as the length of its month (28 to 31 days) in its offset, never shorter than t", async () => {
     const OFFSETS = [undefined, '+05:30', '-08:00', '+14:00', '-14:00'] as const;
     const at = (iso: string) => Date.parse(iso) * 1000;
-    // the first second of a 31-day month (t was past a 30-day w), a leap February and a plain one, a 30-day month
-    const pinned = ['2027-01-01T00:00:00Z', '2028-02-15T12:00:00Z', '2027-02-01T00:00:00Z', '2027-04-30T23:59:59Z'];
+    // the first second of a 31-day month (t was past a 30-day w), a leap February and a plain one, a 30-day month;
+    // the first hours of a UTC month, still the month before at -08:00, and the last hours of one, the next at +14:00
+    const pinned = [
+      '2027-01-01T00:00:00Z',
+      '2028-02-15T12:00:00Z',
+      '2027-02-01T00:00:00Z',
+      '2027-04-30T23:59:59Z',
+      '2027-02-01T03:00:00Z',
+      '2027-01-31T12:00:00Z',
+      '2028-03-01T07:59:59Z',
+    ];
+    // within 15 h of a month's start in UTC: inside every offset's hours
+    const nearMonthEnd = fc
+      .record({
+        year: fc.integer({ min: 1971, max: 2099 }),
+        month: fc.integer({ min: 0, max: 11 }),
+        offsetS: fc.integer({ min: -15 * 3600, max: 15 * 3600 }),
+      })
+      .map(({ year, month, offsetS }) => (Date.UTC(year, month, 1) + offsetS * 1000) * 1000);
     const instant = fc.oneof(
       fc.constantFrom(...pinned.map(at)),
+      nearMonthEnd,
       fc.integer({ min: at('1971-01-01T00:00:00Z'), max: at('2099-12-31T00:00:00Z') }),
     );
+    const w = (headers: Record<string, string>) => Number(/;w=(\d+)$/.exec(headers['RateLimit-Policy'] ?? '')?.[1]);
     await fc.assert(
       fc.asyncProperty(instant, fc.constantFrom(...OFFSETS), async (nowUs, utcOffset) => {
         const name = unique('month');
@@ -126,26 +145,24 @@ describe('rateLimit middleware', () => {
           timeBudget: '5 s',
         });
         const limiter = pinnedLimiter({ redis, policies: { resolve: () => policy } }, { nowUs });
+        const [start, end] = quotaPeriodUs(nowUs, 'month', policy.strategy === 'quota' ? policy.offsetUs : 0);
+        const month = (end - start) / 1e6;
+        const when = `${new Date(nowUs / 1000).toISOString()} ${utcOffset ?? 'UTC'}`;
+
+        // nothing counted yet: the status has no reset (t=0), and w is still the month in the quota's offset
+        const peeked = await limiter.peek([{ policy: name, key: 'k' }]);
+        assert.ok(peeked.decided && peeked.limits[0]?.resetAfterMs === 0);
+        assert.equal(w(rateLimitHeaders(peeked.limits, nowUs / 1000)), month, `peek ${when}`);
+
         const decision = await limiter.check({ policy: name, key: 'k' });
         assert.ok(decision.decided);
         const headers = rateLimitHeaders(decision.limits, nowUs / 1000);
-        const w = Number(/;w=(\d+)$/.exec(headers['RateLimit-Policy'] ?? '')?.[1]);
         const t = Number(/;t=(\d+)$/.exec(headers.RateLimit ?? '')?.[1]);
-        const [start, end] = quotaPeriodUs(nowUs, 'month', policy.strategy === 'quota' ? policy.offsetUs : 0);
-        assert.equal(w, (end - start) / 1e6, `${new Date(nowUs / 1000).toISOString()} ${utcOffset ?? 'UTC'}`);
-        assert.ok(t > 0 && t <= w, `t=${t} w=${w}`);
+        assert.equal(w(headers), month, when);
+        assert.ok(t > 0 && t <= month, `t=${t} w=${month}`);
       }),
-      { numRuns: 150 },
+      { numRuns: 200 },
     );
-    // a quota with nothing counted yet reports no boundary: the month of now
-    const name = unique('month');
-    const policy = compilePolicy(name, { strategy: 'quota', limit: 5, period: 'month', timeBudget: '5 s' });
-    const nowUs = at('2027-01-20T00:00:00Z');
-    const peeked = await pinnedLimiter({ redis, policies: { resolve: () => policy } }, { nowUs }).peek([
-      { policy: name, key: 'k' },
-    ]);
-    assert.ok(peeked.decided);
-    assert.equal(rateLimitHeaders(peeked.limits, nowUs / 1000)['RateLimit-Policy'], `"${name}";q=5;w=${31 * 86_400}`);
   });
 
   it('answers 400 with a reason when the key is missing, without a shared bucket', async () => {

@@ -1,4 +1,5 @@
 import type { ResolvedLimit } from '../lua/contract.ts';
+import { statusCalendar } from '../strategies/index.ts';
 import { type Limited, type LimitStatus, limitedBy } from './decision.ts';
 
 /** Bound of the cache per container; the oldest entry goes first. */
@@ -48,6 +49,7 @@ export class BlockCache {
         retryAfterMs: waitMs,
         resetAfterMs: waitMs,
         windowSeconds: limit.policy.windowSeconds,
+        ...statusCalendar(limit.policy),
       };
       return limitedBy(binding, [binding], waitMs);
     }

@@ -17,8 +17,10 @@ export interface LimitStatus {
   readonly retryAfterMs: number;
   /** Milliseconds until the quota is whole again (bucket full, window empty). */
   readonly resetAfterMs: number;
-  /** The quota's window in seconds, as `RateLimit-Policy` states it. */
+  /** The quota's window in seconds, as `RateLimit-Policy` states it (a calendar month's: its unit's `windowSecondsAt`). */
   readonly windowSeconds: number;
+  /** A calendar quota's `utcOffset` (local time minus UTC, ms), when not 0: where its periods begin. */
+  readonly utcOffsetMs?: number;
   /** An admitted in-flight limit: the lease this request holds until it is released (Limiter.release). */
   readonly lease?: string;
 }

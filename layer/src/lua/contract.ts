@@ -9,7 +9,7 @@
  */
 import { type Allowed, allowedBy, type Limited, type LimitStatus, limitedBy } from '../core/decision.ts';
 import type { CompiledPolicy } from '../policy/policy.ts';
-import { unitOfPolicy } from '../strategies/index.ts';
+import { statusCalendar, unitOfPolicy } from '../strategies/index.ts';
 import { int, isInteger, type OwnScript, type ResolvedLimit as Resolved, usToMs } from '../strategies/strategy.ts';
 import { checkScriptName } from './scripts.ts';
 
@@ -121,6 +121,7 @@ export function parseCheckReply(policies: readonly CompiledPolicy[], reply: unkn
       resetAfterMs: usToMs(n[4 + 3 * i] as number),
       retryAfterMs: usToMs(n[5 + 3 * i] as number),
       windowSeconds: policy.windowSeconds,
+      ...statusCalendar(policy),
     });
   }
   if (n[0] === 1) return allowedBy(limits);

@@ -6,7 +6,7 @@
 import * as v from 'valibot';
 import { concurrency } from './concurrency.ts';
 import { failureBackoff } from './failure-backoff.ts';
-import { quota } from './quota.ts';
+import { calendarOf, quota } from './quota.ts';
 import { slidingWindow } from './sliding-window.ts';
 import type { CompiledCommon, StrategyUnit } from './strategy.ts';
 import { tokenBucket } from './token-bucket.ts';
@@ -44,6 +44,11 @@ export function stateKeysOf(policy: Pick<CompiledCommon, 'strategy'>, counter: s
 /** The unit that compiled a policy, typed for it. */
 export function unitOfPolicy<P extends CompiledCommon>(policy: P): StrategyUnit<P['strategy'], v.GenericSchema, P> {
   return unitOf(policy.strategy);
+}
+
+/** What a status of this policy carries of its calendar (a quota's offset: RateLimit-Policy `w`, windowSecondsAt). */
+export function statusCalendar(policy: CompiledPolicy): { utcOffsetMs?: number } {
+  return policy.strategy === 'quota' ? calendarOf(policy) : {};
 }
 
 const QUOTED = STRATEGY_UNITS.map((unit) => `"${unit.name}"`);

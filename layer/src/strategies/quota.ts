@@ -14,20 +14,18 @@ const PERIOD_SECONDS = { day: 86_400, week: 604_800, month: 2_592_000 } as const
 
 /**
  * RateLimit-Policy `w` of a month quota: the length of the month its status
- * runs in, 28 to 31 days. The nominal 30 days would disagree with `t` (the
- * seconds to the boundary): past `w` early in a 31-day month, and a February
- * window ending two days after its reset. That month ends at the status's
- * reset, 00:00 on a 1st in the quota's offset; within ±14:00 of UTC that
- * instant falls on the 1st in UTC (an offset at or behind UTC) or on the last
- * day of the month itself (ahead of UTC), so the month is known without the
- * offset, and a clock a few seconds off the script's changes nothing. A
- * status with no reset (nothing counted this period yet) has no boundary:
- * the UTC month of now, wrong only within the offset's hours of a month's end.
+ * runs in, in the quota's offset, 28 to 31 days. The nominal 30 days would
+ * disagree with `t` (the seconds to the boundary): past `w` early in a 31-day
+ * month, and a February window ending two days after its reset. With a reset
+ * the month is the one ending there, 00:00 on a 1st in the offset (a clock a
+ * few seconds off the script's lands on the day before: the same month); a
+ * status with no reset (nothing counted this period yet) is in the month of
+ * now in the offset. The offset's wall clock is read with the UTC getters.
  */
-function monthSeconds(resetAfterMs: number, nowMs: number): number {
-  const end = new Date(nowMs + resetAfterMs);
-  const year = end.getUTCFullYear();
-  const month = resetAfterMs > 0 && end.getUTCDate() === 1 ? end.getUTCMonth() - 1 : end.getUTCMonth();
+function monthSeconds(resetAfterMs: number, nowMs: number, offsetMs: number): number {
+  const local = new Date(nowMs + resetAfterMs + offsetMs);
+  const year = local.getUTCFullYear();
+  const month = resetAfterMs > 0 && local.getUTCDate() === 1 ? local.getUTCMonth() - 1 : local.getUTCMonth();
   return (Date.UTC(year, month + 1, 1) - Date.UTC(year, month, 1)) / 1000;
 }
 
@@ -62,6 +60,11 @@ function offsetUs(offset: string): number {
   return (sign === '-' ? -1 : 1) * (Number(hours) * 60 + Number(minutes)) * 60_000_000;
 }
 
+/** What a status of a quota carries of its calendar: its offset, when not UTC (`LimitStatus.utcOffsetMs`). */
+export function calendarOf(policy: CompiledQuota): { utcOffsetMs?: number } {
+  return policy.offsetUs === 0 ? {} : { utcOffsetMs: policy.offsetUs / 1000 };
+}
+
 export const quota: StrategyUnit<'quota', typeof schema, CompiledQuota> = {
   name: 'quota',
   kind: 'qt',
@@ -92,7 +95,7 @@ export const quota: StrategyUnit<'quota', typeof schema, CompiledQuota> = {
   windowSecondsAt(status, nowMs) {
     // a status carries its compiled window: only a month's varies (PERIOD_SECONDS, above)
     return status.windowSeconds === PERIOD_SECONDS.month
-      ? monthSeconds(status.resetAfterMs, nowMs)
+      ? monthSeconds(status.resetAfterMs, nowMs, status.utcOffsetMs ?? 0)
       : status.windowSeconds;
   },
 

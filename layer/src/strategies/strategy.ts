@@ -219,7 +219,10 @@ export interface StrategyUnit<Name extends string, Schema extends v.GenericSchem
    * RateLimit-Policy `w` of one of its limits' statuses at `nowMs`, when the
    * window is not one fixed length (a calendar month). @default the status's `windowSeconds`
    */
-  windowSecondsAt?(status: { readonly windowSeconds: number; readonly resetAfterMs: number }, nowMs: number): number;
+  windowSecondsAt?(
+    status: { readonly windowSeconds: number; readonly resetAfterMs: number; readonly utcOffsetMs?: number },
+    nowMs: number,
+  ): number;
   /** The domain numbers a check needs, computed once; throws InvalidPolicyError for what the schema cannot say. */
   compile(common: CommonSettings, config: v.InferOutput<Schema>): Compiled;
   /**
