@@ -31,10 +31,14 @@ export async function handler(_event: unknown, context?: Pick<Context, 'getRemai
     if (started + periodMs > end) break;
     await nextPass(started + periodMs - Date.now()); // the period is the design's, not a race being papered over
   }
+  // share moved in the run: a limit read again gives only what has come unused since
   const given = reports.reduce((sum, r) => sum + r.given, 0);
-  const skipped = reports.reduce((sum, r) => sum + r.skipped, 0);
-  // the backlog as the run ends (the last pass's): each pass counts what is still ahead, so a sum would count it again
-  const deferred = reports.at(-1)?.deferred ?? 0;
-  logger.info('rebalance run', { region: regions.region, passes: reports.length, given, skipped, deferred });
-  return { passes: reports.length, given, skipped, deferred };
+  // reads, not members: a set that fits one page is read whole by every pass, so 12 passes count a member 12 times
+  const skippedReads = reports.reduce((sum, r) => sum + r.skipped, 0);
+  // the last pass's: the members it skipped, and the backlog as the run ends (each pass counts what is still ahead)
+  const last = reports.at(-1);
+  const [skipped, deferred] = [last?.skipped ?? 0, last?.deferred ?? 0];
+  const run = { passes: reports.length, given, skippedReads, skipped, deferred };
+  logger.info('rebalance run', { region: regions.region, ...run });
+  return run;
 }

@@ -1,7 +1,8 @@
 /**
  * The rebalancer's Lambda handler: its run's log line says how much demand it
- * skipped and how much it left past a pass's bound (real Redis), so an
- * operator sees a backlog the passes have not reached.
+ * skipped (reads over the passes, and members in the last) and how much it
+ * left past a pass's bound (real Redis), so an operator sees a backlog the
+ * passes have not reached.
  */
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
@@ -14,7 +15,12 @@ import { createPlatform, usePlatform } from '../../functions/shared/platform.ts'
 import { connected, unique } from '../support/targets.ts';
 
 let redis: RedisClient;
-const REGION_VARIABLES = ['RATE_LIMIT_REGION', 'RATE_LIMIT_HOME_REGION', 'RATE_LIMIT_REGIONS'] as const;
+const REGION_VARIABLES = [
+  'RATE_LIMIT_REGION',
+  'RATE_LIMIT_HOME_REGION',
+  'RATE_LIMIT_REGIONS',
+  'REBALANCE_PERIOD_SECONDS',
+] as const;
 before(() => {
   redis = createRedisClient({ url: process.env.REDIS_URL as string });
   return connected(redis);
@@ -48,7 +54,36 @@ describe('The rebalancer Lambda handler', () => {
     const report = await handler({}, { getRemainingTimeInMillis: () => 0 });
 
     // Assess: one pass; 1000 members skipped, 3 left for the next pass, in the return and the log line
-    assert.deepEqual(report, { passes: 1, given: 0, skipped: 1000, deferred: 3 });
-    assert.deepEqual(lines, [['rebalance run', { region: eu, passes: 1, given: 0, skipped: 1000, deferred: 3 }]]);
+    const run = { passes: 1, given: 0, skippedReads: 1000, skipped: 1000, deferred: 3 };
+    assert.deepEqual(report, run);
+    assert.deepEqual(lines, [['rebalance run', { region: eu, ...run }]]);
+  });
+
+  it('tells the reads it skipped over its passes from the members its last pass skipped', async () => {
+    // Prepare: us's demand set holds 3 members of a policy eu does not split (one page: every pass reads all 3);
+    // a pass a second, and time for two (the second would start past the run's end less a period)
+    const suffix = unique('rb').slice(-8);
+    const [eu, us] = [`eu-${suffix}`, `us-${suffix}`];
+    Object.assign(process.env, {
+      RATE_LIMIT_REGION: eu,
+      RATE_LIMIT_HOME_REGION: eu,
+      RATE_LIMIT_REGIONS: `${eu},${us}`,
+      REBALANCE_PERIOD_SECONDS: '1',
+    });
+    const now = Date.now();
+    await redis.zadd(demandKey(us), ...[0, 1, 2].flatMap((i) => [String(now), `no-such-policy\nk${i}\nrl:c${i}`]));
+    const lines: unknown[] = [];
+    const logger = new Logger({ serviceName: 'rebalancer-test', logLevel: 'SILENT' });
+    logger.info = (...entry: unknown[]) => void lines.push(entry);
+    const policies = staticPolicies(compilePolicies({})) as unknown as PolicyStore;
+    usePlatform(createPlatform({ logger, redis, policies, ready: Promise.resolve() }));
+
+    // Act
+    const report = await handler({}, { getRemainingTimeInMillis: () => 2_900 });
+
+    // Assess: two passes read the 3 members each: 6 reads skipped, 3 members
+    const run = { passes: 2, given: 0, skippedReads: 6, skipped: 3, deferred: 0 };
+    assert.deepEqual(report, run);
+    assert.deepEqual(lines, [['rebalance run', { region: eu, ...run }]]);
   });
 });
