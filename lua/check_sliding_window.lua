@@ -53,7 +53,10 @@ if arg_count > 3 then
     if held then
       -- taken less than claim_pending_ms ago (its value: token ':' Redis ms): maybe still given back
       local taken_ms = claim_pending_ms > 0 and tonumber(string.match(held, ':(%d+)$'))
-      if taken_ms and clock_us / 1000 - taken_ms < claim_pending_ms then return { 3 } end
+      -- a claim stamped far ahead (Redis' clock stepped back, a failover to a node behind) is no longer
+      -- pending: else every delivery would be refused until the clock caught up
+      local age_ms = taken_ms and clock_us / 1000 - taken_ms
+      if age_ms and age_ms < claim_pending_ms and age_ms > -claim_pending_ms then return { 3 } end
       return { 2 }
     end
   end

@@ -30,7 +30,7 @@
  * the caller's.
  */
 import type { CheckClaim, HeldClaim, Verdict } from '@platform/rate-limit';
-import type { AcceptedOnce } from './once.ts';
+import type { AcceptedOnce, GiveBack } from './once.ts';
 import type { AcceptedEvent, EventSink } from './sink.ts';
 
 export interface Admission<Decided> {
@@ -81,10 +81,14 @@ export type AdmissionOutcome<Decided> =
   | { readonly kind: 'duplicate' }
   /** The claim was taken moments ago by a delivery that may still give it back: nothing counted; the sender should try again. */
   | { readonly kind: 'pending' }
-  /** Refused by its limits (nothing claimed unless kept), or undecided (Redis down) and refused by the failure mode (the claim given back after a timeout). */
-  | { readonly kind: 'refused'; readonly decided: Decided }
-  /** Admitted, but the sink could not take it in time: the claim was given back. */
-  | { readonly kind: 'unsunk'; readonly decided: Decided; readonly error: unknown }
+  /**
+   * Refused by its limits (nothing claimed unless kept), or undecided (Redis
+   * down) and refused by the failure mode (the claim given back after a
+   * timeout: `givenBack` says how that went).
+   */
+  | { readonly kind: 'refused'; readonly decided: Decided; readonly givenBack?: GiveBack }
+  /** Admitted, but the sink could not take it in time: the claim was given back (`givenBack`: how that went). */
+  | { readonly kind: 'unsunk'; readonly decided: Decided; readonly error: unknown; readonly givenBack: GiveBack }
   | { readonly kind: 'admitted'; readonly decided: Decided };
 
 /** Claim and check in one script → sink, giving the claim back when the sink fails or Redis did not answer in time. */
@@ -104,7 +108,7 @@ export async function admitOnce<Decided>(
   const giveBack = () => once.release(claim, budgetMs);
   if (!admission.admits(decided)) {
     // sent on the same connection as the check, so it runs after the check's script if that runs late
-    if (admission.mayRunLate(decided)) await giveBack();
+    if (admission.mayRunLate(decided)) return { kind: 'refused', decided, givenBack: await giveBack() };
     return { kind: 'refused', decided };
   }
   try {
@@ -114,10 +118,14 @@ export async function admitOnce<Decided>(
       admission.sinkBudgetMs,
     );
   } catch (error) {
-    await giveBack();
-    return { kind: 'unsunk', decided, error };
+    return { kind: 'unsunk', decided, error, givenBack: await giveBack() };
   }
   return { kind: 'admitted', decided };
+}
+
+/** Whether a give-back did not reach Redis: the claim stays, and the event's redeliveries are answered `duplicate`. */
+export function claimStuck(givenBack: GiveBack | undefined): boolean {
+  return givenBack !== undefined && givenBack !== 'given' && givenBack !== 'not-held';
 }
 
 /** `mayRunLate` for a limiter verdict: undecided because Redis did not answer in time. */

@@ -78,10 +78,20 @@ export class AcceptedOnce {
    * again; only while it is still this attempt's: a redelivery's give-back
    * never deletes the claim of the delivery that was handed on.
    */
-  async release(claim: CheckClaim, budgetMs: number): Promise<void> {
-    await this.#redis.within(budgetMs, (redis) => giveBackClaim(redis, claim));
+  async release(claim: CheckClaim, budgetMs: number): Promise<GiveBack> {
+    const result = await this.#redis.within(budgetMs, (redis) => giveBackClaim(redis, claim));
+    if (!result.ok) return result.reason;
+    return result.reply ? 'given' : 'not-held';
   }
 }
+
+/**
+ * What became of a claim given back: gone; not this attempt's any more
+ * (another delivery's, or lapsed: nothing to give); or why Redis could not
+ * take it back, and then it stays, and every later delivery of the event is
+ * answered `duplicate` although it was never handed on.
+ */
+export type GiveBack = 'given' | 'not-held' | DegradedReason;
 
 function key(source: string, scope: string, id: string): string {
   return `${KEY_FAMILIES.claims}{${source}:${scope}}:seen:${id}`;

@@ -9,7 +9,7 @@ import {
 } from '@platform/rate-limit/middleware';
 import { DEFAULT_TIME_BUDGET, toMs } from '@platform/rate-limit/policy';
 import type { PolicyName } from '../../config/catalogue.ts';
-import { admitOnce, verdictMayRunLate } from './admission.ts';
+import { admitOnce, claimStuck, verdictMayRunLate } from './admission.ts';
 import { type HttpResponse, httpError, type JsonBounds, json, outOfBounds, type RestEvent } from './http.ts';
 import { platform } from './platform.ts';
 import { type AcceptedEvent, UnsetEventSink } from './sink.ts';
@@ -161,6 +161,17 @@ export async function acceptOnce(
     mayRunLate: verdictMayRunLate,
     sinkBudgetMs: WEBHOOK_SINK_BUDGET_MS,
   });
+  if ((admission.kind === 'refused' || admission.kind === 'unsunk') && claimStuck(admission.givenBack)) {
+    // the event was not handed on and its claim may stay (a give-back that timed out can still land):
+    // then the sender's retries are answered duplicate. By id, so an operator can fetch it from the
+    // sender (Slack's and Telegram's ids are no personal data)
+    logger.error('webhook claim not given back: redeliveries may be answered duplicate', {
+      source: event.source,
+      scope: event.scope,
+      id: event.id,
+      reason: admission.givenBack,
+    });
+  }
   switch (admission.kind) {
     case 'duplicate':
       return json(200, { ok: true, duplicate: true });

@@ -10,7 +10,13 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { createLimiter, enforceOnce, type RedisClient, type Verdict } from '@platform/rate-limit';
-import { type Admission, admitOnce, SinkTimeoutError, verdictMayRunLate } from '../../functions/shared/admission.ts';
+import {
+  type Admission,
+  admitOnce,
+  claimStuck,
+  SinkTimeoutError,
+  verdictMayRunLate,
+} from '../../functions/shared/admission.ts';
 import { AcceptedOnce } from '../../functions/shared/once.ts';
 import type { AcceptedEvent } from '../../functions/shared/sink.ts';
 import { type RedisProcess, rawCommand, startRedis } from '../../scripts/redis-process.ts';
@@ -215,6 +221,34 @@ for (const target of targets) {
       assert.equal((await first).kind, 'unsunk');
       assert.equal((await admitOnce(e, h.admission)).kind, 'admitted', 'the claim was given back');
       assert.deepEqual(h.sunk, [e]);
+    });
+
+    it('says when the give-back did not reach Redis (the claim stays: the outcome carries why), and when it found nothing to give', async (t) => {
+      const redis = target.client();
+      t.after(() => redis.disconnect());
+      await connected(redis);
+      let cut = false;
+      const h = harness(redis, 10, {
+        put: async () => {
+          if (!cut) return;
+          redis.disconnect(); // the connection goes while the put fails: the give-back cannot be sent
+          throw new Error('queue down');
+        },
+        sinkFails: () => false,
+      });
+      const given = await admitOnce(h.event('fine'), {
+        ...h.admission,
+        sink: { put: async () => Promise.reject(new Error('queue down')) },
+      });
+      assert.equal(given.kind === 'unsunk' && given.givenBack, 'given');
+      assert.equal(claimStuck(given.kind === 'unsunk' ? given.givenBack : undefined), false);
+      cut = true;
+      const stuck = await admitOnce(h.event('stuck'), h.admission);
+      assert.equal(stuck.kind, 'unsunk');
+      assert.ok(
+        stuck.kind === 'unsunk' && claimStuck(stuck.givenBack),
+        `given back: ${String(stuck.kind === 'unsunk' && stuck.givenBack)}`,
+      );
     });
 
     it("leaves another delivery's claim alone when Redis answered an error (its script did not run): no give-back", async (t) => {

@@ -45,6 +45,15 @@ for (const target of targets) {
         assert.equal(await check(claim(2000)), 'pending', '1 ms short of its pending time');
         clock.nowUs = T0_US + 2_000_000;
         assert.equal(await check(claim(2000)), 'duplicate', 'exactly its pending time old');
+        // Redis' clock stepped back (a failover to a node behind): a little, still pending; far, not
+        clock.nowUs = T0_US - 1_999_000;
+        assert.equal(await check(claim(2000)), 'pending', 'stamped 1,999 ms ahead');
+        clock.nowUs = T0_US - 2_000_000;
+        assert.equal(
+          await check(claim(2000)),
+          'duplicate',
+          'stamped its pending time ahead: no 409 until the clock catches up',
+        );
       });
 
       it('is never pending without a pending time, nor when written by an older script', async (t) => {
