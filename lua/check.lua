@@ -65,6 +65,7 @@ if ARGV[a] == 'claim' then
   claim_key, claim_ttl_ms, claim_kept = KEYS[tonumber(ARGV[a + 1])], tonumber(ARGV[a + 2]), ARGV[a + 3] == '1'
   claim_token, claim_pending_ms = ARGV[a + 4], tonumber(ARGV[a + 5])
   -- GET, not EXISTS: the functions' ACL user runs only the commands it needs
+  -- (the claim's reading, inline as in lua/check_sliding_window.lua: a shared function would be built on every call)
   local held = redis.call('GET', claim_key)
   if held then
     -- taken less than claim_pending_ms ago (its value: token ':' Redis ms): maybe still given back

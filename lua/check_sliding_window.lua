@@ -49,6 +49,7 @@ if arg_count > 3 then
     claim_key, claim_ttl_ms, claim_kept = KEYS[tonumber(ARGV[claim_at + 1])], tonumber(ARGV[claim_at + 2]), ARGV[claim_at + 3] == '1'
     claim_token, claim_pending_ms = ARGV[claim_at + 4], tonumber(ARGV[claim_at + 5])
     -- GET, not EXISTS: the functions' ACL user runs only the commands it needs
+    -- (the claim's reading, inline as in lua/check.lua: a shared function would be built on every call)
     local held = redis.call('GET', claim_key)
     if held then
       -- taken less than claim_pending_ms ago (its value: token ':' Redis ms): maybe still given back

@@ -300,23 +300,32 @@ describe('admitOnce when Redis cannot decide', () => {
   });
 });
 
-describe('admitOnce when Redis stalls past the budget and then runs the check', () => {
-  it("gives back the claim the late script takes, so the sender's retry is admitted, not answered duplicate", async (t) => {
-    const server = await startRedis();
-    t.after(() => server.stop());
-    const { createRedisClient } = await import('@platform/rate-limit');
-    const redis = createRedisClient({ url: server.url });
-    t.after(() => redis.disconnect());
-    await connected(redis);
-    const h = harness(redis, 10, { timeBudget: '50 ms' });
-    assert.equal((await admitOnce(h.event('warm'), h.admission)).kind, 'admitted'); // the script is loaded
-    server.pause(); // SIGSTOP: a failover, a fork or a slow command holds Redis past the check's budget
-    let first: Awaited<ReturnType<typeof admitOnce<Verdict>>>;
+/** A server of its own (SIGSTOP stalls it), its client, and a harness whose checks have 50 ms. */
+async function stallable(t: { after: (fn: () => unknown) => void }) {
+  const server = await startRedis();
+  t.after(() => server.stop());
+  const { createRedisClient } = await import('@platform/rate-limit');
+  const redis = createRedisClient({ url: server.url });
+  t.after(() => redis.disconnect());
+  await connected(redis);
+  const h = harness(redis, 10, { timeBudget: '50 ms' });
+  /** One admission while Redis is stalled (SIGSTOP: a failover, a fork or a slow command), resumed after. */
+  const stalled = async (id: string) => {
+    server.pause();
     try {
-      first = await admitOnce(h.event('Ev1'), h.admission);
+      return await admitOnce(h.event(id), h.admission);
     } finally {
       server.resume();
     }
+  };
+  return { redis, h, stalled };
+}
+
+describe('admitOnce when Redis stalls past the budget and then runs the check', () => {
+  it("gives back the claim the late script takes, so the sender's retry is admitted, not answered duplicate", async (t) => {
+    const { redis, h, stalled } = await stallable(t);
+    assert.equal((await admitOnce(h.event('warm'), h.admission)).kind, 'admitted'); // the script is loaded
+    const first = await stalled('Ev1');
     assert.equal(first.kind === 'refused' && first.decided.outcome, 'degraded-closed');
     // answered after the late script and the give-back, both sent before it on this connection
     await redis.ping();
@@ -331,21 +340,9 @@ describe('admitOnce when Redis stalls past the budget and then runs the check', 
 
 describe("admitOnce when a redelivery's check stalls past the budget and then runs late", () => {
   it('leaves the claim of the delivery that was handed on: the late script answers duplicate, and its give-back deletes nothing', async (t) => {
-    const server = await startRedis();
-    t.after(() => server.stop());
-    const { createRedisClient } = await import('@platform/rate-limit');
-    const redis = createRedisClient({ url: server.url });
-    t.after(() => redis.disconnect());
-    await connected(redis);
-    const h = harness(redis, 10, { timeBudget: '50 ms' });
+    const { redis, h, stalled } = await stallable(t);
     assert.equal((await admitOnce(h.event('Ev2'), h.admission)).kind, 'admitted'); // handed on, its claim held
-    server.pause(); // the sender's redelivery finds Redis stalled
-    let redelivery: Awaited<ReturnType<typeof admitOnce<Verdict>>>;
-    try {
-      redelivery = await admitOnce(h.event('Ev2'), h.admission);
-    } finally {
-      server.resume();
-    }
+    const redelivery = await stalled('Ev2'); // the sender's redelivery finds Redis stalled
     assert.equal(redelivery.kind === 'refused' && redelivery.decided.outcome, 'degraded-closed');
     await redis.ping(); // after the late script (a duplicate: no write) and the redelivery's give-back
     assert.equal(await redis.exists(`wh:{slack:${h.scope}}:seen:Ev2`), 1, 'the first delivery keeps its claim');

@@ -31,6 +31,16 @@ after(() => {
   for (const variable of REGION_VARIABLES) delete process.env[variable];
 });
 
+/** The platform on `redis`, no policies of its own; what the rebalancer logs at info, kept. */
+function platformLoggingTo(redis: RedisClient): unknown[] {
+  const lines: unknown[] = [];
+  const logger = new Logger({ serviceName: 'rebalancer-test', logLevel: 'SILENT' });
+  logger.info = (...entry: unknown[]) => void lines.push(entry);
+  const policies = staticPolicies(compilePolicies({})) as unknown as PolicyStore;
+  usePlatform(createPlatform({ logger, redis, policies, ready: Promise.resolve() }));
+  return lines;
+}
+
 describe('The rebalancer Lambda handler', () => {
   it('logs the demand it skipped and the demand left past the bound of its pass', async () => {
     // Prepare: us's demand set holds 1003 members of a policy eu does not split (one pass reads 1000)
@@ -44,11 +54,7 @@ describe('The rebalancer Lambda handler', () => {
     const now = Date.now();
     const members = Array.from({ length: 1003 }, (_, i) => [String(now), `no-such-policy\nk${i}\nrl:c${i}`]).flat();
     await redis.zadd(demandKey(us), ...members);
-    const lines: unknown[] = [];
-    const logger = new Logger({ serviceName: 'rebalancer-test', logLevel: 'SILENT' });
-    logger.info = (...entry: unknown[]) => void lines.push(entry);
-    const policies = staticPolicies(compilePolicies({})) as unknown as PolicyStore;
-    usePlatform(createPlatform({ logger, redis, policies, ready: Promise.resolve() }));
+    const lines = platformLoggingTo(redis);
 
     // Act: a run with no time for a second pass
     const report = await handler({}, { getRemainingTimeInMillis: () => 0 });
@@ -72,11 +78,7 @@ describe('The rebalancer Lambda handler', () => {
     });
     const now = Date.now();
     await redis.zadd(demandKey(us), ...[0, 1, 2].flatMap((i) => [String(now), `no-such-policy\nk${i}\nrl:c${i}`]));
-    const lines: unknown[] = [];
-    const logger = new Logger({ serviceName: 'rebalancer-test', logLevel: 'SILENT' });
-    logger.info = (...entry: unknown[]) => void lines.push(entry);
-    const policies = staticPolicies(compilePolicies({})) as unknown as PolicyStore;
-    usePlatform(createPlatform({ logger, redis, policies, ready: Promise.resolve() }));
+    const lines = platformLoggingTo(redis);
 
     // Act
     const report = await handler({}, { getRemainingTimeInMillis: () => 2_900 });
