@@ -31,6 +31,19 @@ after(() => {
   for (const variable of REGION_VARIABLES) delete process.env[variable];
 });
 
+/** Two fresh regions, this function in the first (the home), set in the environment: [this region, the other]. */
+function inTwoRegions(more: Partial<Record<(typeof REGION_VARIABLES)[number], string>> = {}): [string, string] {
+  const suffix = unique('rb').slice(-8);
+  const [eu, us] = [`eu-${suffix}`, `us-${suffix}`];
+  for (const variable of REGION_VARIABLES) delete process.env[variable];
+  Object.assign(
+    process.env,
+    { RATE_LIMIT_REGION: eu, RATE_LIMIT_HOME_REGION: eu, RATE_LIMIT_REGIONS: `${eu},${us}` },
+    more,
+  );
+  return [eu, us];
+}
+
 /** The platform on `redis`, no policies of its own; what the rebalancer logs at info, kept. */
 function platformLoggingTo(redis: RedisClient): unknown[] {
   const lines: unknown[] = [];
@@ -44,13 +57,7 @@ function platformLoggingTo(redis: RedisClient): unknown[] {
 describe('The rebalancer Lambda handler', () => {
   it('logs the demand it skipped and the demand left past the bound of its pass', async () => {
     // Prepare: us's demand set holds 1003 members of a policy eu does not split (one pass reads 1000)
-    const suffix = unique('rb').slice(-8);
-    const [eu, us] = [`eu-${suffix}`, `us-${suffix}`];
-    Object.assign(process.env, {
-      RATE_LIMIT_REGION: eu,
-      RATE_LIMIT_HOME_REGION: eu,
-      RATE_LIMIT_REGIONS: `${eu},${us}`,
-    });
+    const [eu, us] = inTwoRegions();
     const now = Date.now();
     const members = Array.from({ length: 1003 }, (_, i) => [String(now), `no-such-policy\nk${i}\nrl:c${i}`]).flat();
     await redis.zadd(demandKey(us), ...members);
@@ -68,14 +75,7 @@ describe('The rebalancer Lambda handler', () => {
   it('tells the reads it skipped over its passes from the members its last pass skipped', async () => {
     // Prepare: us's demand set holds 3 members of a policy eu does not split (one page: every pass reads all 3);
     // a pass a second, and time for two (the second would start past the run's end less a period)
-    const suffix = unique('rb').slice(-8);
-    const [eu, us] = [`eu-${suffix}`, `us-${suffix}`];
-    Object.assign(process.env, {
-      RATE_LIMIT_REGION: eu,
-      RATE_LIMIT_HOME_REGION: eu,
-      RATE_LIMIT_REGIONS: `${eu},${us}`,
-      REBALANCE_PERIOD_SECONDS: '1',
-    });
+    const [eu, us] = inTwoRegions({ REBALANCE_PERIOD_SECONDS: '1' });
     const now = Date.now();
     await redis.zadd(demandKey(us), ...[0, 1, 2].flatMap((i) => [String(now), `no-such-policy\nk${i}\nrl:c${i}`]));
     const lines = platformLoggingTo(redis);
