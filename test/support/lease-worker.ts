@@ -2,8 +2,14 @@
  * One OS process taking and giving back leases of an in-flight limit
  * (spawned by concurrency-limit.property.test.ts). argv[2]: JSON { redis,
  * catalogue, policy, key, ms }. Prints one JSON line: each hold as [from, to]
- * in ms on the machine's clock (from the acquire's answer to the release's
+ * in µs on the machine's monotonic clock (from the acquire's answer to the release's
  * sending), and how many acquires were refused or degraded.
+ *
+ * The clock is CLOCK_MONOTONIC (process.hrtime), one clock for every process
+ * on the machine. `performance.timeOrigin + performance.now()` is not: each
+ * process pairs its own wall-clock sample with its monotonic start, and on a
+ * loaded machine two processes' pairings can differ by more than the gap between
+ * one release and the next acquire: a fourth lease held that never was (CI, stop 47).
  */
 import { compilePolicies, createLimiter, type RedisSettings, staticPolicies } from '@platform/rate-limit';
 import { testRedisClient } from './targets.ts';
@@ -19,11 +25,12 @@ interface WorkerInput {
 const input = JSON.parse(process.argv[2] ?? '{}') as WorkerInput;
 const redis = testRedisClient(input.redis);
 const limiter = createLimiter({ redis, policies: staticPolicies(compilePolicies(input.catalogue)) });
-const clock = () => performance.timeOrigin + performance.now();
+// µs since boot: exact in a double for centuries of uptime
+const clock = () => Number(process.hrtime.bigint() / 1000n);
 const held: [number, number][] = [];
 let refused = 0;
 let degraded = 0;
-const until = clock() + input.ms;
+const until = clock() + input.ms * 1000;
 while (clock() < until) {
   const decision = await limiter.check({ policy: input.policy, key: input.key });
   if (decision.outcome === 'allowed') {
