@@ -30,12 +30,15 @@
 -- ARGV after the records, optional: 'claim', the index in KEYS of a once-only
 --              claim key (same slot), its TTL ms, '1' to keep it when refused,
 --              the attempt's token, and for how long (ms, 0: never) a claim
---              is pending. The claim's value is '<token>:<Redis ms taken>'
---              (only that attempt gives it back: lua/give_back_claim.lua;
---              layer/src/core/claim.ts). A claim already taken answers { 2 }
---              (duplicate), or { 3 } (pending) while younger than the pending
---              time: nothing counted, nothing written. Otherwise the claim is set
---              with an admission (debited), or a refusal when kept.
+--              is pending. The claim's value is '<token>:<Redis ms taken>';
+--              only that attempt settles it (lua/settle_claim.lua: given back,
+--              or marked delivered, ':d' appended; layer/src/core/claim.ts).
+--              A claim already taken answers { 2 } (duplicate), or { 3 }
+--              (pending) while younger than the pending time: nothing counted,
+--              nothing written. One with a pending time, older and still
+--              unmarked, is taken over (its attempt died mid-put), as is no
+--              claim: the claim is set with an admission (debited), or a
+--              refusal when kept.
 -- Reply (integers): allowed (1|0), binding limit (1-based, 0 when admitted),
 --   retry-after µs, then per limit: remaining, reset µs, retry-after µs.
 --   `remaining` is what is left: after the debit when the check was admitted
@@ -68,13 +71,17 @@ if ARGV[a] == 'claim' then
   -- (the claim's reading, inline as in lua/check_sliding_window.lua: a shared function would be built on every call)
   local held = redis.call('GET', claim_key)
   if held then
-    -- taken less than claim_pending_ms ago (its value: token ':' Redis ms): maybe still given back
-    local taken_ms = claim_pending_ms > 0 and tonumber(string.match(held, ':(%d+)$'))
-    -- a claim stamped far ahead (Redis' clock stepped back, a failover to a node behind) is no longer
-    -- pending: else every delivery would be refused until the clock caught up
-    local age_ms = taken_ms and clock_us / 1000 - taken_ms
-    if age_ms and age_ms < claim_pending_ms and age_ms > -claim_pending_ms then return { 3 } end
-    return { 2 }
+    -- '<token>:<Redis ms taken>': its event not yet marked handed on (lua/settle_claim.lua adds ':d');
+    -- anything else (delivered, or a claim with no pending time) is a duplicate
+    local taken_ms = claim_pending_ms > 0 and tonumber(string.match(held, '^[^:]*:(%d+)$'))
+    if not taken_ms then return { 2 } end
+    -- younger than the pending time: its attempt may still hand it on or give it back. Younger in
+    -- either direction: a claim stamped far ahead (Redis' clock stepped back, a failover to a node behind)
+    -- would otherwise hold every delivery off until the clock caught up
+    local age_ms = clock_us / 1000 - taken_ms
+    if age_ms < claim_pending_ms and age_ms > -claim_pending_ms then return { 3 } end
+    -- older and neither marked nor given back: its attempt died mid-put. Taken over: decided
+    -- afresh, and an admission overwrites it with this attempt's (a refusal leaves it)
   end
 end
 local values = #fetched > 0 and redis.call('MGET', unpack(fetched)) or fetched

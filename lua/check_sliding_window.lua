@@ -18,11 +18,12 @@
 --                c (the claim's index in KEYS), its TTL ms, '1' to keep it
 --                when refused, the attempt's token and its pending ms
 --                (lua/check.lua's: the claim's value is '<token>:<Redis ms
---                taken>', given back only by that attempt; layer/src/core/claim.ts).
+--                taken>', settled only by that attempt; layer/src/core/claim.ts).
 --                A claim already taken answers { 2 }, or { 3 } while
---                pending: nothing counted, nothing written.
---                Otherwise the claim is set after the windows' writes with an
---                admission (debited), or with a refusal when kept.
+--                pending: nothing counted, nothing written. One past its
+--                pending time and unmarked is taken over, as is no claim: the
+--                claim is set after the windows' writes with an admission
+--                (debited), or with a refusal when kept.
 -- Reply, one window: admitted, what remains (one integer; the window resets a
 --   whole window after this admission). Refused: an array { remaining,
 --   reset µs, retry-after µs }. (A table reply costs Redis ~0.7 µs; the
@@ -52,13 +53,17 @@ if arg_count > 3 then
     -- (the claim's reading, inline as in lua/check.lua: a shared function would be built on every call)
     local held = redis.call('GET', claim_key)
     if held then
-      -- taken less than claim_pending_ms ago (its value: token ':' Redis ms): maybe still given back
-      local taken_ms = claim_pending_ms > 0 and tonumber(string.match(held, ':(%d+)$'))
-      -- a claim stamped far ahead (Redis' clock stepped back, a failover to a node behind) is no longer
-      -- pending: else every delivery would be refused until the clock caught up
-      local age_ms = taken_ms and clock_us / 1000 - taken_ms
-      if age_ms and age_ms < claim_pending_ms and age_ms > -claim_pending_ms then return { 3 } end
-      return { 2 }
+      -- '<token>:<Redis ms taken>': its event not yet marked handed on (lua/settle_claim.lua adds ':d');
+      -- anything else (delivered, or a claim with no pending time) is a duplicate
+      local taken_ms = claim_pending_ms > 0 and tonumber(string.match(held, '^[^:]*:(%d+)$'))
+      if not taken_ms then return { 2 } end
+      -- younger than the pending time: its attempt may still hand it on or give it back. Younger in
+      -- either direction: a claim stamped far ahead (Redis' clock stepped back, a failover to a node behind)
+      -- would otherwise hold every delivery off until the clock caught up
+      local age_ms = clock_us / 1000 - taken_ms
+      if age_ms < claim_pending_ms and age_ms > -claim_pending_ms then return { 3 } end
+      -- older and neither marked nor given back: its attempt died mid-put. Taken over: decided
+      -- afresh, and an admission overwrites it with this attempt's (a refusal leaves it)
     end
   end
 end

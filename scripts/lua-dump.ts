@@ -19,7 +19,7 @@ const SHARED_EXAMPLES: Record<keyof typeof ENTRY_SCRIPTS, string> = {
     "'rl:{llm:t}:f:t' 'rl:{llm:t}:b:t' 'rl:{llm:t}:b:t:holds' 'rl:{llm:t}:b:t:amounts' 'rl:{llm:t}:b:t:settled' , 5d5c9a0e-lease 4 95000000 r1 300 1000 3600 120000000 300000000",
   settleInFlight:
     "'rl:{llm:t}:f:t' 'rl:{llm:t}:b:t' 'rl:{llm:t}:b:t:holds' 'rl:{llm:t}:b:t:amounts' 'rl:{llm:t}:b:t:settled' , 5d5c9a0e-lease r1 120 1000 3600 300000000",
-  giveBackClaim: "'wh:{slack:T1}:seen:Ev1' , q3Xk9_Tz0aA",
+  settleClaim: "'wh:{slack:T1}:seen:Ev1' , q3Xk9_Tz0aA delivered",
 };
 
 /** Each entry file's `redis-cli --eval` example: the shared scripts', then each strategy's own scripts'. */

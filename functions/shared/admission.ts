@@ -1,7 +1,8 @@
 /**
  * Once-only admission, the one flow every sender's event goes through (the
  * webhooks' `acceptOnce`, the Mattermost listener's posts), in one round trip
- * to Redis for the claim and the limits together:
+ * to Redis for the claim and the limits together, and one more to mark an
+ * event handed on:
  * 1. the event's claim is decided in the same script as its limits (the
  *    layer's `enforceOnce`, its key under the limits' hash tag): a retry or a
  *    redelivery finds it taken and is answered `duplicate`, neither counted
@@ -15,22 +16,27 @@
  *    event never handed on (an error Redis answered ran no script: nothing to
  *    give back);
  * 3. admitted (the claim taken with it): handed to the sink within
- *    `sinkBudgetMs`; a sink failure or one past it gives the claim back, a
- *    second round trip on that path only (the webhooks: the sender retries;
- *    a put that landed after all is then handed on twice). Until the
- *    give-back could have come (`pendingMsOf`) the claim is pending: a
- *    delivery that finds it then is answered `pending` (the sender tries
- *    again later), not `duplicate`, which would drop an event whose put then
- *    failed. A give-back deletes the claim only while it holds this
- *    attempt's token, never another delivery's. The
- *    Mattermost listener hands its posts
- *    on itself (a sink here that does nothing), so a post the sink refuses
- *    keeps its claim and is handed on again while it is held.
+ *    `sinkBudgetMs`, then the claim marked delivered, the second round trip
+ *    (the webhooks'); a sink failure or one past it gives the claim back
+ *    instead (the sender retries; a put that landed after all is then handed
+ *    on twice). Until the give-back could have come (`pendingMsOf`) the
+ *    claim is pending: a delivery that finds it then is answered `pending`
+ *    (the sender tries again later), not `duplicate`, which would drop an
+ *    event whose put then failed. Past it, a claim neither marked nor given
+ *    back is taken over by the next delivery: its attempt died mid-put (a
+ *    crash, a Lambda timeout), or its give-back never reached Redis, and the
+ *    event is handed on by its sender's retry, not lost (at least once: a
+ *    put that landed before the crash is handed on twice). A give-back or a
+ *    mark touches the claim only while it holds this attempt's token, never
+ *    another delivery's. The Mattermost listener hands its posts on itself
+ *    (a sink here that does nothing, no pending time, no mark), so a post
+ *    the sink refuses keeps its claim and is handed on again while it is
+ *    held.
  * The outcome is a value; what it answers (an HTTP status, a held post) is
  * the caller's.
  */
 import type { CheckClaim, HeldClaim, Verdict } from '@platform/rate-limit';
-import type { AcceptedOnce, GiveBack } from './once.ts';
+import type { AcceptedOnce, DeliveredMark, GiveBack } from './once.ts';
 import type { AcceptedEvent, EventSink } from './sink.ts';
 
 export interface Admission<Decided> {
@@ -89,7 +95,11 @@ export type AdmissionOutcome<Decided> =
   | { readonly kind: 'refused'; readonly decided: Decided; readonly givenBack?: GiveBack }
   /** Admitted, but the sink could not take it in time: the claim was given back (`givenBack`: how that went). */
   | { readonly kind: 'unsunk'; readonly decided: Decided; readonly error: unknown; readonly givenBack: GiveBack }
-  | { readonly kind: 'admitted'; readonly decided: Decided };
+  /**
+   * Admitted and handed on; `marked`: how the claim's delivered mark went
+   * (absent without a pending time: nothing to mark).
+   */
+  | { readonly kind: 'admitted'; readonly decided: Decided; readonly marked?: DeliveredMark };
 
 /** Claim and check in one script → sink, giving the claim back when the sink fails or Redis did not answer in time. */
 export async function admitOnce<Decided>(
@@ -97,9 +107,10 @@ export async function admitOnce<Decided>(
   admission: Admission<Decided>,
 ): Promise<AdmissionOutcome<Decided>> {
   const { once, sink, budgetMs } = admission;
+  const pendingMs = pendingMsOf(admission);
   const claim = once.claimOf(event.source, event.scope, event.id, {
     keepOnRefusal: admission.keepsClaim ?? false,
-    pendingMs: pendingMsOf(admission),
+    pendingMs,
   });
   const decided = await admission.check(claim);
   if (decided === 'duplicate') return { kind: 'duplicate' };
@@ -120,10 +131,16 @@ export async function admitOnce<Decided>(
   } catch (error) {
     return { kind: 'unsunk', decided, error, givenBack: await giveBack() };
   }
-  return { kind: 'admitted', decided };
+  // without a pending time no delivery takes a claim over: nothing to mark
+  if (pendingMs === 0) return { kind: 'admitted', decided };
+  return { kind: 'admitted', decided, marked: await once.delivered(claim, budgetMs) };
 }
 
-/** Whether a give-back did not reach Redis: the claim stays, and the event's redeliveries are answered `duplicate`. */
+/**
+ * Whether a give-back did not reach Redis: the claim stays, and the event's
+ * redeliveries are answered `pending` until its pending time ends (then
+ * taken over), or `duplicate` without one.
+ */
 export function claimStuck(givenBack: GiveBack | undefined): boolean {
   return givenBack !== undefined && givenBack !== 'given' && givenBack !== 'not-held';
 }

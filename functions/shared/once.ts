@@ -1,9 +1,10 @@
 import {
   type CheckClaim,
+  type ClaimSettlement,
   claimToken,
   type DegradedReason,
-  giveBackClaim,
   type RedisClient,
+  settleClaim,
 } from '@platform/rate-limit';
 import { guardedRedis, type RedisAccess } from '@platform/rate-limit/redis';
 import { KEY_FAMILIES } from '../../config/redis-roles.ts';
@@ -14,7 +15,8 @@ import { KEY_FAMILIES } from '../../config/redis-roles.ts';
  * or forwarded again. A sender event's claim (`claimOf`) is decided in the
  * same script as its limits (the layer's `enforceOnce`): taken with the
  * admission, not kept by a refusal (unless asked), given back (`release`) when
- * the event cannot be handed on, so a refused event can come back. Keys:
+ * the event cannot be handed on, so a refused event can come back, and marked
+ * `delivered` once it was. Keys:
  * `wh:{<source>:<scope>}:seen:<id>`, under the hash tag of the event's grouped
  * limits (`rl:{<group>:<scope>}…`, the group named as its source: one slot),
  * with a TTL longer than the sender retries (Slack: 5 min; Telegram keeps
@@ -79,19 +81,48 @@ export class AcceptedOnce {
    * never deletes the claim of the delivery that was handed on.
    */
   async release(claim: CheckClaim, budgetMs: number): Promise<GiveBack> {
-    const result = await this.#redis.within(budgetMs, (redis) => giveBackClaim(redis, claim));
+    const settled = await this.#settle(claim, 'given-back', budgetMs);
+    return settled === true ? 'given' : settled;
+  }
+
+  /**
+   * Marks a claim delivered (the event was handed on), so a redelivery is
+   * still `duplicate` after the claim's pending time; an unmarked one is
+   * taken over then (its attempt died mid-put). Only while it is still this
+   * attempt's.
+   */
+  async delivered(claim: CheckClaim, budgetMs: number): Promise<DeliveredMark> {
+    const settled = await this.#settle(claim, 'delivered', budgetMs);
+    return settled === true ? 'marked' : settled;
+  }
+
+  async #settle(
+    claim: CheckClaim,
+    settlement: ClaimSettlement,
+    budgetMs: number,
+  ): Promise<true | 'not-held' | DegradedReason> {
+    const result = await this.#redis.within(budgetMs, (redis) => settleClaim(redis, claim, settlement));
     if (!result.ok) return result.reason;
-    return result.reply ? 'given' : 'not-held';
+    return result.reply ? true : 'not-held';
   }
 }
 
 /**
  * What became of a claim given back: gone; not this attempt's any more
  * (another delivery's, or lapsed: nothing to give); or why Redis could not
- * take it back, and then it stays, and every later delivery of the event is
- * answered `duplicate` although it was never handed on.
+ * take it back, and then it stays: with a pending time, the event's
+ * deliveries are answered `pending` until it ends and the next one takes the
+ * claim over; without, they are answered `duplicate`.
  */
 export type GiveBack = 'given' | 'not-held' | DegradedReason;
+
+/**
+ * What became of a claim marked delivered: marked; not this attempt's any
+ * more (lapsed, or taken over by a redelivery after a put slower than the
+ * pending time); or why Redis could not mark it, and then a redelivery past
+ * its pending time is handed on again (twice, not lost).
+ */
+export type DeliveredMark = 'marked' | 'not-held' | DegradedReason;
 
 function key(source: string, scope: string, id: string): string {
   return `${KEY_FAMILIES.claims}{${source}:${scope}}:seen:${id}`;

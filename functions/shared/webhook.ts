@@ -123,7 +123,7 @@ function claimBudgetMs(limiter: Limiter, event: WebhookEvent): number {
  * What every webhook does once its sender is verified, the same way
  * (./admission.ts's once-only flow, answered in HTTP), in one round trip for
  * the claim and the limits (the per-IP window counts only requests that fail
- * verification: `refuseUnverified`):
+ * verification: `refuseUnverified`) and one to mark the claim delivered:
  * 1. an event already accepted (a retry, a redelivery) answers 200, not counted or forwarded again;
  *    one accepted moments ago, whose hand-on may still fail and give the
  *    claim back, answers 409 (`delivery_in_progress`): the sender's next try
@@ -133,8 +133,10 @@ function claimBudgetMs(limiter: Limiter, event: WebhookEvent): number {
  *    is down: fail-closed), and nothing is claimed, so a redelivery counts as
  *    a new attempt (503: the claim taken by a script that runs late is given back);
  * 3. accepted (claimed with it): handed to the sink within the sender's ack
- *    time (WEBHOOK_SINK_BUDGET_MS), then 200; the sink down or too slow gives
- *    the claim back (503).
+ *    time (WEBHOOK_SINK_BUDGET_MS), the claim marked delivered (the second
+ *    round trip), then 200; the sink down or too slow gives the claim back
+ *    (503). A claim its attempt neither marked nor gave back (it died
+ *    mid-put) is taken over by the first delivery past its pending time.
  */
 export async function acceptOnce(
   event: WebhookEvent,
@@ -163,13 +165,23 @@ export async function acceptOnce(
   });
   if ((admission.kind === 'refused' || admission.kind === 'unsunk') && claimStuck(admission.givenBack)) {
     // the event was not handed on and its claim may stay (a give-back that timed out can still land):
-    // then the sender's retries are answered duplicate. By id, so an operator can fetch it from the
-    // sender (Slack's and Telegram's ids are no personal data)
-    logger.error('webhook claim not given back: redeliveries may be answered duplicate', {
+    // the sender's retries are then held off (409) until the claim's pending time ends and one takes
+    // it over. By id (Slack's and Telegram's ids are no personal data)
+    logger.warn('webhook claim not given back: redeliveries held off until its pending time ends', {
       source: event.source,
       scope: event.scope,
       id: event.id,
       reason: admission.givenBack,
+    });
+  }
+  if (admission.kind === 'admitted' && admission.marked !== undefined && admission.marked !== 'marked') {
+    // handed on, but the claim is not marked so: a redelivery past its pending time (a sender that
+    // missed this 200) is handed on again
+    logger.warn('webhook claim not marked delivered: a late redelivery is handed on again', {
+      source: event.source,
+      scope: event.scope,
+      id: event.id,
+      reason: admission.marked,
     });
   }
   switch (admission.kind) {

@@ -10,11 +10,12 @@
  */
 export {
   type CheckClaim,
+  type ClaimSettlement,
   claimToken,
   type Duplicate,
-  giveBackClaim,
   type HeldClaim,
   type Pending,
+  settleClaim,
 } from './core/claim.ts';
 export { createLimiter, staticPolicies } from './core/create.ts';
 export type {

@@ -10,6 +10,7 @@ import fc from 'fast-check';
 import { readOuterLine } from '../../config/outer-line.ts';
 import { platform as sharedPlatform } from '../../functions/shared/platform.ts';
 import { signSlackBody } from '../../functions/slack/signature.ts';
+import { agedPastPending } from '../support/claims.ts';
 import { consumers, type TestPlatform } from '../support/consumers.ts';
 import { call, loopbackAddress } from '../support/http.ts';
 
@@ -178,38 +179,56 @@ describe('Slack webhook (POST /webhooks/slack)', () => {
     );
   });
 
-  it('neither counts nor forwards a retried event_id again: 409 while the first may still fail, 200 after', async () => {
+  it("neither counts nor forwards a retried event_id again once handed on: 200 duplicate at once and after the claim's pending time", async () => {
     const team = `T${randomUUID().slice(0, 8)}`;
     const body = slackEvent(team, 'C1', 'EvRetry1');
     const first = await slack(body);
     assert.equal(first.status, 200);
     assert.match(first.headers.ratelimit ?? '', /"slack-channel";r=59;/);
+    const key = `wh:{slack:${team}}:seen:EvRetry1`;
+    assert.match(String(await claimStore().get(key)), /:d$/, 'the claim is marked delivered before the 200');
     const retried = () => slack(body, { ...signSlackBody(SLACK_SECRET, body), 'X-Slack-Retry-Num': '1' });
     const soon = await retried();
-    assert.equal(soon.status, 409, 'the claim is pending: its put could still have failed and given it back');
-    assert.equal(soon.json().error, 'delivery_in_progress');
-    await agedPastPending(`wh:{slack:${team}}:seen:EvRetry1`);
+    assert.equal(soon.status, 200, 'handed on and marked so: no 409');
+    assert.deepEqual(soon.json(), { ok: true, duplicate: true });
+    await agedPastPending(claimStore(), key);
     const retry = await retried();
     assert.equal(retry.status, 200);
     assert.deepEqual(retry.json(), { ok: true, duplicate: true });
     const next = await slack(slackEvent(team, 'C1'));
-    assert.match(next.headers.ratelimit ?? '', /"slack-channel";r=58;/, 'the retry was not counted');
+    assert.match(next.headers.ratelimit ?? '', /"slack-channel";r=58;/, 'the retries were not counted');
     assert.equal(platform.events().filter((e) => e.id === 'EvRetry1').length, 1);
+  });
+
+  it("hands on a retried event whose first delivery died mid-put (its claim never marked): 409 within the claim's pending time, then taken over", async () => {
+    const team = `T${randomUUID().slice(0, 8)}`;
+    const body = slackEvent(team, 'C1', 'EvOrphan1');
+    const key = `wh:{slack:${team}}:seen:EvOrphan1`;
+    // what a delivery that died between its check and its put leaves: its claim, unmarked, just taken
+    const [seconds, micros] = await claimStore().time();
+    await claimStore().set(
+      key,
+      `dead-attempt:${Number(seconds) * 1000 + Math.floor(Number(micros) / 1000)}`,
+      'PX',
+      60_000,
+    );
+    const retried = () => slack(body, { ...signSlackBody(SLACK_SECRET, body), 'X-Slack-Retry-Num': '1' });
+    const soon = await retried();
+    assert.equal(soon.status, 409, 'pending: the first delivery may still be putting it');
+    assert.equal(soon.json().error, 'delivery_in_progress');
+    await agedPastPending(claimStore(), key);
+    const retry = await retried();
+    assert.equal(retry.status, 200);
+    assert.deepEqual(retry.json(), { ok: true }, 'admitted: not a duplicate');
+    assert.equal(platform.events().filter((e) => e.id === 'EvOrphan1').length, 1, 'handed on, not lost');
+    assert.deepEqual((await retried()).json(), { ok: true, duplicate: true });
   });
 });
 
-/**
- * Moves a claim's taken time (its value: `<token>:<Redis ms>`) an hour back,
- * as if its pending time had passed: the seconds a test would otherwise wait.
- */
-async function agedPastPending(key: string): Promise<void> {
-  const { acceptedOnce, homeRedis, redis } = sharedPlatform();
-  assert.ok(acceptedOnce);
-  const store = homeRedis ?? redis;
-  const value = await store.get(key);
-  const [token, takenMs] = String(value).split(':');
-  assert.ok(token && takenMs, `a claim at ${key}: ${value}`);
-  assert.equal(await store.set(key, `${token}:${Number(takenMs) - 3_600_000}`, 'KEEPTTL'), 'OK');
+/** Where the platform keeps its claims: its home region's Redis. */
+function claimStore() {
+  const { homeRedis, redis } = sharedPlatform();
+  return homeRedis ?? redis;
 }
 
 /** A value that does not belong where a string or an id does: objects, arrays, prototype names, numbers, null. */
@@ -312,8 +331,12 @@ describe('Telegram webhook (POST /webhooks/telegram/{bot})', () => {
     const update = { update_id: Date.now() + 5000, message: { chat: { id: 777 } } };
     const first = await telegram('demo', update);
     assert.equal(first.status, 200);
-    assert.equal((await telegram('demo', update)).status, 409, 'pending: Telegram redelivers later');
-    await agedPastPending(`wh:{telegram:demo}:seen:${update.update_id}`);
+    assert.deepEqual(
+      (await telegram('demo', update)).json(),
+      { ok: true, duplicate: true },
+      'marked delivered: no 409',
+    );
+    await agedPastPending(claimStore(), `wh:{telegram:demo}:seen:${update.update_id}`);
     const again = await telegram('demo', update);
     assert.deepEqual(again.json(), { ok: true, duplicate: true });
     assert.equal(platform.events().filter((e) => e.id === String(update.update_id)).length, 1);

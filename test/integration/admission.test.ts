@@ -14,12 +14,14 @@ import {
   type Admission,
   admitOnce,
   claimStuck,
+  pendingMsOf,
   SinkTimeoutError,
   verdictMayRunLate,
 } from '../../functions/shared/admission.ts';
 import { AcceptedOnce } from '../../functions/shared/once.ts';
 import type { AcceptedEvent } from '../../functions/shared/sink.ts';
 import { type RedisProcess, rawCommand, startRedis } from '../../scripts/redis-process.ts';
+import { agedPastPending } from '../support/claims.ts';
 import { connected, policies, targets, unique } from '../support/targets.ts';
 
 const catalogue = (limit: number, timeBudget?: string) =>
@@ -121,6 +123,45 @@ for (const target of targets) {
       assert.deepEqual(h.sunk, [e]);
       assert.equal(await h.counted(), 1, 'counted once');
       assert.equal(h.observed.length, 1, 'a duplicate is no verdict');
+    });
+
+    it('marks the claim delivered after the put, the second round trip with a pending time: a late redelivery stays a duplicate', async (t) => {
+      const redis = target.client();
+      t.after(() => redis.disconnect());
+      await connected(redis);
+      const h = harness(redis, 10, { sinkBudgetMs: 1000 }); // the webhooks' shape
+      const e = h.event('marked');
+      assert.equal(await h.counted(), 0); // the scripts loaded: no NOSCRIPT below
+      await admitOnce(h.event('warm'), h.admission);
+      const trips = counted(redis);
+      const admitted = await admitOnce(e, h.admission);
+      assert.equal(admitted.kind === 'admitted' && admitted.marked, 'marked');
+      assert.deepEqual(trips.commands(), ['evalsha', 'evalsha'], 'the claimed check, then the mark');
+      const key = h.admission.once.claimOf(e.source, e.scope, e.id).key;
+      assert.match(String(await redis.get(key)), /^[\w-]+:\d+:d$/);
+      await agedPastPending(redis, key);
+      assert.equal((await admitOnce(e, h.admission)).kind, 'duplicate', 'past its pending time, still a duplicate');
+      assert.deepEqual(h.sunk, [h.event('warm'), e]);
+    });
+
+    it("hands on an event whose first attempt died mid-put: past the claim's pending time, the retry takes it over", async (t) => {
+      const redis = target.client();
+      t.after(() => redis.disconnect());
+      await connected(redis);
+      const h = harness(redis, 10, { sinkBudgetMs: 1000 });
+      const e = h.event('orphaned');
+      // the attempt that dies: its check takes the claim, then the process is gone before its put
+      const dying = h.admission.once.claimOf(e.source, e.scope, e.id, { pendingMs: pendingMsOf(h.admission) });
+      const decided = await h.admission.check(dying);
+      assert.equal(typeof decided === 'object' && decided.proceed, true, 'admitted and claimed');
+      assert.equal((await admitOnce(e, h.admission)).kind, 'pending', 'within its pending time: maybe still put');
+      await agedPastPending(redis, dying.key);
+      const retried = await admitOnce(e, h.admission);
+      assert.equal(retried.kind === 'admitted' && retried.marked, 'marked', 'taken over, handed on, marked');
+      assert.deepEqual(h.sunk, [e], 'handed on, not lost');
+      assert.equal(await h.counted(), 2, 'the dead attempt counted, and so did its retry: no refund');
+      assert.equal((await admitOnce(e, h.admission)).kind, 'duplicate');
+      assert.equal(h.sunk.length, 1);
     });
 
     it('keeps no claim when refused (a redelivery counts again) unless the caller keeps it', async (t) => {

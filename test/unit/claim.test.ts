@@ -7,7 +7,7 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { compilePolicies, MisconfiguredCheckError } from '@platform/rate-limit';
-import { claimToken, giveBackCall, withClaim } from '@platform/rate-limit/core';
+import { claimToken, settleCall, withClaim } from '@platform/rate-limit/core';
 import { type ClaimableCall, checkCall, claimableCheckCall, type ResolvedLimit } from '@platform/rate-limit/lua';
 
 const catalogue = compilePolicies({ w: { strategy: 'slidingWindow', limit: 5, window: '1 m' } });
@@ -34,9 +34,12 @@ describe('Function: withClaim', () => {
 });
 
 describe("A claim's attempt token", () => {
-  it('is what the claim is set to and what its give-back must find: a fresh one per attempt, packed by one function', () => {
-    const call = giveBackCall(claim);
-    assert.deepEqual(call, { script: 'give_back_claim', keys: ['rl:{w:k}:once:e1'], args: ['attempt1'] });
+  it('is what the claim is set to and what its settlement must find: a fresh one per attempt, packed by one function', () => {
+    for (const settlement of ['given-back', 'delivered'] as const) {
+      const call = settleCall(claim, settlement);
+      assert.deepEqual(call, { script: 'settle_claim', keys: ['rl:{w:k}:once:e1'], args: ['attempt1', settlement] });
+    }
+    assert.throws(() => settleCall(claim, 'lost' as 'delivered'), MisconfiguredCheckError, 'an unknown settlement');
     const tokens = new Set(Array.from({ length: 100 }, claimToken));
     assert.equal(tokens.size, 100, 'no two attempts share a token');
     for (const token of tokens) assert.match(token, /^[A-Za-z0-9_-]{11}$/);
@@ -46,7 +49,7 @@ describe("A claim's attempt token", () => {
     for (const token of [undefined, '', '1', 'short', 'a b c d e', 'x'.repeat(65), 7]) {
       const bad = { ...claim, token } as unknown as typeof claim;
       assert.throws(() => withClaim(claimableCheckCall([lone], true), bad), MisconfiguredCheckError, String(token));
-      assert.throws(() => giveBackCall(bad), MisconfiguredCheckError, String(token));
+      assert.throws(() => settleCall(bad, 'given-back'), MisconfiguredCheckError, String(token));
     }
   });
 });

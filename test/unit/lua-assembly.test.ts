@@ -56,8 +56,8 @@ describe('Script assembly', () => {
       'a',
       'b',
     ]);
-    const giveBack = productionScripts().entries.give_back_claim?.source ?? assert.fail('give_back_claim');
-    assert.doesNotMatch(giveBack, /redis.call\('TIME'\)/, 'a script that needs no time reads none');
+    const settle = productionScripts().entries.settle_claim?.source ?? assert.fail('settle_claim');
+    assert.doesNotMatch(settle, /redis.call\('TIME'\)/, 'a script that needs no time reads none');
   });
 
   it('puts the fragments after a "-- <fragments>" line, the clock still first', () => {

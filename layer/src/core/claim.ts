@@ -6,8 +6,8 @@
  * One round trip instead of two, and no window between the claim and the
  * count: a claim already taken answers `duplicate` without counting; an
  * admission sets it; a refusal leaves it untaken unless `keepOnRefusal`.
- * The claim's value is the attempt's `token`, so `giveBackClaim` deletes only
- * the claim this attempt took, never another delivery's.
+ * The claim's value is the attempt's `token`, so `settleClaim` gives back or
+ * marks delivered only the claim this attempt took, never another delivery's.
  */
 
 import { randomBytes } from 'node:crypto';
@@ -26,8 +26,8 @@ export interface CheckClaim {
   readonly keepOnRefusal?: boolean;
   /**
    * This attempt's token, the claim's value (`claimToken`), followed in Redis
-   * by the Redis time it was taken: a give-back deletes the claim only while
-   * it holds this token. 8 to 64 of A-Z a-z 0-9 _ - (never a bare '1', the
+   * by the Redis time it was taken: `settleClaim` settles the claim only
+   * while it holds this token. 8 to 64 of A-Z a-z 0-9 _ - (never a bare '1', the
    * value of a claim taken on its own).
    */
   readonly token: string;
@@ -36,7 +36,10 @@ export interface CheckClaim {
    * may yet fail to hand the event on and give it back, so another delivery
    * that finds it then is answered `pending` (try again later), not
    * `duplicate`, which would tell the sender the event was delivered while
-   * it may still be lost. 0: never pending. @default 0
+   * it may still be lost. Past it, a claim its attempt did not mark
+   * delivered (`settleClaim`) is taken over by the next delivery: that
+   * attempt died mid-put. 0: never pending, never taken over (every claim
+   * found is a duplicate). @default 0
    */
   readonly pendingMs?: number;
 }
@@ -110,22 +113,39 @@ function assertToken(token: unknown): asserts token is string {
   }
 }
 
-/** lua/give_back_claim.lua's call: the claim's key, and the token it must still hold. */
-export function giveBackCall(claim: CheckClaim): ScriptCall {
+/**
+ * What an attempt learnt of its event, to settle its claim with: handed on
+ * (the claim stays, marked, and answers `duplicate` past its pending time
+ * too), or not (the claim is deleted: a redelivery counts again).
+ */
+export type ClaimSettlement = 'delivered' | 'given-back';
+
+/** lua/settle_claim.lua's call: the claim's key, the token it must still hold, and the settlement. */
+export function settleCall(claim: CheckClaim, settlement: ClaimSettlement): ScriptCall {
   assertToken(claim?.token);
-  return { script: ENTRY_SCRIPTS.giveBackClaim, keys: [claim.key], args: [claim.token] };
+  if (settlement !== 'delivered' && settlement !== 'given-back') {
+    throw new MisconfiguredCheckError("a claim is settled 'delivered' or 'given-back'");
+  }
+  return { script: ENTRY_SCRIPTS.settleClaim, keys: [claim.key], args: [claim.token, settlement] };
 }
 
 /**
- * Gives a claim back (its event was not handed on), so a redelivery counts
- * again: deleted only while it still holds this attempt's token. Answers
+ * Settles a claim once its attempt knows the event's fate, only while it
+ * still holds this attempt's token, unmarked: 'given-back' deletes it (a
+ * redelivery counts again), 'delivered' marks it (a redelivery stays a
+ * duplicate after the claim's pending time; an unmarked claim past it is
+ * taken over by the next delivery, its attempt having died mid-put). Answers
  * whether it did (false: another attempt's claim, or none). One round trip;
  * the caller bounds it in time (`RedisAccess.within`). Send it on the
  * connection the check went on: a check that timed out and runs late then
  * runs before it.
  */
-export async function giveBackClaim(redis: RedisClient, claim: CheckClaim): Promise<boolean> {
-  const { script, keys, args } = giveBackCall(claim);
+export async function settleClaim(
+  redis: RedisClient,
+  claim: CheckClaim,
+  settlement: ClaimSettlement,
+): Promise<boolean> {
+  const { script, keys, args } = settleCall(claim, settlement);
   const lua = productionScripts().entries[script];
   if (!lua) throw new TypeError(`no Lua script "${script}"`);
   return (await runScript(redis, lua, keys, args)) === 1;

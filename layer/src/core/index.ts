@@ -4,7 +4,7 @@
  * made by hand). Production code makes its limiter with `createLimiter`.
  */
 export { BlockCache } from './block-cache.ts';
-export { type CheckClaim, claimToken, giveBackCall, giveBackClaim, withClaim } from './claim.ts';
+export { type CheckClaim, type ClaimSettlement, claimToken, settleCall, settleClaim, withClaim } from './claim.ts';
 export { createLimiter, staticPolicies } from './create.ts';
 export {
   type Allowed,

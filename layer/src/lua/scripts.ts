@@ -27,7 +27,7 @@ export const ENTRY_SCRIPTS = {
   checkFirst: 'check_first',
   reserveInFlight: 'reserve_in_flight',
   settleInFlight: 'settle_in_flight',
-  giveBackClaim: 'give_back_claim',
+  settleClaim: 'settle_claim',
 } as const;
 
 /** The scripts of one clock: every entry file's, and lua/check.lua narrowed to the strategies a check uses. */

@@ -1,0 +1,16 @@
+/** Once-only claims (functions/shared/once.ts) as a test ages them. */
+import assert from 'node:assert/strict';
+import type { RedisClient } from '@platform/rate-limit';
+
+/**
+ * Moves a claim's taken time (its value: `<token>:<Redis ms>`, `:d` after it
+ * once marked delivered) an hour back, as if its pending time had passed:
+ * the seconds a test would otherwise wait. Its TTL is kept.
+ */
+export async function agedPastPending(store: RedisClient, key: string): Promise<void> {
+  const value = String(await store.get(key));
+  const claim = /^([^:]+):(\d+)(:d)?$/.exec(value);
+  assert.ok(claim, `a claim at ${key}: ${value}`);
+  const [, token, takenMs, mark = ''] = claim;
+  assert.equal(await store.set(key, `${token}:${Number(takenMs) - 3_600_000}${mark}`, 'KEEPTTL'), 'OK');
+}
