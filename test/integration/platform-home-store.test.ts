@@ -44,9 +44,9 @@ it("takes and gives back the webhooks' claims on the home store, beside their ch
   assert.equal(await acceptedOnce.claim('slack', 'T1', 'Ev1', 1000), 'claimed');
   assert.equal(await homeReader.exists(key), 1, 'the claim is on the home store');
   assert.equal(await redis.exists(key), 0, 'not on the regional one');
-  // the claim as this attempt's check sets it: its token as the value
+  // the claim as this attempt's check sets it: its token and the ms it was taken
   const attempt = acceptedOnce.claimOf('slack', 'T1', 'Ev1');
-  await homeReader.set(key, attempt.token, 'PX', 60_000);
+  await homeReader.set(key, `${attempt.token}:${Date.now()}`, 'PX', 60_000);
   await acceptedOnce.release(attempt, 1000);
   assert.equal(await homeReader.exists(key), 0, 'given back where it was taken');
 });
