@@ -63,7 +63,7 @@ if arg_count > 3 then
       local age_ms = clock_us / 1000 - taken_ms
       if age_ms < claim_pending_ms and age_ms > -claim_pending_ms then return { 3 } end
       -- older and neither marked nor given back: its attempt died mid-put. Taken over: decided
-      -- afresh, and an admission overwrites it with this attempt's (a refusal leaves it)
+      -- afresh, and an admission overwrites it with this attempt's (a refusal too when kept; else leaves it)
     end
   end
 end

@@ -61,7 +61,11 @@ export interface Admission<Decided> {
    * @default no bound (a sink that hands nothing on)
    */
   readonly sinkBudgetMs?: number;
-  /** A refusal keeps the claim (a redelivery is then a duplicate); decided in the script. @default false */
+  /**
+   * A refusal keeps the claim (a redelivery is then a duplicate); decided in
+   * the script, and with a sink budget (a pending time) marked after it, the
+   * second round trip of a refusal. @default false
+   */
   readonly keepsClaim?: boolean;
 }
 
@@ -90,9 +94,16 @@ export type AdmissionOutcome<Decided> =
   /**
    * Refused by its limits (nothing claimed unless kept), or undecided (Redis
    * down) and refused by the failure mode (the claim given back after a
-   * timeout: `givenBack` says how that went).
+   * timeout: `givenBack` says how that went). A claim kept with a pending
+   * time is marked, as a delivery's is (`marked`: how that went), so no later
+   * delivery takes it over.
    */
-  | { readonly kind: 'refused'; readonly decided: Decided; readonly givenBack?: GiveBack }
+  | {
+      readonly kind: 'refused';
+      readonly decided: Decided;
+      readonly givenBack?: GiveBack;
+      readonly marked?: DeliveredMark;
+    }
   /** Admitted, but the sink could not take it in time: the claim was given back (`givenBack`: how that went). */
   | { readonly kind: 'unsunk'; readonly decided: Decided; readonly error: unknown; readonly givenBack: GiveBack }
   /**
@@ -120,6 +131,9 @@ export async function admitOnce<Decided>(
   if (!admission.admits(decided)) {
     // sent on the same connection as the check, so it runs after the check's script if that runs late
     if (admission.mayRunLate(decided)) return { kind: 'refused', decided, givenBack: await giveBack() };
+    // a kept refusal is final: unmarked, the next delivery past its pending time would take it over and decide again
+    if (admission.keepsClaim && pendingMs > 0)
+      return { kind: 'refused', decided, marked: await once.delivered(claim, budgetMs) };
     return { kind: 'refused', decided };
   }
   try {

@@ -12,11 +12,15 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { type CheckClaim, claimToken, type Decision, settleClaim } from '@platform/rate-limit';
+import { ENTRY_SCRIPTS, productionScripts } from '@platform/rate-limit/lua';
+import { runScript } from '@platform/rate-limit/redis';
 import { connected, pinnedLimiter, policies, type TestClock, targets, unique } from '../support/targets.ts';
 
 const catalogue = policies({
   'pending-window': { strategy: 'slidingWindow', limit: 100, window: '1 h', group: 'pw' },
   'pending-bucket': { strategy: 'tokenBucket', capacity: 100, refill: { tokens: 1, every: '1 h' }, group: 'pb' },
+  'pending-window-1': { strategy: 'slidingWindow', limit: 1, window: '1 h', group: 'pw' },
+  'pending-bucket-1': { strategy: 'tokenBucket', capacity: 1, refill: { tokens: 1, every: '1 h' }, group: 'pb' },
 });
 
 const T0_US = 1_790_000_000_000_000; // a whole ms
@@ -36,7 +40,9 @@ for (const target of targets) {
         const key = `wh:{${group}:${scope}}:seen:${unique('e')}`;
         const claim = (pendingMs: number): CheckClaim => ({ key, ttlMs: 3_600_000, token: claimToken(), pendingMs });
         const check = (c: CheckClaim) => limiter.checkOnce([{ policy: name, key: 'k' }], c, { scope });
-        return { redis, clock, key, claim, check };
+        // the same group and scope, a limit of 1: the dead attempt's admission fills it
+        const checkTight = (c: CheckClaim) => limiter.checkOnce([{ policy: `${name}-1`, key: 'k' }], c, { scope });
+        return { redis, clock, key, claim, check, checkTight };
       };
 
       it('answers pending while the claim is younger than its pending time; then, never settled, it is taken over', async (t) => {
@@ -108,6 +114,27 @@ for (const target of targets) {
         }
       });
 
+      it('leaves a stale claim as it was when the retry that finds it is refused, unless the refusal keeps its own', async (t) => {
+        const { redis, clock, key, claim, checkTight } = await setup(t);
+        const died = claim(2000);
+        const first = await checkTight(died);
+        assert.equal(typeof first === 'object' && first.enforced?.outcome, 'allowed', 'the one event the limit holds');
+        const deadValue = await redis.get(key);
+        clock.nowUs = T0_US + 2_000_000; // past its pending time, the limit still spent
+        const refused = await checkTight(claim(2000));
+        assert.equal(typeof refused === 'object' && refused.enforced?.outcome, 'limited');
+        assert.equal(await redis.get(key), deadValue, 'refused: nothing written, the stale claim left');
+        const kept = { ...claim(2000), keepOnRefusal: true };
+        const keptRefusal = await checkTight(kept);
+        assert.equal(typeof keptRefusal === 'object' && keptRefusal.enforced?.outcome, 'limited');
+        assert.equal(
+          await redis.get(key),
+          `${kept.token}:${(T0_US + 2_000_000) / 1000}`,
+          "a kept refusal: the retry's own",
+        );
+        assert.equal(await settleClaim(redis, died, 'given-back'), false, "the dead attempt's claim is gone");
+      });
+
       it("gives back only the claim that holds its attempt's token", async (t) => {
         const { redis, claim, check, key } = await setup(t);
         const taken = claim(2000);
@@ -121,6 +148,31 @@ for (const target of targets) {
       });
     });
   }
+}
+
+for (const target of targets) {
+  it(`settle_claim refuses a settlement it does not know, before it reads the claim (${target.name})`, async (t) => {
+    const redis = target.client();
+    t.after(() => redis.disconnect());
+    await connected(redis);
+    const key = `wh:{pw:${unique('s')}}:seen:${unique('e')}`;
+    const token = claimToken();
+    await redis.set(key, `${token}:${T0_US / 1000}`, 'PX', 60_000);
+    const settle = productionScripts().named(ENTRY_SCRIPTS.settleClaim);
+    assert.ok(settle);
+    for (const settlement of ['forgotten', '']) {
+      for (const attempt of [token, claimToken()]) {
+        await assert.rejects(runScript(redis, settle, [key], [attempt, settlement]), /unknown claim settlement/);
+      }
+    }
+    for (const [settlement, heldAfter] of [
+      ['delivered', `${token}:${T0_US / 1000}:d`],
+      ['given-back', `${token}:${T0_US / 1000}:d`],
+    ] as const) {
+      assert.equal(await runScript(redis, settle, [key], [token, settlement]), settlement === 'delivered' ? 1 : 0);
+      assert.equal(await redis.get(key), heldAfter);
+    }
+  });
 }
 
 /** What the check left of its (only) limit, NaN when it was not admitted. */
