@@ -205,10 +205,12 @@ describe('Slack webhook (POST /webhooks/slack)', () => {
     const body = slackEvent(team, 'C1', 'EvOrphan1');
     const key = `wh:{slack:${team}}:seen:EvOrphan1`;
     // what a delivery that died between its check and its put leaves: its claim, unmarked, just taken
+    // (stamped 2 s ahead of Redis' time, within its ~2.1 s pending time, pendingMsOf: pending for ~4 s,
+    // so the 409 below holds however slow the host)
     const [seconds, micros] = await claimStore().time();
     await claimStore().set(
       key,
-      `dead-attempt:${Number(seconds) * 1000 + Math.floor(Number(micros) / 1000)}`,
+      `dead-attempt:${Number(seconds) * 1000 + Math.floor(Number(micros) / 1000) + 2000}`,
       'PX',
       60_000,
     );

@@ -21,7 +21,7 @@ import {
 import { AcceptedOnce } from '../../functions/shared/once.ts';
 import type { AcceptedEvent } from '../../functions/shared/sink.ts';
 import { type RedisProcess, rawCommand, startRedis } from '../../scripts/redis-process.ts';
-import { agedPastPending } from '../support/claims.ts';
+import { agedPastPending, stampedAhead } from '../support/claims.ts';
 import { connected, policies, targets, unique } from '../support/targets.ts';
 
 const catalogue = (limit: number, timeBudget?: string) =>
@@ -154,6 +154,8 @@ for (const target of targets) {
       const dying = h.admission.once.claimOf(e.source, e.scope, e.id, { pendingMs: pendingMsOf(h.admission) });
       const decided = await h.admission.check(dying);
       assert.equal(typeof decided === 'object' && decided.proceed, true, 'admitted and claimed');
+      // real Redis time: held ahead, so the next check finds it pending however slow the host
+      await stampedAhead(redis, dying.key, pendingMsOf(h.admission) - 100);
       assert.equal((await admitOnce(e, h.admission)).kind, 'pending', 'within its pending time: maybe still put');
       await agedPastPending(redis, dying.key);
       const retried = await admitOnce(e, h.admission);
@@ -321,6 +323,42 @@ for (const target of targets) {
       assert.equal(outcomes.filter((o) => o.kind === 'admitted').length, 1);
       assert.equal(outcomes.filter((o) => o.kind === 'duplicate').length, 39);
       assert.equal(await h.counted(), 1);
+    });
+
+    it("decides 40 concurrent deliveries of one webhook event once (a claim's pending time): one admitted and marked, none taken over", async (t) => {
+      const redis = target.client();
+      t.after(() => redis.disconnect());
+      await connected(redis);
+      const h = harness(redis, 100, { sinkBudgetMs: 1000 }); // the webhooks' shape
+      const e = h.event('raced-webhook');
+      const outcomes = await Promise.all(Array.from({ length: 40 }, () => admitOnce(e, h.admission)));
+      const admitted = outcomes.filter((o) => o.kind === 'admitted');
+      assert.equal(admitted.length, 1);
+      assert.equal(admitted[0]?.kind === 'admitted' && admitted[0].marked, 'marked');
+      // before the mark landed a delivery finds the claim pending, after it a duplicate: never a second admission
+      assert.deepEqual(
+        outcomes.filter((o) => o.kind !== 'pending' && o.kind !== 'duplicate' && o.kind !== 'admitted'),
+        [],
+      );
+      assert.deepEqual(h.sunk, [e]);
+      assert.equal(await h.counted(), 1);
+      assert.equal((await admitOnce(e, h.admission)).kind, 'duplicate');
+    });
+
+    it('keeps a refusal final with a pending time: the kept claim is marked, so no later delivery takes it over', async (t) => {
+      const redis = target.client();
+      t.after(() => redis.disconnect());
+      await connected(redis);
+      const h = harness(redis, 1, { keepsClaim: true, sinkBudgetMs: 1000 });
+      assert.equal((await admitOnce(h.event('first'), h.admission)).kind, 'admitted');
+      const e = h.event('over');
+      const refused = await admitOnce(e, h.admission);
+      assert.equal(refused.kind === 'refused' && refused.marked, 'marked', 'the second round trip of a kept refusal');
+      const key = h.admission.once.claimOf(e.source, e.scope, e.id).key;
+      await agedPastPending(redis, key);
+      assert.equal((await admitOnce(e, h.admission)).kind, 'duplicate', 'past its pending time, still decided');
+      assert.equal(h.observed.length, 2, 'the duplicate was not checked');
+      assert.deepEqual(h.sunk, [h.event('first')]);
     });
   });
 }
