@@ -27,8 +27,8 @@ export type KeyFamily = keyof typeof KEY_FAMILIES;
  * What the consumers' (functions') user may run, and nothing else: the
  * limiter's commands (its scripts, what they call inside, what ioredis sends),
  * and the consumers' own: the once-only claims (SET NX PX to take one; the
- * give-back is a script, lua/settle_claim.lua, its GET and DEL run inside
- * EVALSHA: all the limiter's already), the API's known-key markers (SET PX, GET, DEL: the limiter's
+ * give-back and the delivered mark are a script, lua/settle_claim.lua, its
+ * GET, SET KEEPTTL and DEL run inside EVALSHA: all the limiter's already), the API's known-key markers (SET PX, GET, DEL: the limiter's
  * already) and the harvester cursor (INCR; its retry set's and leases' ZADD,
  * ZRANGEBYSCORE and ZREM, and TIME, are the limiter's already). Not FLUSHALL, CONFIG, KEYS, DEBUG,
  * SCRIPT FLUSH, nor any key outside the families above.
