@@ -179,7 +179,55 @@ async function untilAnswers(
 /** Whether a port on loopback is free now. */
 export { isFree as isPortFree };
 
+/**
+ * The least redis-server the limiter runs on: its window scripts read with
+ * BITFIELD_RO and the ACL lines (config/redis-roles.ts) say `resetchannels`,
+ * both 6.2; the suite runs on 7.0 (Debian 12's). Ubuntu 22.04's apt has 6.0,
+ * where every window check would fail at its first script.
+ */
+export const MINIMUM_REDIS_SERVER = [6, 2, 0] as const;
+
+/**
+ * The version `redis-server --version` printed (`Redis server v=7.0.15 sha=…`),
+ * or an Error that says what to do when it is older than
+ * MINIMUM_REDIS_SERVER or unreadable.
+ */
+export function checkServerVersion(printed: string, bin = SERVER_BIN): string | Error {
+  const found = /\bv=(\d+)\.(\d+)\.(\d+)/.exec(printed);
+  const least = MINIMUM_REDIS_SERVER.join('.');
+  if (!found) return new Error(`cannot read the version of ${bin} (it printed "${printed.trim().slice(0, 80)}")`);
+  const version = found.slice(1, 4).map(Number);
+  const [major = 0, minor = 0, patch = 0] = version;
+  const [leastMajor, leastMinor, leastPatch] = MINIMUM_REDIS_SERVER;
+  const older =
+    major !== leastMajor ? major < leastMajor : minor !== leastMinor ? minor < leastMinor : patch < leastPatch;
+  if (!older) return version.join('.');
+  return new Error(
+    `${bin} is Redis ${version.join('.')}; the limiter needs ${least} or later (BITFIELD_RO, ACL resetchannels). ` +
+      'Install a newer redis-server (Debian 12 and Ubuntu 24.04 ship 7.0) or point REDIS_SERVER_BIN at one.',
+  );
+}
+
+let serverChecked: Promise<void> | undefined;
+
+/** Checks the machine's redis-server once per process, before the first start. */
+function assertServerVersion(): Promise<void> {
+  serverChecked ??= promisify(execFile)(SERVER_BIN, ['--version']).then(
+    ({ stdout }) => {
+      const checked = checkServerVersion(stdout);
+      if (checked instanceof Error) throw checked;
+    },
+    (error: unknown) => {
+      throw new Error(
+        `cannot run ${SERVER_BIN} (${error instanceof Error ? error.message : String(error)}): install redis-server (apt-get install redis-server) or set REDIS_SERVER_BIN`,
+      );
+    },
+  );
+  return serverChecked;
+}
+
 export async function startRedis(options: RedisProcessOptions = {}): Promise<RedisProcess> {
+  await assertServerVersion();
   const port = options.port ?? (await freePort(options.clusterNode));
   if (options.port !== undefined && !(await isFree(port))) {
     throw new Error(
