@@ -218,9 +218,8 @@ function assertServerVersion(): Promise<void> {
       if (checked instanceof Error) throw checked;
     },
     (error: unknown) => {
-      throw new Error(
-        `cannot run ${SERVER_BIN} (${error instanceof Error ? error.message : String(error)}): install redis-server (apt-get install redis-server) or set REDIS_SERVER_BIN`,
-      );
+      if ((error as NodeJS.ErrnoException).code === 'ENOENT') throw new Error(NOT_INSTALLED);
+      throw new Error(`cannot run ${SERVER_BIN} --version (${error instanceof Error ? error.message : String(error)})`);
     },
   );
   return serverChecked;
