@@ -24,11 +24,15 @@
 --                pending time and unmarked is taken over, as is no claim: the
 --                claim is set after the windows' writes with an admission
 --                (debited), or with a refusal when kept.
--- Reply, one window: admitted, what remains (one integer; the window resets a
---   whole window after this admission). Refused: an array { remaining,
---   reset µs, retry-after µs }. (A table reply costs Redis ~0.7 µs; the
---   common case gets the integer.) A peek that would admit: { remaining,
---   reset µs } of the window as it stands (nothing was written).
+-- Reply, one window: admitted, what remains (one integer, >= 0; the window
+--   resets a whole window after this admission). Refused at cost 1 by a
+--   full window shorter than 2^26 µs (~67 s: the webhooks' per-IP windows,
+--   a flood's every refusal): one negative integer, -1 - (retry-after µs *
+--   2^26 + reset µs), exact (< 2^52; nothing remains). Any other refusal:
+--   an array { remaining, reset µs, retry-after µs }. (A
+--   table reply costs Redis ~0.7 µs; the common cases get the integer.) A
+--   peek that would admit: { remaining, reset µs } of the window as it
+--   stands (nothing was written).
 -- Reply, N > 1: lua/check.lua's, with its semantics: allowed (1|0), binding
 --   window (1-based, 0 when admitted: the longest retry-after, the first of
 --   equals), retry-after µs, then per window remaining, reset µs, retry-after
@@ -119,7 +123,11 @@ if count == 1 and debit and lone_cost == 1 then
       if found and in_window == limit then
         -- refused: the oldest event in the window must leave first
         if claim_kept then redis.call('SET', claim_key, claim_value, 'PX', claim_ttl_ms) end
-        return { 0, newest + window_us - at_now, first + window_us - at_now }
+        local reset_us, retry_us = newest + window_us - at_now, first + window_us - at_now
+        if window_us < 67108864 then -- 2^26 µs: both (at most a window) fit in one exact integer (< 2^52)
+          return -1 - (retry_us * 67108864 + reset_us)
+        end
+        return { 0, reset_us, retry_us }
       end
       if found and in_window < limit then
         local stamp = struct.pack('>i8', at_now)

@@ -43,6 +43,26 @@ for (const target of targets) {
       };
     }
 
+    it('refuses at cost 1 in one integer below a window of 2^26 µs and in a table from it, each to the µs of the model', async () => {
+      for (const windowMs of [67_108, 67_109]) {
+        const policy = compilePolicy('edge', { strategy: 'slidingWindow', limit: 2, window: `${windowMs} ms` });
+        const clock = { nowUs: 1_800_000_000_000_000 };
+        const limiter = pinnedLimiter({ redis, policies: { resolve: () => policy } }, clock);
+        const model = new ReferenceModel();
+        const key = unique('edge');
+        const outcomes = [];
+        // refused 1 s in and 1 µs before the first event leaves; admitted as it does
+        for (const stepUs of [0, 1_000, 1_000_000, windowMs * 1000 - 1_001_001, 1]) {
+          clock.nowUs += stepUs;
+          const decision = await limiter.check({ policy: 'edge', key });
+          const reply = model.check([{ kind: 'sw', key, limit: 2, windowUs: windowMs * 1000, cost: 1 }], clock.nowUs);
+          assert.deepEqual(decision, parseCheckReply([policy], reply), `${windowMs} ms, +${stepUs} µs`);
+          outcomes.push(decision.outcome);
+        }
+        assert.deepEqual(outcomes, ['allowed', 'allowed', 'limited', 'limited', 'allowed'], `${windowMs} ms`);
+      }
+    });
+
     it('keeps every in-window event when the limit is raised after the ring wrapped', async () => {
       const h = harness(4);
       for (let i = 0; i < 4; i++) {

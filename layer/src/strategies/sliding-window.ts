@@ -16,6 +16,9 @@ import {
 } from './strategy.ts';
 import { pairOrTriple } from './token-bucket.ts';
 
+/** A refusal's packed reply (lua/check_sliding_window.lua's header): its retry-after µs in units of 2^26, then its reset µs. */
+const PACKED_US = 2 ** 26;
+
 const schema = v.strictObject({
   ...commonEntries,
   strategy: v.literal('slidingWindow'),
@@ -93,7 +96,13 @@ export const slidingWindow: StrategyUnit<'slidingWindow', typeof schema, Compile
       return { keys, args };
     },
     layout(policy, reply) {
-      if (isInteger(reply)) return [1, 0, 0, reply, policy.windowUs, 0];
+      if (isInteger(reply)) {
+        if (reply >= 0) return [1, 0, 0, reply, policy.windowUs, 0];
+        // refused at cost 1 by a full window under 2^26 µs: -1 - (retry-after µs * 2^26 + reset µs)
+        const packed = -1 - reply;
+        const retryUs = Math.floor(packed / PACKED_US);
+        return [0, 1, retryUs, 0, packed - retryUs * PACKED_US, retryUs];
+      }
       return pairOrTriple(reply);
     },
     example: "'rl:{demo-sw:k}' , 5 60000000",
