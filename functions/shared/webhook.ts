@@ -163,26 +163,18 @@ export async function acceptOnce(
     mayRunLate: verdictMayRunLate,
     sinkBudgetMs: WEBHOOK_SINK_BUDGET_MS,
   });
+  // a claim left unsettled, by the event's id (Slack's and Telegram's ids are no personal data)
+  const unsettled = (message: string, reason: unknown) =>
+    logger.warn(message, { source: event.source, scope: event.scope, id: event.id, reason });
   if ((admission.kind === 'refused' || admission.kind === 'unsunk') && claimStuck(admission.givenBack)) {
     // the event was not handed on and its claim may stay (a give-back that timed out can still land):
-    // the sender's retries are then held off (409) until the claim's pending time ends and one takes
-    // it over. By id (Slack's and Telegram's ids are no personal data)
-    logger.warn('webhook claim not given back: redeliveries held off until its pending time ends', {
-      source: event.source,
-      scope: event.scope,
-      id: event.id,
-      reason: admission.givenBack,
-    });
+    // the sender's retries are then held off (409) until the claim's pending time ends and one takes it over
+    unsettled('webhook claim not given back: redeliveries held off until its pending time ends', admission.givenBack);
   }
   if (admission.kind === 'admitted' && admission.marked !== undefined && admission.marked !== 'marked') {
     // handed on, but the claim is not marked so: a redelivery past its pending time (a sender that
     // missed this 200) is handed on again
-    logger.warn('webhook claim not marked delivered: a late redelivery is handed on again', {
-      source: event.source,
-      scope: event.scope,
-      id: event.id,
-      reason: admission.marked,
-    });
+    unsettled('webhook claim not marked delivered: a late redelivery is handed on again', admission.marked);
   }
   switch (admission.kind) {
     case 'duplicate':
