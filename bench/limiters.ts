@@ -64,7 +64,19 @@ export class UpstashShim {
   }
 }
 
-export async function benchLimiters(ours: RedisClient, plain: Redis, windowMs = WINDOW_MS): Promise<BenchLimiter[]> {
+/**
+ * The limiters on `ours` (the layer's client), `plain` (the peers' and the
+ * references': ordinary ioredis settings) and, when given, `coalesced` (plain
+ * ioredis with the layer's write coalescing, redis/write-coalescing.ts: the
+ * reference bucket again, to tell what the coalescing saves from what the
+ * layer costs).
+ */
+export async function benchLimiters(
+  ours: RedisClient,
+  plain: Redis,
+  windowMs = WINDOW_MS,
+  coalesced?: Redis,
+): Promise<BenchLimiter[]> {
   const usPerToken = String((windowMs * 1000) / LIMIT);
   const catalogue = staticPolicies(
     compilePolicies({
@@ -87,7 +99,8 @@ export async function benchLimiters(ours: RedisClient, plain: Redis, windowMs = 
   const limiter = createLimiter({ redis: ours, policies: catalogue, onDegraded: () => {} });
   const tbRef = referenceScript(plain, 'token_bucket.lua');
   const zsetRef = referenceScript(plain, 'zset_log.lua');
-  await Promise.all([tbRef.load(), zsetRef.load()]);
+  const tbCoalesced = coalesced && referenceScript(coalesced, 'token_bucket.lua');
+  await Promise.all([tbRef.load(), zsetRef.load(), tbCoalesced?.load()]);
   let member = 0;
 
   const rlf = new RateLimiterRedis({ storeClient: plain, points: LIMIT, duration: windowMs / 1000, keyPrefix: 'rlf' });
@@ -115,6 +128,16 @@ export async function benchLimiters(ours: RedisClient, plain: Redis, windowMs = 
       check: async (key) => (await tbRef.run(`ref:${key}`, String(LIMIT), usPerToken)) === 1,
       stateKey: (key) => `ref:${key}`,
     },
+    ...(tbCoalesced
+      ? [
+          {
+            id: 'reference-tb-coalesced',
+            label: 'reference token bucket, writes coalesced',
+            note: "the reference on a client with the layer's write coalescing (a turn's commands in one write while others are in flight)",
+            check: async (key: string) => (await tbCoalesced.run(`ref:${key}`, String(LIMIT), usPerToken)) === 1,
+          },
+        ]
+      : []),
     {
       id: 'ours-tb',
       label: 'this project: token bucket',

@@ -17,6 +17,7 @@ import { spawn } from 'node:child_process';
 import { copyFileSync, mkdirSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { cpus } from 'node:os';
 import { createRedisClient } from '@platform/rate-limit';
+import { coalesceWrites } from '@platform/rate-limit/redis';
 import { Redis } from 'ioredis';
 import { startRedis } from '../scripts/redis-process.ts';
 import { bundleFigures, coldStartSplit } from './lambda-figures.ts';
@@ -57,6 +58,13 @@ async function middlewareOverhead(url: string): Promise<{ p50: number; p99: numb
 
 const server = await startRedis(canPin ? { cpu: 1 } : {});
 const plain = new Redis(server.url); // the peers' client: ordinary ioredis settings
+/** Plain ioredis with the layer's write coalescing: the reference bucket on it tells what the coalescing saves. */
+function coalescedClient(): Redis {
+  const client = new Redis(server.url);
+  coalesceWrites(client);
+  return client;
+}
+const coalesced = coalescedClient();
 const ours = createRedisClient({ url: server.url });
 await ours.connect();
 // the Lambda shape: every limiter once per connection pair (the layer's client, the peers')
@@ -64,12 +72,12 @@ const lambda = await Promise.all(
   Array.from({ length: CONNECTIONS }, async () => {
     const client = createRedisClient({ url: server.url });
     await client.connect();
-    return { ours: client, plain: new Redis(server.url) };
+    return { ours: client, plain: new Redis(server.url), coalesced: coalescedClient() };
   }),
 );
 try {
-  const limiters = await benchLimiters(ours, plain);
-  const perConnection = await Promise.all(lambda.map((c) => benchLimiters(c.ours, c.plain)));
+  const limiters = await benchLimiters(ours, plain, undefined, coalesced);
+  const perConnection = await Promise.all(lambda.map((c) => benchLimiters(c.ours, c.plain, undefined, c.coalesced)));
   /** A limiter's lanes in a shape: the one instance 128 times, or one instance per connection. */
   const lanesOf = (limiter: BenchLimiter, connections: number, inFlight: number): BenchLimiter[] =>
     connections === 1
@@ -227,9 +235,11 @@ try {
 } finally {
   plain.disconnect();
   ours.disconnect();
+  coalesced.disconnect();
   for (const c of lambda) {
     c.ours.disconnect();
     c.plain.disconnect();
+    c.coalesced.disconnect();
   }
   await server.stop();
 }

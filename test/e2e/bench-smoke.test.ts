@@ -38,7 +38,7 @@ describe('The benchmark (npm run bench)', () => {
         runs: { shape: string; figures: Record<string, number> }[];
         bars: { shape: string }[];
       };
-      assert.equal(results.runs.length, 8 * 2 * 2); // limiters × scenarios × shapes
+      assert.equal(results.runs.length, 9 * 2 * 2); // limiters (the coalesced reference too) × scenarios × shapes
       assert.deepEqual([...new Set(results.runs.map((r) => r.shape))], ['1×128', '32×1']);
       for (const { figures } of results.runs) {
         for (const field of ['checksPerSecond', 'redisCpuUsPerCheck', 'scriptUsPerCheck', 'clientCpuUsPerCheck']) {

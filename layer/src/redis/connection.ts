@@ -3,6 +3,7 @@ import type { ConnectionOptions } from 'node:tls';
 import { Cluster, Redis, type RedisOptions } from 'ioredis';
 import type { GuardedConnection } from './deadline.ts';
 import type { RedisClient } from './run-script.ts';
+import { coalesceWrites } from './write-coalescing.ts';
 
 /**
  * Where the limiter's Redis is. This module reads no environment: the caller
@@ -105,11 +106,15 @@ export function createRedisClient(settings: RedisSettings): RedisClient {
   // there); without a listener ioredis would also print every failed reconnect.
   client.on('error', () => {});
   if (client instanceof Cluster) {
+    // every node connection the pool makes, the startup ones included (the client connects lazily, after this)
+    client.on('+node', (node: Redis) => coalesceWrites(node));
     // A node ioredis learns of later (a failover, resharding) is connected
     // lazily: the next check waits for every master again (see whenReady).
     // Connecting it here instead would race ioredis' own startup connect and
     // make a fresh client close and retry (measured: 2-6 clients of 15).
     client.on('+node', () => warmClusters.delete(client));
+  } else {
+    coalesceWrites(client);
   }
   return client;
 }

@@ -1,7 +1,7 @@
 /**
  * `@platform/rate-limit/redis`: the Redis client the limiter runs on: the
  * connection (ioredis, tuned for a Lambda's budget), credentials from a
- * secret, the hard deadline of one operation, what the layer needs of
+ * secret, the writes of one turn coalesced, the hard deadline of one operation, what the layer needs of
  * Redis for an ACL user (its key prefix and commands), and the V8 code cache
  * the built layer runs its ioredis with (made by scripts/bundle.ts).
  */
@@ -37,3 +37,4 @@ export {
 export { classify, DeadlineGuard, type Guarded, type GuardedConnection } from './deadline.ts';
 export { COUNTER_PREFIX, LIMITER_COMMANDS } from './keyspace.ts';
 export { type RedisClient, runScript } from './run-script.ts';
+export { COMMANDS_PER_WRITE, coalesceWrites } from './write-coalescing.ts';
