@@ -61,8 +61,8 @@ describe('The benchmark (npm run bench)', () => {
   });
 });
 
-describe('The auto-pipelining comparison (npm run bench:pipelining)', () => {
-  it('measures the bucket with and without auto-pipelining in both shapes and prints each', {
+describe('The write-coalescing and auto-pipelining comparison (npm run bench:pipelining)', () => {
+  it('measures the bucket with each command written alone, coalesced and auto-pipelined in both shapes and prints each', {
     timeout: 120_000,
   }, async () => {
     const { stdout } = await promisify(execFile)(
@@ -72,10 +72,10 @@ describe('The auto-pipelining comparison (npm run bench:pipelining)', () => {
     );
     const lines = stdout.trim().split('\n');
     const pattern =
-      /^(64×1|1×128) auto-pipelining (off|on): client ([\d.]+) µs\/check, Redis ([\d.]+) µs\/check, p50 (\d+) µs, (\d+) checks\/s$/;
+      /^(64×1|1×128) (alone|coalesced|auto-pipelining) *: client ([\d.]+) µs\/check, Redis ([\d.]+) µs\/check, p50 (\d+) µs, (\d+) checks\/s$/;
     assert.deepEqual(
       lines.map((line) => (pattern.exec(line) ?? assert.fail(`unexpected line: ${line}`)).slice(1, 3).join(' ')),
-      ['64×1 off', '64×1 on', '1×128 off', '1×128 on'],
+      ['64×1', '1×128'].flatMap((shape) => ['alone', 'coalesced', 'auto-pipelining'].map((v) => `${shape} ${v}`)),
     );
     for (const line of lines) {
       const figures = (pattern.exec(line) as RegExpExecArray).slice(3).map(Number);

@@ -3,9 +3,9 @@ import type { Redis } from 'ioredis';
 /**
  * The most commands one write carries. Without a cap a turn's every command
  * waited for the turn's last: Redis idled while the client prepared them and
- * the client while Redis ran them (measured at 128 in flight over 100k keys:
- * throughput −10 %, p50 +15 %); 16 keeps both busy (+45 %, p50 −35 %) and
- * still writes 16 commands per syscall.
+ * the client while Redis ran them (at 128 in flight over 100k keys,
+ * throughput −8 to −14 % against each command written alone, p50 +8 to
+ * +22 %); at 16 both stay busy (+33 to +51 %, p50 −33 %: docs/design.md).
  */
 export const COMMANDS_PER_WRITE = 16;
 
@@ -23,8 +23,9 @@ export const COMMANDS_PER_WRITE = 16;
  * written at once: no tick, no wait.
  *
  * Unlike ioredis's `enableAutoPipelining` (measured in docs/design.md), no
- * command waits for a later turn: only the bytes move, within the same turn;
- * the command queue, its order, reconnects and errors are ioredis's as before.
+ * command waits for a later turn: only the bytes move, within the same turn
+ * (so a Lambda frozen after its response has them sent); the command queue,
+ * its order, redirections, reconnects and errors are ioredis's as before.
  */
 export function coalesceWrites(connection: Redis): void {
   const send = connection.sendCommand;
