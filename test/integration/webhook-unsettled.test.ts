@@ -85,15 +85,20 @@ function slackEvent(team: string, id: string) {
   };
 }
 
+/** A new workspace, the connection back, nothing logged or handed on yet, the sink set to fail or not. */
+async function freshTeam(failing: boolean): Promise<string> {
+  await reconnected();
+  warned.length = 0;
+  handedOn.length = 0;
+  sinkFails = failing;
+  return `T${randomUUID().slice(0, 8)}`;
+}
+
 describe('A webhook claim left unsettled', () => {
   it('handed on but not marked delivered: 200, the event handed on once, a warn line by its id', async () => {
     // Prepare
     await connected(redis);
-    await reconnected();
-    const team = `T${randomUUID().slice(0, 8)}`;
-    warned.length = 0;
-    handedOn.length = 0;
-    sinkFails = false;
+    const team = await freshTeam(false);
     // Act
     const answer = await slack(slackEvent(team, 'EvUnmarked1'), context);
     // Assess
@@ -117,11 +122,7 @@ describe('A webhook claim left unsettled', () => {
 
   it('not handed on and not given back: 503, a warn line by its id, and a retry held off (409)', async () => {
     // Prepare
-    await reconnected();
-    const team = `T${randomUUID().slice(0, 8)}`;
-    warned.length = 0;
-    handedOn.length = 0;
-    sinkFails = true;
+    const team = await freshTeam(true);
     // Act
     const answer = await slack(slackEvent(team, 'EvStuck1'), context);
     sinkFails = false;
