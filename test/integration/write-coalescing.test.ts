@@ -53,12 +53,23 @@ for (const target of targets) {
       for (let i = 1; i < 64; i++) checks.push(limiter.check({ policy: name, key: 'hot' }));
       const corkedTogether = corked(connections);
       const waiting = corkedTogether.map((c) => c.stream.writableLength);
+      // queued behind the coalescing's own tick: by then (before any later turn: a frozen Lambda's) all is written
+      await new Promise((resolve) => process.nextTick(resolve));
+      const corkedAfterTick = corked(connections).length;
+      const writtenAfterTick = connections.map((c) => c.stream.writableLength);
       const decisions = await Promise.all(checks);
       // Assess
       assert.equal(corkedAlone, 0, 'a check sent alone waits for nothing');
       assert.equal(corkedTogether.length, 1, "the hot key's connection holds the turn's last batch");
       assert.ok((waiting[0] ?? 0) > 0, 'its bytes wait in the socket until the turn ends');
-      assert.equal(corked(connections).length, 0, 'and are written by then');
+      assert.equal(corkedAfterTick, 0, 'and are written by then');
+      // over plain TCP handed to the kernel; over TLS Node may still hold them behind its write under way
+      if (target.name === 'single node')
+        assert.ok(
+          writtenAfterTick.every((bytes) => bytes === 0),
+          `${writtenAfterTick}`,
+        );
+      assert.equal(corked(connections).length, 0);
       const hot = writes.find((w) => w.length > 0) ?? [];
       assert.equal(hot[0], 1, 'the first check went out alone');
       assert.equal(

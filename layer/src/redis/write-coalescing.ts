@@ -16,16 +16,21 @@ export const COMMANDS_PER_WRITE = 16;
  * read: a process with many checks in flight on one connection (the local
  * gateway, a long-lived consumer, a shadow check sent beside its enforced
  * one) paid both per command. The first command of a batch corks the
- * connection's socket; the batch's last command, or the turn's end (a
- * `process.nextTick`, after every microtask of the turn), uncorks it, and
- * Node writes the batch in one `writev`. A command sent alone (the Lambda
- * shape: one check in flight per container) finds nothing in flight and is
- * written at once: no tick, no wait.
+ * connection's socket; the batch's COMMANDS_PER_WRITE-th command (the first
+ * counted), or the end of the tick it was sent in (`process.nextTick`: after
+ * the promise continuations it was sent from; sent straight from a timer or
+ * I/O callback, after that callback and before its microtasks), uncorks it,
+ * and Node writes the batch in one `writev`. A command sent alone (the
+ * Lambda shape: one check in flight per container) finds nothing in flight
+ * and is written at once: no tick, no wait (only a command past its deadline
+ * still unanswered makes the next one wait for its tick).
  *
  * Unlike ioredis's `enableAutoPipelining` (measured in docs/design.md), no
- * command waits for a later turn: only the bytes move, within the same turn
- * (so a Lambda frozen after its response has them sent); the command queue,
- * its order, redirections, reconnects and errors are ioredis's as before.
+ * command waits for a later turn of the event loop: only the bytes move,
+ * before it (so a Lambda frozen after its response has them sent); the
+ * command queue, its order, redirections, reconnects and errors are
+ * ioredis's as before. (Over TLS Node already holds what is written while a
+ * write is under way, and sends it together past the cap.)
  */
 export function coalesceWrites(connection: Redis): void {
   const send = connection.sendCommand;
