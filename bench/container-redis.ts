@@ -5,10 +5,11 @@
  * a pool of `connections` ioredis clients stands behind one client object;
  * each command goes to an idle connection (the least busy when none is), so
  * with as many connections as requests in flight no two commands share a
- * connection's write. Every command the platform sends is counted by name:
- * the round trips a route makes.
+ * connection's write. Every command the platform sends is counted by name
+ * (by its method, or handed to `sendCommand` whole): the round trips a route
+ * makes.
  */
-import { Redis } from 'ioredis';
+import { type Command, Redis } from 'ioredis';
 
 /** The commands the platform issues (the layer's scripts, the claims' release, the clears): counted and spread. */
 const COMMANDS = new Set(['evalsha', 'eval', 'set', 'get', 'del', 'incr', 'pttl', 'mget', 'time']);
@@ -41,6 +42,21 @@ export async function containerRedis(url: string, connections: number): Promise<
   };
   const client = new Proxy(first, {
     get(target, property, receiver) {
+      // a command built and handed over whole (the limiter's checks keep their ioredis Command)
+      if (property === 'sendCommand') {
+        return (command: Command) => {
+          if (!COMMANDS.has(command.name)) return target.sendCommand(command);
+          counts[command.name] = (counts[command.name] ?? 0) + 1;
+          const at = idlest();
+          const load = busy;
+          load[at] = (load[at] as number) + 1;
+          const done = () => {
+            load[at] = (load[at] as number) - 1;
+          };
+          command.promise.then(done, done);
+          return (pool[at] as Redis).sendCommand(command);
+        };
+      }
       if (typeof property === 'string' && COMMANDS.has(property)) {
         return (...args: unknown[]) => {
           counts[property] = (counts[property] ?? 0) + 1;

@@ -299,7 +299,7 @@ const loaded = runWithCodeCache(fileURLToPath(new URL('./ioredis.cjs', import.me
 if (process.env.AWS_LAMBDA_FUNCTION_NAME && loaded.outcome !== 'accepted' && loaded.outcome !== 'off')
   console.log(JSON.stringify({ level: loaded.outcome === 'rejected' ? 'WARN' : 'INFO', message: "the layer's ioredis code cache was not used", outcome: loaded.outcome, node: process.version, arch: process.arch, execArgv: process.execArgv }));
 export const codeCache = loaded.outcome;
-export const { Redis, Cluster } = loaded.exports;
+export const { Redis, Cluster, Command } = loaded.exports;
 export default loaded.exports.default;
 `;
 

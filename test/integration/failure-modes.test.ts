@@ -18,6 +18,8 @@ import {
   type RedisSettings,
   staticPolicies,
 } from '@platform/rate-limit';
+import { guardedRedis } from '@platform/rate-limit/redis';
+import { Cluster, Redis } from 'ioredis';
 import { freePort, startRedis, startRedisCluster } from '../../scripts/redis-process.ts';
 
 const BUDGET_MS = 100;
@@ -172,11 +174,15 @@ for (const deployment of deployments) {
         // Prepare
         const key = `late-${Math.random()}`;
         assert.equal((await timed(limiter, 'closed', key)).decision.outcome, 'allowed');
+        const access = guardedRedis(redis);
+        const abandonedBefore = access.abandoned;
         d.pause();
         let late: Decision[];
+        let abandoned: number;
         try {
           // Act: 20 checks answered "degraded" while their commands wait in the socket
           late = await Promise.all(Array.from({ length: 20 }, () => limiter.check({ policy: 'closed', key })));
+          abandoned = access.abandoned;
         } finally {
           d.resume();
         }
@@ -185,6 +191,46 @@ for (const deployment of deployments) {
         const peek = await limiter.peek([{ policy: 'closed', key }]);
         assert.ok(peek.outcome === 'allowed', peek.outcome);
         assert.equal(peek.binding.remaining, 1000 - 1 - 20, 'a peek reports what is left');
+        // ioredis' own commands were given up (the guard's count), and their late answers counted back
+        assert.equal(abandoned - abandonedBefore, 20);
+        assert.equal(access.abandoned, 0, 'the late answers reached the given-up commands');
+      });
+
+      it("decides on a caller's client that auto-pipelines (sent through its methods), and keeps the deadline there", async () => {
+        const pipelining = d.settings.clusterNodes
+          ? new Cluster(
+              d.settings.clusterNodes.map((node) => ({ host: '127.0.0.1', port: Number(node.split(':').at(-1)) })),
+              { enableAutoPipelining: true, enableOfflineQueue: false },
+            )
+          : new Redis(d.settings.url as string, {
+              enableAutoPipelining: true,
+              enableOfflineQueue: false,
+              maxRetriesPerRequest: 0,
+            });
+        pipelining.on('error', () => {});
+        try {
+          const piped = createLimiter({
+            redis: pipelining,
+            policies: staticPolicies(compilePolicies(catalogue)),
+            ...quiet,
+          });
+          const key = `piped-${Math.random()}`;
+          assert.equal((await timed(piped, 'open', key)).decision.outcome, 'allowed'); // connected, scripts loaded
+          const checks = Array.from({ length: 5 }, () => piped.check({ policy: 'open', key }));
+          assert.equal(pipelining.autoPipelineQueueSize, 5, "the checks wait in ioredis' auto-pipeline");
+          const remaining = (await Promise.all(checks)).map((decision) =>
+            decision.outcome === 'allowed' ? decision.binding.remaining : -1,
+          );
+          assert.deepEqual(remaining, [998, 997, 996, 995, 994]);
+          d.pause();
+          try {
+            assertDegraded(await timed(piped, 'closed', key), false);
+          } finally {
+            d.resume();
+          }
+        } finally {
+          pipelining.disconnect();
+        }
       });
 
       it('resets the connection once too many commands wait on a stalled Redis, and recovers', {

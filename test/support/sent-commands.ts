@@ -3,7 +3,8 @@
  * checker rather than by a receiver's name: every call of a method ioredis
  * declares as a command (its RedisCommander: one method per command, and a
  * `…Buffer` twin), on whatever the client is called (`redis`, `client`,
- * `this.#redis`, a pipeline). A call through a project's own interface (the
+ * `this.#redis`, a pipeline), and every `new Command(name, …)` of
+ * ioredis's, by its name's literal type. A call through a project's own interface (the
  * CLI's StateReader) is found where that interface is wired to the client.
  */
 import { readdirSync } from 'node:fs';
@@ -12,6 +13,7 @@ import ts from 'typescript';
 
 const ROOT = new URL('../../', import.meta.url).pathname;
 const COMMANDER = /[\\/]node_modules[\\/]ioredis[\\/]built[\\/]utils[\\/]RedisCommander\.d\.ts$/;
+const COMMAND_CLASS = /[\\/]node_modules[\\/]ioredis[\\/]built[\\/]Command\.d\.ts$/;
 
 export interface SentCommand {
   /** The command, lower case (`zcount`); `call` names its own (the first argument, when a literal). */
@@ -67,6 +69,23 @@ export function commandsSentFrom(dirs: readonly string[]): SentCommand[] {
           const { line } = source.getLineAndCharacterOfPosition(node.getStart(source));
           const at = `${relative(ROOT, file)}:${line + 1}`;
           sent.push(subcommand === undefined ? { command, at } : { command, subcommand, at });
+        }
+      }
+      // a command built and handed to sendCommand (the limiter's checks keep theirs): `new Command(name, …)`,
+      // its name a literal or a union of literals (each one a command it may send)
+      if (ts.isNewExpression(node)) {
+        const named = checker.getSymbolAtLocation(node.expression);
+        const symbol = named && named.flags & ts.SymbolFlags.Alias ? checker.getAliasedSymbol(named) : named;
+        if ((symbol?.declarations ?? []).some((d) => COMMAND_CLASS.test(d.getSourceFile().fileName))) {
+          const [first] = node.arguments ?? [];
+          const type = first && checker.getTypeAtLocation(first);
+          const names = type
+            ? (type.isUnion() ? type.types : [type]).map((t) => (t.isStringLiteral() ? t.value : undefined))
+            : [];
+          const { line } = source.getLineAndCharacterOfPosition(node.getStart(source));
+          const at = `${relative(ROOT, file)}:${line + 1}`;
+          for (const name of names.length > 0 ? names : [undefined])
+            sent.push({ command: name?.toLowerCase() ?? 'new Command(a name known at run time)', at });
         }
       }
       ts.forEachChild(node, visit);

@@ -126,20 +126,49 @@ export function policies(catalogue: Record<string, unknown>) {
   return staticPolicies(compilePolicies(budgeted));
 }
 
+/**
+ * Calls `seen` with each command sent through the client: by one of
+ * `methods` (`redis.evalsha(…)`), or built and handed to `sendCommand` (the
+ * limiter's checks, which keep their ioredis Command:
+ * layer/src/redis/run-script.ts).
+ */
+function watchingCommands(
+  redis: RedisClient,
+  methods: readonly string[],
+  seen: (name: string, reply: Promise<unknown>) => void,
+): RedisClient {
+  return new Proxy(redis, {
+    get(target, property) {
+      const value = Reflect.get(target, property, target);
+      if (typeof value !== 'function') return value;
+      if (property === 'sendCommand') {
+        return (command: { name: string; promise: Promise<unknown> }, ...rest: unknown[]) => {
+          seen(command.name, command.promise);
+          return (value as (...a: unknown[]) => unknown).apply(target, [command, ...rest]);
+        };
+      }
+      if (typeof property === 'string' && methods.includes(property)) {
+        return (...args: unknown[]) => {
+          const reply = (value as (...a: unknown[]) => Promise<unknown>).apply(target, args);
+          seen(property, reply);
+          return reply;
+        };
+      }
+      return value.bind(target);
+    },
+  });
+}
+
 /** The client, with the last script reply kept, so tests compare raw replies to a model's to the µs. */
 export function recordingReplies(redis: RedisClient): { client: RedisClient; last(): unknown } {
   let last: unknown;
-  const client = new Proxy(redis, {
-    get(target, property) {
-      if (property === 'evalsha' || property === 'eval') {
-        return async (...args: unknown[]) => {
-          last = await (target[property] as (...a: unknown[]) => Promise<unknown>).apply(target, args);
-          return last;
-        };
-      }
-      const value = Reflect.get(target, property, target);
-      return typeof value === 'function' ? value.bind(target) : value;
-    },
+  const client = watchingCommands(redis, ['evalsha', 'eval'], (name, reply) => {
+    // kept before the caller's own handlers run: theirs are chained after this
+    if (name === 'evalsha' || name === 'eval')
+      reply.then(
+        (value) => (last = value),
+        () => {},
+      );
   });
   return { client, last: () => last };
 }
@@ -153,18 +182,8 @@ export function countingCommands(
   names: readonly string[] = ['evalsha', 'eval'],
 ): { client: RedisClient; sent(): number } {
   let sent = 0;
-  const client = new Proxy(redis, {
-    get(target, property) {
-      const value = Reflect.get(target, property, target);
-      if (typeof value !== 'function') return value;
-      if (typeof property === 'string' && names.includes(property)) {
-        return (...args: unknown[]) => {
-          sent++;
-          return (value as (...a: unknown[]) => unknown).apply(target, args);
-        };
-      }
-      return value.bind(target);
-    },
+  const client = watchingCommands(redis, names, (name) => {
+    if (names.includes(name)) sent++;
   });
   return { client, sent: () => sent };
 }

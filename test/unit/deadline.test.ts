@@ -1,6 +1,12 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { classify, DeadlineGuard, type GuardedConnection } from '@platform/rate-limit/redis';
+import {
+  type Abandonable,
+  classify,
+  DeadlineError,
+  DeadlineGuard,
+  type GuardedConnection,
+} from '@platform/rate-limit/redis';
 
 function connection(ready = true) {
   const state = { ready, resets: 0, whenReady: () => Promise.resolve() };
@@ -150,6 +156,231 @@ describe('Method: DeadlineGuard.run', () => {
       /observer failed/,
     );
     await assert.rejects(guard.run(5, never, same, answer), /observer failed/);
+  });
+});
+
+/**
+ * A command as ioredis 6 makes one: its promise, `resolve` and `reject` as
+ * its own fields (what its connection calls with the answer), `isSettled`
+ * once either ran. `answer` and `fail` are the connection's side.
+ */
+class FakeCommand implements Abandonable<number> {
+  readonly promise: Promise<number>;
+  isSettled = false;
+  resolve!: (reply: number) => unknown;
+  reject!: (error: Error) => unknown;
+  constructor() {
+    this.promise = new Promise<number>((resolve, reject) => {
+      this.resolve = (reply) => {
+        this.isSettled = true;
+        resolve(reply);
+      };
+      this.reject = (error) => {
+        this.isSettled = true;
+        reject(error);
+      };
+    });
+    this.promise.catch(() => {});
+  }
+  answer(reply: number): void {
+    this.resolve(reply);
+  }
+  fail(error: Error): void {
+    this.reject(error);
+  }
+}
+
+describe('Method: DeadlineGuard.command', () => {
+  const same = <T>(value: T) => value;
+
+  it('answers the reply read, with the command itself in flight (no promise of its own around it)', async () => {
+    const guard = new DeadlineGuard(connection().fake, 10);
+    const command = new FakeCommand();
+    const answered = guard.command(
+      1000,
+      () => command,
+      (reply: number) => reply * 2,
+      same,
+    );
+    command.answer(21);
+    assert.deepEqual(await answered, { ok: true, reply: 42 });
+    assert.equal(guard.abandoned, 0);
+  });
+
+  it('gives the command up at its deadline (rejected with a DeadlineError), and counts its late answer', async () => {
+    const guard = new DeadlineGuard(connection().fake, 10);
+    const command = new FakeCommand();
+    const rejected = command.promise.catch((error: unknown) => error);
+    let answers = 0;
+    const answered = await guard.command(
+      5,
+      () => command,
+      same,
+      (outcome) => {
+        answers++;
+        return outcome;
+      },
+    );
+    assert.deepEqual(answered, { ok: false, reason: 'timeout', detail: 'no answer within 5 ms' });
+    assert.ok((await rejected) instanceof DeadlineError, 'the command itself was rejected');
+    assert.equal(guard.abandoned, 1);
+    command.answer(7); // Redis answers it after all, through the command's own field
+    await Promise.resolve();
+    assert.equal(guard.abandoned, 0);
+    assert.equal(answers, 1, 'the caller was answered once');
+  });
+
+  it('resets the connection once more commands are given up than the bound', async () => {
+    const { state, fake } = connection();
+    const guard = new DeadlineGuard(fake, 2);
+    const give = () => guard.command(1, () => new FakeCommand(), same, same);
+    await Promise.all([give(), give()]);
+    assert.equal(state.resets, 0);
+    await give();
+    assert.equal(state.resets, 1);
+    assert.equal(guard.abandoned, 0);
+  });
+
+  it("holds a repair to the first attempt's deadline, and repairs once", async () => {
+    const guard = new DeadlineGuard(connection().fake, 10);
+    const first = new FakeCommand();
+    const repairs: FakeCommand[] = [];
+    const answered = guard.command(
+      50,
+      () => first,
+      same,
+      same,
+      () => {
+        const again = new FakeCommand();
+        repairs.push(again);
+        return again;
+      },
+    );
+    // a later command of a longer budget: the timer must not wait for its deadline
+    const later = new FakeCommand();
+    const laterAnswered = guard.command(60_000, () => later, same, same);
+    first.fail(Object.assign(new Error('NOSCRIPT lost'), { name: 'ReplyError' }));
+    assert.deepEqual(await answered, { ok: false, reason: 'timeout', detail: 'no answer within 50 ms' });
+    assert.equal(later.isSettled, false, 'the repair was given up while a later deadline was still ahead');
+    assert.equal(repairs.length, 1);
+    later.answer(3);
+    assert.deepEqual(await laterAnswered, { ok: true, reply: 3 });
+    const lost = new FakeCommand();
+    const twice = guard.command(
+      1000,
+      () => lost,
+      same,
+      same,
+      () => {
+        const again = new FakeCommand();
+        again.fail(Object.assign(new Error('NOSCRIPT again'), { name: 'ReplyError' }));
+        return again;
+      },
+    );
+    lost.fail(Object.assign(new Error('NOSCRIPT lost'), { name: 'ReplyError' }));
+    assert.deepEqual(await twice, { ok: false, reason: 'redis-error', detail: 'NOSCRIPT again' });
+  });
+
+  it("gives a repair sent late in the budget up at the first attempt's deadline, not a budget after the repair", async () => {
+    const guard = new DeadlineGuard(connection().fake, 10);
+    const first = new FakeCommand();
+    const answered = guard.command(
+      1500,
+      () => first,
+      same,
+      same,
+      () => new FakeCommand(),
+    );
+    // deadlines 1500 ms (the attempt and so its repair) and 2000 ms (this one); a repair held to a budget of
+    // its own, from 1000 ms, would run to 2500 ms and be given up after this one
+    const between = new FakeCommand();
+    const betweenAnswered = guard.command(2000, () => between, same, same);
+    setTimeout(() => first.fail(Object.assign(new Error('NOSCRIPT lost'), { name: 'ReplyError' })), 1000);
+    assert.deepEqual(await answered, { ok: false, reason: 'timeout', detail: 'no answer within 1500 ms' });
+    assert.equal(between.isSettled, false, 'given up before the 2000 ms deadline');
+    assert.equal((await betweenAnswered).ok, false);
+  });
+
+  it('gives up every operation due at once, though giving one up answers it and moves the list under the look', {
+    timeout: 10_000,
+  }, async () => {
+    const guard = new DeadlineGuard(connection().fake, 10_000);
+    // the oldest one holds the head while 1100 answered ones pile up behind it (the list moves once it goes)
+    const first = guard.within(5, never);
+    const answered = Array.from({ length: 1100 }, () => new FakeCommand());
+    const replies = answered.map((command) => guard.command(60_000, () => command, same, same));
+    for (const command of answered) command.answer(1);
+    await Promise.all(replies);
+    const rest = [guard.within(5, never), guard.within(5, never)];
+    // all three due before the timer runs: the event loop held past their deadlines
+    const held = performance.now() + 20;
+    while (performance.now() < held);
+    const outcomes = await Promise.all([first, ...rest]);
+    assert.deepEqual(
+      outcomes.map((o) => o.ok || o.reason),
+      ['timeout', 'timeout', 'timeout'],
+    );
+  });
+
+  it('answers a send or a repair that throws as the failure, and rejects the caller when its answer throws', async () => {
+    const guard = new DeadlineGuard(connection().fake, 10);
+    const unsent = await guard.command(
+      60_000,
+      () => {
+        throw new TypeError('bad argument');
+      },
+      same,
+      same,
+    );
+    assert.deepEqual(unsent, { ok: false, reason: 'redis-error', detail: 'bad argument' });
+    const lost = new FakeCommand();
+    const unrepaired = guard.command(
+      60_000,
+      () => lost,
+      same,
+      same,
+      () => {
+        throw new Error('eval threw synchronously');
+      },
+    );
+    lost.fail(Object.assign(new Error('NOSCRIPT lost'), { name: 'ReplyError' }));
+    assert.deepEqual(await unrepaired, { ok: false, reason: 'unavailable', detail: 'eval threw synchronously' });
+    const answer = () => {
+      throw new Error('observer failed');
+    };
+    const replied = new FakeCommand();
+    const rejected = guard.command(1000, () => replied, same, answer);
+    replied.answer(1);
+    await assert.rejects(rejected, /observer failed/);
+    await assert.rejects(
+      guard.command(5, () => new FakeCommand(), same, answer),
+      /observer failed/,
+    );
+  });
+
+  it('waits for a connection that cannot take commands yet, and sends then', async () => {
+    const { state, fake } = connection(false);
+    let ready: () => void = () => {};
+    state.whenReady = () => new Promise<void>((resolve) => (ready = resolve));
+    const guard = new DeadlineGuard(fake, 10);
+    const command = new FakeCommand();
+    let sent = 0;
+    const answered = guard.command(
+      1000,
+      () => {
+        sent++;
+        return command;
+      },
+      same,
+      same,
+    );
+    await Promise.resolve();
+    assert.equal(sent, 0, 'nothing sent before the connection is ready');
+    ready();
+    await new Promise((resolve) => setImmediate(resolve));
+    assert.equal(sent, 1);
+    command.answer(5);
+    assert.deepEqual(await answered, { ok: true, reply: 5 });
   });
 });
 

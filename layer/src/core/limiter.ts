@@ -13,7 +13,7 @@ import { assertKeyPart, assertScope, counterKey } from '../policy/keys.ts';
 import type { CompiledPolicy, Strategy } from '../policy/policy.ts';
 import { DEFAULT_MAX_ABANDONED_COMMANDS, guardedRedis, type RedisAccess } from '../redis/access.ts';
 import type { Guarded } from '../redis/deadline.ts';
-import { type RedisClient, scriptSender } from '../redis/run-script.ts';
+import type { RedisClient } from '../redis/run-script.ts';
 import { leaseOperations } from '../strategies/concurrency.ts';
 import { backoffOperations } from '../strategies/failure-backoff.ts';
 import { unitOf } from '../strategies/index.ts';
@@ -650,8 +650,7 @@ export class Limiter {
     const args = timeArgs.length === 0 ? call.args : [...call.args, ...timeArgs];
     const script = this.#scripts.named(call.script);
     if (!script) throw new TypeError(`no Lua script "${call.script}"`);
-    const { send, resend } = scriptSender(this.#redis, script, call.keys, args);
-    return this.#access.run(budgetOf(policies), send, read, answer, resend);
+    return this.#access.script(budgetOf(policies), script, call.keys, args, read, answer);
   }
 
   /** One Redis operation under the tightest time budget of the policies involved. */

@@ -1,6 +1,6 @@
 import { ioredisConnection } from './connection.ts';
 import { DeadlineGuard, type Guarded } from './deadline.ts';
-import type { RedisClient } from './run-script.ts';
+import { type CachedScript, type RedisClient, scriptSender } from './run-script.ts';
 
 /**
  * The one way the platform reaches Redis: every operation (a check, a
@@ -31,15 +31,28 @@ export class RedisAccess {
     return this.#guard.within(budgetMs, () => work(this.client));
   }
 
-  /** `within`, its reply read and answered in one turn (DeadlineGuard.run: what a check takes). */
-  run<Reply, T, R>(
+  /**
+   * A script under the deadline, its reply read by `read` and the outcome
+   * mapped by `answer` in the turn the reply arrives (what a check takes:
+   * DeadlineGuard.command): its EVALSHA, or its EVAL after a NOSCRIPT. The
+   * command itself is what is given up at the deadline, unless the client
+   * auto-pipelines (ioredis batches what its methods send; then the guard's
+   * operation stands for the command).
+   */
+  script<T, R>(
     budgetMs: number,
-    work: () => Promise<Reply>,
-    read: (reply: Reply) => T,
+    script: CachedScript,
+    keys: readonly string[],
+    args: readonly string[],
+    read: (reply: unknown) => T,
     answer: (outcome: Guarded<T>) => R,
-    recover?: (error: unknown) => Promise<Reply> | undefined,
   ): Promise<R> {
-    return this.#guard.run(budgetMs, work, read, answer, recover);
+    if (this.client.options.enableAutoPipelining === true) {
+      const { send, resend } = scriptSender(this.client, script, keys, args, true);
+      return this.#guard.run(budgetMs, send, read, answer, resend);
+    }
+    const { send, resend } = scriptSender(this.client, script, keys, args);
+    return this.#guard.command(budgetMs, send, read, answer, resend);
   }
 }
 

@@ -34,7 +34,14 @@ export {
   sharedRedis,
   whenReady,
 } from './connection.ts';
-export { classify, DeadlineGuard, type Guarded, type GuardedConnection } from './deadline.ts';
+export {
+  type Abandonable,
+  classify,
+  DeadlineError,
+  DeadlineGuard,
+  type Guarded,
+  type GuardedConnection,
+} from './deadline.ts';
 export { COUNTER_PREFIX, LIMITER_COMMANDS } from './keyspace.ts';
 export { type RedisClient, runScript } from './run-script.ts';
 export { COMMANDS_PER_WRITE, coalesceWrites } from './write-coalescing.ts';

@@ -1,4 +1,4 @@
-import type { Cluster, Redis } from 'ioredis';
+import { type Cluster, Command, type Redis } from 'ioredis';
 
 export type RedisClient = Redis | Cluster;
 
@@ -14,20 +14,64 @@ function isNoScript(error: unknown): boolean {
 
 /**
  * `runScript` as its two halves, for a caller that chains its own handlers
- * (the limiter's deadline guard, DeadlineGuard.run): the EVALSHA, and the
- * EVAL that answers a NOSCRIPT (undefined for any other error). A `.catch`
- * layer per check would cost every check a promise and a microtask turn.
+ * (the deadline guard, `RedisAccess.script`): the EVALSHA, and the EVAL that
+ * answers a NOSCRIPT (undefined for any other error). A `.catch` layer per
+ * check would cost every check a promise and a microtask turn. Each half is
+ * sent now and handed back as the ioredis command it is (what the guard
+ * gives up at the deadline), or with `viaMethods` (a client that
+ * auto-pipelines: its methods batch the command) sent by the client's
+ * method, as its promise.
  */
 export function scriptSender(
   redis: RedisClient,
   script: CachedScript,
   keys: readonly string[],
   args: readonly string[],
-): { send: () => Promise<unknown>; resend: (error: unknown) => Promise<unknown> | undefined } {
+): { send: () => Command; resend: (error: unknown) => Command | undefined };
+export function scriptSender(
+  redis: RedisClient,
+  script: CachedScript,
+  keys: readonly string[],
+  args: readonly string[],
+  viaMethods: true,
+): { send: () => Promise<unknown>; resend: (error: unknown) => Promise<unknown> | undefined };
+export function scriptSender(
+  redis: RedisClient,
+  script: CachedScript,
+  keys: readonly string[],
+  args: readonly string[],
+  viaMethods?: true,
+) {
+  if (viaMethods) {
+    return {
+      send: () => redis.evalsha(script.sha, keys.length, ...keys, ...args),
+      resend: (error: unknown) =>
+        isNoScript(error) ? redis.eval(script.source, keys.length, ...keys, ...args) : undefined,
+    };
+  }
   return {
-    send: () => redis.evalsha(script.sha, keys.length, ...keys, ...args),
-    resend: (error) => (isNoScript(error) ? redis.eval(script.source, keys.length, ...keys, ...args) : undefined),
+    send: () => sendScript(redis, 'evalsha', script.sha, keys, args),
+    resend: (error: unknown) => (isNoScript(error) ? sendScript(redis, 'eval', script.source, keys, args) : undefined),
   };
+}
+
+/**
+ * What `redis.evalsha(…)` does (a Command, sent), keeping the command: the
+ * client's key prefix applied as its methods apply it.
+ */
+function sendScript(
+  redis: RedisClient,
+  name: 'evalsha' | 'eval',
+  script: string,
+  keys: readonly string[],
+  args: readonly string[],
+): Command {
+  const command = new Command(name, [script, keys.length, ...keys, ...args], {
+    replyEncoding: 'utf8',
+    keyPrefix: redis.options.keyPrefix,
+  });
+  redis.sendCommand(command);
+  return command;
 }
 
 /**
