@@ -86,3 +86,35 @@ describe('The write-coalescing and auto-pipelining comparison (npm run bench:pip
     }
   });
 });
+
+describe("The limiter's client CPU in the Lambda shape (npm run bench:lambda-client)", () => {
+  it('measures the reference, the bare script and the check, interleaved, and writes their ratios per scenario', {
+    timeout: 120_000,
+  }, async () => {
+    const out = mkdtempSync(join(tmpdir(), 'rl-lambda-client-'));
+    try {
+      await promisify(execFile)(process.execPath, [new URL('../../bench/lambda-client.ts', import.meta.url).pathname], {
+        env: { ...process.env, BENCH_SECONDS: '0.05', BENCH_ROUNDS: '1', BENCH_CONNECTIONS: '4', BENCH_OUT: out },
+      });
+      const files = readdirSync(out);
+      const file = files[0] ?? assert.fail('no result written');
+      assert.ok(file.startsWith('lambda-client-') && files.length === 1, files.join(', '));
+      const rows = readFileSync(join(out, file), 'utf8')
+        .split('\n')
+        .filter((line) => /^\| (hot key|100k keys) \|/.test(line))
+        .map((line) => line.split('|').map((cell) => cell.trim()));
+      assert.deepEqual(
+        rows.map((cells) => `${cells[1]} ${cells[2]}`),
+        ['hot key', '100k keys'].flatMap((s) => ['reference', 'bare script', 'check'].map((row) => `${s} ${row}`)),
+      );
+      for (const cells of rows) {
+        assert.ok(Number(cells[3]) > 0, cells.join(' | '));
+        // the reference is its own ratio; every ratio a median with its min–max
+        for (const ratio of cells.slice(4, 7)) assert.match(ratio, /^\d+\.\d\d \(\d+\.\d\d–\d+\.\d\d\)$/);
+        if (cells[2] === 'reference') assert.equal(cells[4], '1.00 (1.00–1.00)');
+      }
+    } finally {
+      rmSync(out, { recursive: true, force: true });
+    }
+  });
+});
