@@ -18,8 +18,8 @@ import {
   type RedisSettings,
   staticPolicies,
 } from '@platform/rate-limit';
-import { guardedRedis } from '@platform/rate-limit/redis';
-import { Cluster, Redis } from 'ioredis';
+import { DeadlineError, guardedRedis } from '@platform/rate-limit/redis';
+import { Cluster, type Command, Redis } from 'ioredis';
 import { freePort, startRedis, startRedisCluster } from '../../scripts/redis-process.ts';
 
 const BUDGET_MS = 100;
@@ -176,6 +176,13 @@ for (const deployment of deployments) {
         assert.equal((await timed(limiter, 'closed', key)).decision.outcome, 'allowed');
         const access = guardedRedis(redis);
         const abandonedBefore = access.abandoned;
+        // the commands the checks send, as ioredis gets them
+        const sent: Promise<unknown>[] = [];
+        const send = redis.sendCommand.bind(redis) as (command: Command) => unknown;
+        redis.sendCommand = ((command: Command) => {
+          sent.push(command.promise.then(String, (error: unknown) => error));
+          return send(command);
+        }) as typeof redis.sendCommand;
         d.pause();
         let late: Decision[];
         let abandoned: number;
@@ -185,7 +192,14 @@ for (const deployment of deployments) {
           abandoned = access.abandoned;
         } finally {
           d.resume();
+          redis.sendCommand = send as typeof redis.sendCommand;
         }
+        const given = await Promise.all(sent);
+        assert.equal(given.length, 20);
+        assert.ok(
+          given.every((error) => error instanceof DeadlineError),
+          'each check gave up its own command at its deadline',
+        );
         // Assess: each was refused (fail-closed), and each was debited when Redis ran it
         assert.ok(late.every((decision) => decision.outcome === 'degraded' && !decision.allowed));
         const peek = await limiter.peek([{ policy: 'closed', key }]);

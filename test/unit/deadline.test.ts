@@ -322,6 +322,44 @@ describe('Method: DeadlineGuard.command', () => {
     );
   });
 
+  it("answers a given-up command's own timeout, whatever its reject answers (a cluster's wrapper: too many redirections)", async () => {
+    const guard = new DeadlineGuard(connection().fake, 10);
+    const command = new FakeCommand();
+    const settle = command.reject;
+    // as ioredis's Cluster wraps it: every call is one redirection less, and the last one says so instead
+    command.reject = (error) => settle(new Error(`Too many Cluster redirections. Last error: ${error}`));
+    let repairs = 0;
+    const answered = await guard.command(
+      5,
+      () => command,
+      same,
+      same,
+      () => {
+        repairs++;
+        return new FakeCommand();
+      },
+    );
+    assert.deepEqual(answered, { ok: false, reason: 'timeout', detail: 'no answer within 5 ms' });
+    assert.equal(repairs, 0, 'a give-up is not repaired');
+  });
+
+  it('keeps the timer an answer arms while the due ones are given up (work started from the answer)', async () => {
+    const guard = new DeadlineGuard(connection().fake, 10);
+    let longDone = false;
+    const long = guard.within(2000, never).then((outcome) => {
+      longDone = true;
+      return outcome;
+    });
+    let inner: Promise<unknown> | undefined;
+    await guard.run(10, never, same, (outcome) => {
+      inner = guard.within(10, never); // started inside the give-up: its deadline is before the long one's
+      return outcome;
+    });
+    assert.deepEqual(await inner, { ok: false, reason: 'timeout', detail: 'no answer within 10 ms' });
+    assert.equal(longDone, false, "given up at its own deadline, not at the long one's");
+    await long;
+  });
+
   it('answers a send or a repair that throws as the failure, and rejects the caller when its answer throws', async () => {
     const guard = new DeadlineGuard(connection().fake, 10);
     const unsent = await guard.command(

@@ -310,7 +310,7 @@ export class Limiter {
     const read = claim
       ? (reply: unknown) => heldClaimOf(reply) ?? parseCheckReply(policies, reply)
       : (reply: unknown) => parseCheckReply(policies, reply);
-    // the decision is made in the turn the reply arrives (see DeadlineGuard.run)
+    // the decision is made in the turn the reply arrives (see DeadlineGuard.command)
     return this.#send(policies, call, read, (result): Decision | HeldClaim => {
       if (!result.ok) {
         this.#reportDegraded('check', policies, result);

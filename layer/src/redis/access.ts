@@ -36,8 +36,9 @@ export class RedisAccess {
    * mapped by `answer` in the turn the reply arrives (what a check takes:
    * DeadlineGuard.command): its EVALSHA, or its EVAL after a NOSCRIPT. The
    * command itself is what is given up at the deadline, unless the client
-   * auto-pipelines (ioredis batches what its methods send; then the guard's
-   * operation stands for the command).
+   * auto-pipelines (ioredis batches what its methods send) or cannot take
+   * commands yet (sent once it can): then the guard's operation stands for
+   * the command.
    */
   script<T, R>(
     budgetMs: number,
@@ -47,7 +48,7 @@ export class RedisAccess {
     read: (reply: unknown) => T,
     answer: (outcome: Guarded<T>) => R,
   ): Promise<R> {
-    if (this.client.options.enableAutoPipelining === true) {
+    if (this.client.options.enableAutoPipelining) {
       const { send, resend } = scriptSender(this.client, script, keys, args, true);
       return this.#guard.run(budgetMs, send, read, answer, resend);
     }

@@ -30,10 +30,13 @@ export class DeadlineError extends Error {
 /**
  * What the guard can give up on at its deadline: a command on its way, whose
  * connection calls `resolve` or `reject` with the answer, and `isSettled`
- * once either ran. An ioredis `Command` is one as it stands (ioredis 6: its
- * own fields; test/integration/deadline-command.test.ts holds it to that).
- * Given up, it is rejected with a DeadlineError, and its answer, when it
- * comes, only counts it answered.
+ * once it is answered for good. An ioredis `Command` is one as it stands
+ * (ioredis 6: its own fields; test/integration/deadline-command.test.ts
+ * holds it to that). On a cluster, `reject` is ioredis's wrapper, which
+ * follows a redirection (a MOVED leaves it unsettled) and answers anything
+ * else at once. Given up, it is rejected through its `reject` (the guard
+ * answers its own DeadlineError whatever the rejection carries), and its
+ * answer, when it comes, only counts it answered.
  */
 export interface Abandonable<Reply = unknown> {
   readonly promise: Promise<Reply>;
@@ -65,20 +68,57 @@ function failure(error: unknown): { ok: false; reason: DegradedReason; detail: s
 }
 
 /**
+ * The operations in flight under one budget, oldest first, with their
+ * deadlines (performance.now() ms); those before `head` are gone. Answers
+ * mostly come in order, so an answered one leaves at once and the list stays
+ * short; its arrays are reused, not shrunk (one in flight is the Lambda
+ * shape). One list per budget: a long budget's operation at a head never
+ * holds the short budgets' answered checks behind it.
+ */
+class InFlightList {
+  readonly items: (InFlight | undefined)[] = [];
+  readonly deadlines: number[] = [];
+  head = 0;
+  tail = 0;
+
+  push(item: InFlight, deadline: number): void {
+    this.items[this.tail] = item;
+    this.deadlines[this.tail] = deadline;
+    this.tail++;
+  }
+
+  /** Drops answered operations from the head. */
+  dropSettled(): void {
+    const items = this.items;
+    while (this.head < this.tail && (items[this.head] as InFlight).isSettled) items[this.head++] = undefined;
+    if (this.head === this.tail) {
+      this.head = 0;
+      this.tail = 0;
+    } else if (this.head > 1024 && this.head * 2 > this.tail) {
+      // a long-lived head: the unanswered rest moved to the front
+      const from = this.head;
+      items.copyWithin(0, from, this.tail);
+      this.deadlines.copyWithin(0, from, this.tail);
+      this.tail -= from;
+      this.head = 0;
+      items.fill(undefined, this.tail);
+    }
+  }
+}
+
+/**
  * Runs Redis work under a hard deadline: whatever happens (dead, stalled,
  * OOM), the answer comes by then. One timer for every operation in flight
  * (a timer per operation cost every check ~0.5 µs of client CPU, `npm run
  * bench:profile`), armed for the earliest deadline; at it, what is due is
  * given up (rejected with a DeadlineError) and the timer re-armed for the
- * next. An answered operation leaves the head of the list at once (answers
- * mostly come in order: it stays short); the timer is unref'd, so it never
- * holds a process open by itself (the connection does while work is in
- * flight).
+ * next. The timer is unref'd, so it never holds a process open by itself
+ * (the connection does while work is in flight).
  *
  * A check's command is itself what is given up (`command`): no promise of
  * the guard's own around it, so a check pays one `.then` on its command and
- * no more (in the Lambda shape, ~1 µs of client CPU a check against a
- * promise raced with the deadline, bench/results/lambda-client-*.md).
+ * no more (in the Lambda shape ~0.5–0.9 µs of client CPU a check, against a
+ * promise raced with the deadline: docs/design.md, "What a check costs").
  * Other work (`run`, `within`: a pipeline, several commands, a client still
  * connecting) gets an operation of the guard's that stands for it.
  *
@@ -93,12 +133,13 @@ export class DeadlineGuard {
   readonly #connection: GuardedConnection;
   readonly #maxAbandoned: number;
   #abandoned = 0;
-  /** What is in flight, oldest first, with its deadline (performance.now() ms) and budget; gone before #head. */
-  readonly #items: (InFlight | undefined)[] = [];
-  readonly #deadlines: number[] = [];
-  readonly #budgets: number[] = [];
-  #head = 0;
-  #tail = 0;
+  readonly #lists = new Map<number, InFlightList>();
+  /**
+   * Why each operation given up was: its own DeadlineError, whatever its
+   * rejection carries (a cluster command's reject is ioredis's wrapper, which
+   * may answer a give-up as "too many redirections").
+   */
+  readonly #givenUp = new WeakMap<InFlight, DeadlineError>();
   #timer: ReturnType<typeof setTimeout> | undefined;
   #timerAt = Number.POSITIVE_INFINITY;
 
@@ -137,7 +178,7 @@ export class DeadlineGuard {
       let recovering = recover;
       const settle = (outcome: Guarded<T>) => {
         operation.isSettled = true;
-        this.#dropSettled();
+        list.dropSettled();
         try {
           resolve(answer(outcome));
         } catch (error) {
@@ -180,7 +221,7 @@ export class DeadlineGuard {
       const forward = (reply: Reply) => operation.resolve(reply);
       const forwardError = (error: unknown) =>
         operation.reject(error instanceof Error ? error : new Error(String(error)));
-      this.#track(operation, budgetMs);
+      const list = this.#track(operation, budgetMs, performance.now() + budgetMs);
       let attempt: Promise<Reply>;
       try {
         attempt = connection.isReady() ? work() : connection.whenReady().then(work);
@@ -214,10 +255,12 @@ export class DeadlineGuard {
     } catch (error) {
       return new Promise<R>((resolve) => resolve(answer(failure(error))));
     }
-    const deadline = this.#track(command, budgetMs);
+    const deadline = performance.now() + budgetMs;
+    const list = this.#track(command, budgetMs, deadline);
+    let attempt = command;
     let resending = resend;
     const onReply = (reply: Reply): R => {
-      this.#dropSettled();
+      list.dropSettled();
       let outcome: Guarded<T>;
       try {
         outcome = { ok: true, reply: read(reply) };
@@ -227,53 +270,40 @@ export class DeadlineGuard {
       return answer(outcome);
     };
     const onError = (error: unknown): R | Promise<R> => {
-      this.#dropSettled();
-      if (resending && !(error instanceof DeadlineError)) {
+      list.dropSettled();
+      const givenUp = this.#givenUp.get(attempt);
+      if (givenUp) return answer(failure(givenUp));
+      let cause = error;
+      if (resending) {
         let again: Abandonable<Reply> | undefined;
         try {
           again = resending(error);
         } catch (thrown) {
           // a repair that throws (rather than rejecting) is this operation's failure, answered now
-          error = thrown;
+          cause = thrown;
         }
         resending = undefined;
         if (again) {
+          attempt = again;
           this.#track(again, budgetMs, deadline);
           return again.promise.then(onReply, onError);
         }
       }
-      return answer(failure(error));
+      return answer(failure(cause));
     };
     return command.promise.then(onReply, onError);
   }
 
-  /** Puts an operation in flight under its deadline (now + budget, unless given); answers the deadline. */
-  #track(item: InFlight, budgetMs: number, deadline = performance.now() + budgetMs): number {
-    const at = this.#tail++;
-    this.#items[at] = item;
-    this.#deadlines[at] = deadline;
-    this.#budgets[at] = budgetMs;
-    if (deadline < this.#timerAt) this.#arm(deadline);
-    return deadline;
-  }
-
-  /** Drops answered operations from the head; the lists are reused, not shrunk (one in flight is the Lambda shape). */
-  #dropSettled(): void {
-    const items = this.#items;
-    while (this.#head < this.#tail && (items[this.#head] as InFlight).isSettled) items[this.#head++] = undefined;
-    if (this.#head === this.#tail) {
-      this.#head = 0;
-      this.#tail = 0;
-    } else if (this.#head > 1024 && this.#head * 2 > this.#tail) {
-      // a long-lived head: the unanswered rest moved to the front
-      const from = this.#head;
-      items.copyWithin(0, from, this.#tail);
-      this.#deadlines.copyWithin(0, from, this.#tail);
-      this.#budgets.copyWithin(0, from, this.#tail);
-      this.#tail -= from;
-      this.#head = 0;
-      items.fill(undefined, this.#tail);
+  /** Puts an operation in flight under its deadline; answers the list it is in. */
+  #track(item: InFlight, budgetMs: number, deadline: number): InFlightList {
+    let list = this.#lists.get(budgetMs);
+    if (!list) {
+      list = new InFlightList();
+      this.#lists.set(budgetMs, list);
     }
+    list.push(item, deadline);
+    if (deadline < this.#timerAt) this.#arm(deadline);
+    return list;
   }
 
   #arm(at: number): void {
@@ -290,32 +320,40 @@ export class DeadlineGuard {
     const now = performance.now();
     let next = Number.POSITIVE_INFINITY;
     // every unanswered one is looked at (a repair's deadline is its first attempt's, older than those sent
-    // since); the due ones are given up after the look: giving one up answers it, which drops and moves the list
-    const due: number[] = [];
-    for (let i = this.#head; i < this.#tail; i++) {
-      if ((this.#items[i] as InFlight).isSettled) continue;
-      const deadline = this.#deadlines[i] as number;
-      if (deadline <= now) due.push(i);
-      else if (deadline < next) next = deadline;
+    // since); the due ones are given up after the look: giving one up answers it, which moves its list
+    const due: [InFlight, number][] = [];
+    for (const [budgetMs, list] of this.#lists) {
+      for (let i = list.head; i < list.tail; i++) {
+        const item = list.items[i] as InFlight;
+        if (item.isSettled) continue;
+        const deadline = list.deadlines[i] as number;
+        if (deadline <= now) due.push([item, budgetMs]);
+        else if (deadline < next) next = deadline;
+      }
     }
-    const given = due.map((i) => [this.#items[i] as InFlight, this.#budgets[i] as number] as const);
-    for (const [item, budgetMs] of given) this.#giveUp(item, budgetMs);
-    this.#dropSettled();
-    if (next < Number.POSITIVE_INFINITY) this.#arm(next);
+    for (const [item, budgetMs] of due) this.#giveUp(item, budgetMs);
+    for (const [budgetMs, list] of this.#lists) {
+      list.dropSettled();
+      if (list.tail === 0) this.#lists.delete(budgetMs);
+    }
+    // an answer given above may have put new work in flight, and armed the timer for it: kept if sooner
+    if (next < this.#timerAt) this.#arm(next);
   }
 
   /** Rejects an operation at its deadline; its answer, if one still comes, only counts it answered. */
   #giveUp(item: InFlight, budgetMs: number): void {
     const reject = item.reject;
+    const error = new DeadlineError(budgetMs);
     let answered = false;
     const late = () => {
       if (answered) return;
       answered = true;
       this.#answeredLate();
     };
+    this.#givenUp.set(item, error);
     item.resolve = late;
     item.reject = late;
-    reject.call(item, new DeadlineError(budgetMs));
+    reject.call(item, error);
     this.#abandon();
   }
 

@@ -57,7 +57,8 @@ export function scriptSender(
 
 /**
  * What `redis.evalsha(…)` does (a Command, sent), keeping the command: the
- * client's key prefix applied as its methods apply it.
+ * client's key prefix applied as its methods apply it (`showFriendlyErrorStack`'s
+ * caller stacks are not taken: an error names the command, not the caller).
  */
 function sendScript(
   redis: RedisClient,
