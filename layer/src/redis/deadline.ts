@@ -67,6 +67,15 @@ function failure(error: unknown): { ok: false; reason: DegradedReason; detail: s
   return { ok: false, reason: classify(error), detail: error instanceof Error ? error.message : String(error) };
 }
 
+/** A reply read: its value, or, when `read` throws (a reply this code cannot read), a failure like any. */
+function outcomeOf<Reply, T>(read: (reply: Reply) => T, reply: Reply): Guarded<T> {
+  try {
+    return { ok: true, reply: read(reply) };
+  } catch (error) {
+    return failure(error);
+  }
+}
+
 /**
  * The operations in flight under one budget, oldest first, with their
  * deadlines (performance.now() ms); those before `head` are gone. Answers
@@ -189,15 +198,7 @@ export class DeadlineGuard {
       const operation: Abandonable<Reply> & { isSettled: boolean } = {
         promise: undefined as unknown as Promise<Reply>,
         isSettled: false,
-        resolve: (reply) => {
-          let outcome: Guarded<T>;
-          try {
-            outcome = { ok: true, reply: read(reply) };
-          } catch (error) {
-            outcome = failure(error);
-          }
-          settle(outcome);
-        },
+        resolve: (reply) => settle(outcomeOf(read, reply)),
         reject: (error) => {
           let again: Promise<Reply> | undefined;
           let cause: unknown = error;
@@ -261,13 +262,7 @@ export class DeadlineGuard {
     let resending = resend;
     const onReply = (reply: Reply): R => {
       list.dropSettled();
-      let outcome: Guarded<T>;
-      try {
-        outcome = { ok: true, reply: read(reply) };
-      } catch (error) {
-        outcome = failure(error);
-      }
-      return answer(outcome);
+      return answer(outcomeOf(read, reply));
     };
     const onError = (error: unknown): R | Promise<R> => {
       list.dropSettled();
