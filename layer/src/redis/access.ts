@@ -1,6 +1,6 @@
 import { ioredisConnection } from './connection.ts';
 import { DeadlineGuard, type Guarded } from './deadline.ts';
-import { type CachedScript, type RedisClient, scriptSender } from './run-script.ts';
+import { type CachedScript, type RedisClient, runScript, scriptSender } from './run-script.ts';
 
 /**
  * The one way the platform reaches Redis: every operation (a check, a
@@ -49,8 +49,7 @@ export class RedisAccess {
     answer: (outcome: Guarded<T>) => R,
   ): Promise<R> {
     if (this.client.options.enableAutoPipelining) {
-      const { send, resend } = scriptSender(this.client, script, keys, args, true);
-      return this.#guard.run(budgetMs, send, read, answer, resend);
+      return this.#guard.run(budgetMs, () => runScript(this.client, script, keys, args), read, answer);
     }
     const { send, resend } = scriptSender(this.client, script, keys, args);
     return this.#guard.command(budgetMs, send, read, answer, resend);

@@ -195,8 +195,7 @@ export class DeadlineGuard {
         }
       };
       // the work's stand-in: the guard gives it up as it gives up a command (its reject, with a DeadlineError)
-      const operation: Abandonable<Reply> & { isSettled: boolean } = {
-        promise: undefined as unknown as Promise<Reply>,
+      const operation: { isSettled: boolean; resolve: (reply: Reply) => unknown; reject: (error: Error) => unknown } = {
         isSettled: false,
         resolve: (reply) => settle(outcomeOf(read, reply)),
         reject: (error) => {

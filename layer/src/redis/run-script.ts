@@ -15,43 +15,20 @@ function isNoScript(error: unknown): boolean {
 /**
  * `runScript` as its two halves, for a caller that chains its own handlers
  * (the deadline guard, `RedisAccess.script`): the EVALSHA, and the EVAL that
- * answers a NOSCRIPT (undefined for any other error). A `.catch` layer per
- * check would cost every check a promise and a microtask turn. Each half is
- * sent now and handed back as the ioredis command it is (what the guard
- * gives up at the deadline), or with `viaMethods` (a client that
- * auto-pipelines: its methods batch the command) sent by the client's
- * method, as its promise.
+ * answers a NOSCRIPT (undefined for any other error), each sent now and
+ * handed back as the ioredis command it is (what the guard gives up at the
+ * deadline). A `.catch` layer per check would cost every check a promise and
+ * a microtask turn.
  */
 export function scriptSender(
   redis: RedisClient,
   script: CachedScript,
   keys: readonly string[],
   args: readonly string[],
-): { send: () => Command; resend: (error: unknown) => Command | undefined };
-export function scriptSender(
-  redis: RedisClient,
-  script: CachedScript,
-  keys: readonly string[],
-  args: readonly string[],
-  viaMethods: true,
-): { send: () => Promise<unknown>; resend: (error: unknown) => Promise<unknown> | undefined };
-export function scriptSender(
-  redis: RedisClient,
-  script: CachedScript,
-  keys: readonly string[],
-  args: readonly string[],
-  viaMethods?: true,
-) {
-  if (viaMethods) {
-    return {
-      send: () => redis.evalsha(script.sha, keys.length, ...keys, ...args),
-      resend: (error: unknown) =>
-        isNoScript(error) ? redis.eval(script.source, keys.length, ...keys, ...args) : undefined,
-    };
-  }
+): { send: () => Command; resend: (error: unknown) => Command | undefined } {
   return {
     send: () => sendScript(redis, 'evalsha', script.sha, keys, args),
-    resend: (error: unknown) => (isNoScript(error) ? sendScript(redis, 'eval', script.source, keys, args) : undefined),
+    resend: (error) => (isNoScript(error) ? sendScript(redis, 'eval', script.source, keys, args) : undefined),
   };
 }
 
