@@ -396,6 +396,74 @@ describe('Method: DeadlineGuard.command', () => {
     );
   });
 
+  it('sends no repair for a failure read after the deadline (the event loop held past it): the deadline answers', async () => {
+    const guard = new DeadlineGuard(connection().fake, 10);
+    const first = new FakeCommand();
+    let repairs = 0;
+    const answered = guard.command(
+      5,
+      () => first,
+      same,
+      same,
+      () => {
+        repairs++;
+        return new FakeCommand();
+      },
+    );
+    let recovers = 0;
+    let failRun: (error: Error) => void = () => {};
+    const ran = guard.run(
+      5,
+      () => new Promise<number>((_, reject) => (failRun = reject)),
+      same,
+      same,
+      () => {
+        recovers++;
+        return Promise.resolve(1);
+      },
+    );
+    await Promise.resolve(); // the run's work started
+    const held = performance.now() + 20;
+    while (performance.now() < held);
+    // both failures come in after the deadline, before its timer could run
+    first.fail(Object.assign(new Error('NOSCRIPT lost'), { name: 'ReplyError' }));
+    failRun(Object.assign(new Error('NOSCRIPT lost'), { name: 'ReplyError' }));
+    assert.deepEqual(await answered, { ok: false, reason: 'timeout', detail: 'no answer within 5 ms' });
+    assert.deepEqual(await ran, { ok: false, reason: 'timeout', detail: 'no answer within 5 ms' });
+    assert.equal(repairs, 0, 'no repair sent past the deadline');
+    assert.equal(recovers, 0, 'no repair run past the deadline');
+    assert.equal(guard.abandoned, 0, 'nothing left unanswered in Redis');
+  });
+
+  it('gives up the rest, and keeps its timer, when a give-up throws (a reset that throws never ends the process)', async (t) => {
+    const warnings = t.mock.method(console, 'warn', () => {});
+    let resets = 0;
+    const throwing: GuardedConnection = {
+      isReady: () => true,
+      whenReady: () => Promise.resolve(),
+      reset: () => {
+        resets++;
+        throw new Error('reset failed');
+      },
+    };
+    const guard = new DeadlineGuard(throwing, 1);
+    const give = () => guard.command(5, () => new FakeCommand(), same, same);
+    const outcomes = await Promise.all([give(), give(), give()]);
+    assert.deepEqual(
+      outcomes.map((o) => o.ok || o.reason),
+      ['timeout', 'timeout', 'timeout'],
+    );
+    assert.equal(resets, 1, 'the second give-up passed the bound');
+    assert.equal(warnings.mock.callCount(), 1);
+    assert.deepEqual(JSON.parse(String(warnings.mock.calls[0]?.arguments[0])), {
+      level: 'WARN',
+      message: 'deadline guard: giving up an operation threw',
+      detail: 'reset failed',
+    });
+    const later = await give(); // the timer still serves what comes after
+    assert.deepEqual(later, { ok: false, reason: 'timeout', detail: 'no answer within 5 ms' });
+  });
+
   it('waits for a connection that cannot take commands yet, and sends then', async () => {
     const { state, fake } = connection(false);
     let ready: () => void = () => {};

@@ -62,6 +62,12 @@ export function classify(error: unknown): DegradedReason {
 
 const same = <T>(value: T): T => value;
 
+/** One structured line for a give-up that threw (its message is the client's: it names no key). */
+function warnGiveUpThrew(error: unknown): void {
+  const detail = error instanceof Error ? error.message : String(error);
+  console.warn(JSON.stringify({ level: 'WARN', message: 'deadline guard: giving up an operation threw', detail }));
+}
+
 /** The failed outcome of an operation: why, and a detail that never names a key. */
 function failure(error: unknown): { ok: false; reason: DegradedReason; detail: string } {
   return { ok: false, reason: classify(error), detail: error instanceof Error ? error.message : String(error) };
@@ -201,6 +207,11 @@ export class DeadlineGuard {
         reject: (error) => {
           let again: Promise<Reply> | undefined;
           let cause: unknown = error;
+          // a failure read after the deadline (the event loop held past it) is the deadline's: no repair sent then
+          if (recovering && !(error instanceof DeadlineError) && performance.now() >= deadline) {
+            recovering = undefined;
+            cause = new DeadlineError(budgetMs);
+          }
           if (!(error instanceof DeadlineError)) {
             try {
               again = recovering?.(error);
@@ -221,7 +232,8 @@ export class DeadlineGuard {
       const forward = (reply: Reply) => operation.resolve(reply);
       const forwardError = (error: unknown) =>
         operation.reject(error instanceof Error ? error : new Error(String(error)));
-      const list = this.#track(operation, budgetMs, performance.now() + budgetMs);
+      const deadline = performance.now() + budgetMs;
+      const list = this.#track(operation, budgetMs, deadline);
       let attempt: Promise<Reply>;
       try {
         attempt = connection.isReady() ? work() : connection.whenReady().then(work);
@@ -268,6 +280,8 @@ export class DeadlineGuard {
       const givenUp = this.#givenUp.get(attempt);
       if (givenUp) return answer(failure(givenUp));
       let cause = error;
+      // a failure read after the deadline (the event loop held past it) is the deadline's: no repair sent then
+      if (resending && performance.now() >= deadline) return answer(failure(new DeadlineError(budgetMs)));
       if (resending) {
         let again: Abandonable<Reply> | undefined;
         try {
@@ -325,7 +339,15 @@ export class DeadlineGuard {
         else if (deadline < next) next = deadline;
       }
     }
-    for (const [item, budgetMs] of due) this.#giveUp(item, budgetMs);
+    for (const [item, budgetMs] of due) {
+      // a give-up that throws (a connection's reset, a client's reject) must neither stop the others
+      // nor reach the timer's caller: thrown from a timer, it would end the process
+      try {
+        this.#giveUp(item, budgetMs);
+      } catch (error) {
+        warnGiveUpThrew(error);
+      }
+    }
     for (const [budgetMs, list] of this.#lists) {
       list.dropSettled();
       if (list.tail === 0) this.#lists.delete(budgetMs);
