@@ -11,6 +11,8 @@ export interface RunFigures {
   p99Us: number;
   p999Us: number;
   clientCpuUsPerCheck: number;
+  /** The user-space part of clientCpuUsPerCheck (the rest is the kernel's: syscalls, the loopback's network work). */
+  clientUserUsPerCheck: number;
   redisCpuUsPerCheck: number;
   /** Redis' time in the commands a check sends (INFO commandstats, all but the benchmark's own): for a script, its script time. */
   scriptUsPerCheck: number;
@@ -107,6 +109,7 @@ export async function measure(
     p99Us: histogram.percentile(99) / 1000,
     p999Us: histogram.percentile(99.9) / 1000,
     clientCpuUsPerCheck: (cpu.user + cpu.system) / checks,
+    clientUserUsPerCheck: cpu.user / checks,
     redisCpuUsPerCheck: (redisCpu * 1e6) / checks,
     scriptUsPerCheck: scriptUs / checks,
   };

@@ -67,11 +67,21 @@ export interface BenchResults {
   machine: string;
   redis: string;
   durationMsPerRun: number;
-  /** Interleaved rounds; each figure is the median over them. */
+  /** Interleaved rounds; each figure is the median over them, each ratio the median of the rounds' own ratios. */
   rounds: number;
   limiters: Pick<BenchLimiter, 'id' | 'label' | 'note'>[];
-  /** `shape`: connections × checks in flight on each ('1×128', '64×1'); `concurrency` their product. */
-  runs: { limiter: string; scenario: Scenario; shape: string; concurrency: number; figures: RunFigures }[];
+  /**
+   * `shape`: connections × checks in flight on each ('1×128', '64×1'); `concurrency` their product;
+   * `perRound`: each round's figures, in round order (absent in results written before 2026-12-07 15:00).
+   */
+  runs: {
+    limiter: string;
+    scenario: Scenario;
+    shape: string;
+    concurrency: number;
+    figures: RunFigures;
+    perRound?: RunFigures[];
+  }[];
   memory: {
     bytesPerKey: Record<string, number>;
     bytesPerInWindowEvent: Record<string, number>;
@@ -88,10 +98,43 @@ const f0 = (n: number) => Math.round(n).toLocaleString('en-US');
 const f1 = (n: number) => n.toFixed(1);
 const f2 = (n: number) => n.toFixed(2);
 
-export function figuresOf(results: BenchResults, limiter: string, scenario: Scenario, shape: string): RunFigures {
+function runOf(results: BenchResults, limiter: string, scenario: Scenario, shape: string) {
   const run = results.runs.find((r) => r.limiter === limiter && r.scenario === scenario && r.shape === shape);
   if (!run) throw new Error(`no run ${limiter} ${scenario} ${shape}`);
-  return run.figures;
+  return run;
+}
+
+export function figuresOf(results: BenchResults, limiter: string, scenario: Scenario, shape: string): RunFigures {
+  return runOf(results, limiter, scenario, shape).figures;
+}
+
+/**
+ * A limiter's figure against another's in one scenario and shape: the median
+ * of the rounds' own ratios (the host drifts between rounds more than within
+ * one: a ratio of medians may set a limiter's round against its base's from
+ * another round, a minute or more apart; in one round they ran seconds
+ * apart), or, for results without rounds, the ratio of medians.
+ */
+export function ratioOf(
+  results: BenchResults,
+  limiter: string,
+  base: string,
+  scenario: Scenario,
+  shape: string,
+  field: keyof RunFigures,
+): number {
+  const run = runOf(results, limiter, scenario, shape);
+  const baseRun = runOf(results, base, scenario, shape);
+  const rounds = run.perRound;
+  const baseRounds = baseRun.perRound;
+  if (!rounds || !baseRounds || rounds.length !== baseRounds.length || rounds.length === 0) {
+    return run.figures[field] / baseRun.figures[field];
+  }
+  const ratios = rounds.map((r, i) => r[field] / (baseRounds[i] as RunFigures)[field]).sort((a, b) => a - b);
+  const mid = Math.floor(ratios.length / 2);
+  return ratios.length % 2 === 1
+    ? (ratios[mid] as number)
+    : ((ratios[mid - 1] as number) + (ratios[mid] as number)) / 2;
 }
 
 /** Each bar table's heading: what its shape is. */
@@ -163,7 +206,7 @@ export function markdown(results: BenchResults, load?: LoadRoundTrips): string {
   const scenarios = [...new Set(results.runs.map((r) => r.scenario))];
   lines.push(`# Benchmark ${results.date}`, '');
   lines.push(
-    `${results.machine}; ${results.redis} on loopback, no persistence; ${results.durationMsPerRun / 1000} s per run after a warm-up, ${results.rounds} interleaved rounds, medians.`,
+    `${results.machine}; ${results.redis} on loopback, no persistence; ${results.durationMsPerRun / 1000} s per run after a warm-up, ${results.rounds} interleaved rounds, medians; each × is the median of the rounds' own ratios.`,
     "Every limiter: limit 1000 per 1 s, the same Redis and keys. Ratios are to the minimal references of the same run (a token bucket, a sorted-set log: bench/reference/). Script time is Redis' time in the commands a check sends (INFO commandstats): the script's, for a script.",
     '',
   );
@@ -183,11 +226,11 @@ export function markdown(results: BenchResults, load?: LoadRoundTrips): string {
     );
     lines.push('|---|---|---|---|---|---|---|---|---|---|---|---|---|');
     for (const shape of shapes) {
-      const ref = figuresOf(results, 'reference-tb', scenario, shape);
       for (const l of results.limiters) {
         const r = figuresOf(results, l.id, scenario, shape);
+        const x = (field: keyof RunFigures) => f2(ratioOf(results, l.id, 'reference-tb', scenario, shape, field));
         lines.push(
-          `| ${l.label} | ${shape} | ${f0(r.checksPerSecond)} | ${f2(r.checksPerSecond / ref.checksPerSecond)} | ${f0(r.admittedShare * 100)}% | ${f0(r.p50Us)} | ${f0(r.p99Us)} | ${f1(r.clientCpuUsPerCheck)} | ${f2(r.clientCpuUsPerCheck / ref.clientCpuUsPerCheck)} | ${f1(r.redisCpuUsPerCheck)} | ${f2(r.redisCpuUsPerCheck / ref.redisCpuUsPerCheck)} | ${f1(r.scriptUsPerCheck)} | ${f2(r.scriptUsPerCheck / ref.scriptUsPerCheck)} |`,
+          `| ${l.label} | ${shape} | ${f0(r.checksPerSecond)} | ${x('checksPerSecond')} | ${f0(r.admittedShare * 100)}% | ${f0(r.p50Us)} | ${f0(r.p99Us)} | ${f1(r.clientCpuUsPerCheck)} | ${x('clientCpuUsPerCheck')} | ${f1(r.redisCpuUsPerCheck)} | ${x('redisCpuUsPerCheck')} | ${f1(r.scriptUsPerCheck)} | ${x('scriptUsPerCheck')} |`,
         );
       }
     }

@@ -9,7 +9,8 @@
  *
  *   BENCH_SECONDS  seconds per measured run (default 1)
  *   BENCH_CONNECTIONS  connections of the Lambda shape (default 64)
- *   BENCH_ROUNDS   interleaved rounds; each figure is the median over them (default 3)
+ *   BENCH_ROUNDS   interleaved rounds; each figure is the median over them, each ratio
+ *                  the median of the rounds' own ratios (default 3)
  *   BENCH_KEYS     identifiers of the uniform scenario and the memory runs (default 100000)
  *   BENCH_OUT      results directory (default bench/results/)
  */
@@ -23,7 +24,7 @@ import { startRedis } from '../scripts/redis-process.ts';
 import { bundleFigures, coldStartSplit } from './lambda-figures.ts';
 import { type BenchLimiter, benchLimiters, LIMIT, MEMORY_WINDOW_MS } from './limiters.ts';
 import { measure, medianFigures, memoryPerKey, pinnedToCpu0, type RunFigures } from './measure.ts';
-import { type BenchResults, chart, coldStartBars, figuresOf, markdown, type Scenario } from './report.ts';
+import { type BenchResults, chart, coldStartBars, figuresOf, markdown, ratioOf, type Scenario } from './report.ts';
 import { costRatio, measureShapes, type ShapeCost, type ShapeId } from './script-cost.ts';
 
 const SECONDS = Number(process.env.BENCH_SECONDS ?? 1);
@@ -97,7 +98,8 @@ try {
   };
 
   // The machine is shared and drifts: every limiter runs once per round, rounds
-  // are interleaved, and each figure is the median over the rounds.
+  // are interleaved, and each figure is the median over the rounds; a ratio is
+  // the median of the rounds' own ratios (ratioOf: a round's limiters ran seconds apart).
   for (const [scenario, keyOf] of Object.entries(scenarios) as [Scenario, () => string][]) {
     for (const { shape, connections, inFlight } of SHAPES) {
       const rounds = new Map<string, RunFigures[]>(limiters.map((l) => [l.id, []]));
@@ -110,7 +112,15 @@ try {
       }
       for (const limiter of limiters) {
         const figures = medianFigures(rounds.get(limiter.id) ?? []);
-        results.runs.push({ limiter: limiter.id, scenario, shape, concurrency: connections * inFlight, figures });
+        const perRound = rounds.get(limiter.id) ?? [];
+        results.runs.push({
+          limiter: limiter.id,
+          scenario,
+          shape,
+          concurrency: connections * inFlight,
+          figures,
+          perRound,
+        });
         console.log(
           `${scenario.padEnd(9)} ${shape.padEnd(6)} ${limiter.id.padEnd(14)} ${Math.round(figures.checksPerSecond).toString().padStart(7)} checks/s  p50 ${figures.p50Us.toFixed(0)} µs  redis ${figures.redisCpuUsPerCheck.toFixed(1)} µs/check  script ${figures.scriptUsPerCheck.toFixed(1)} µs  client ${figures.clientCpuUsPerCheck.toFixed(1)} µs`,
         );
@@ -143,8 +153,7 @@ try {
   // per shape: each figure of the project's limiters as a ratio to the minimal reference of the same run
   for (const { shape } of SHAPES) {
     for (const s of Object.keys(scenarios) as Scenario[]) {
-      const ratio = (id: string, ref: string, field: keyof RunFigures) =>
-        at(id, s, shape)[field] / at(ref, s, shape)[field];
+      const ratio = (id: string, ref: string, field: keyof RunFigures) => ratioOf(results, id, ref, s, shape, field);
       const tput = ratio('ours-tb', 'reference-tb', 'checksPerSecond');
       bar(shape, `${s}: token bucket throughput ≥ 0.9 × reference`, x(tput), tput >= 0.9);
       const cpu = ratio('ours-tb', 'reference-tb', 'redisCpuUsPerCheck');
@@ -163,11 +172,12 @@ try {
       for (const peer of ['rlf', 'upstash-tb']) {
         const ours = at('ours-tb', s, shape).redisCpuUsPerCheck;
         const theirs = at(peer, s, shape).redisCpuUsPerCheck;
+        const against = ratio('ours-tb', peer, 'redisCpuUsPerCheck');
         bar(
           shape,
           `${s}: token bucket Redis CPU per check below ${peer}'s`,
-          `${ours.toFixed(1)} vs ${theirs.toFixed(1)} µs (${x(ours / theirs)})`,
-          ours < theirs,
+          `${ours.toFixed(1)} vs ${theirs.toFixed(1)} µs (${x(against)})`,
+          against < 1,
         );
       }
     }

@@ -1,8 +1,9 @@
-/** The benchmark report's bars: each route of bench:load against issue 30's round-trip target, and the cold start's. */
+/** The benchmark report's bars: each route of bench:load against issue 30's round-trip target, the cold start's, and how a ratio pairs rounds. */
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { COLD_ROWS, coldStartSplit } from '../../bench/lambda-figures.ts';
-import { coldStartBars, ROUND_TRIP_TARGETS, roundTripBars } from '../../bench/report.ts';
+import type { RunFigures } from '../../bench/measure.ts';
+import { type BenchResults, coldStartBars, ROUND_TRIP_TARGETS, ratioOf, roundTripBars } from '../../bench/report.ts';
 
 const route = (name: string, roundTrips: number) => ({
   route: name,
@@ -86,5 +87,36 @@ describe('The cold-start bars', () => {
     const split = coldStartSplit(figures.filter((f) => f.name !== COLD_ROWS.layerAsDeployed));
     assert.ok(Number.isNaN(split.layerWithoutCacheMs));
     assert.equal(coldStartBars(split)[0]?.met, false);
+  });
+});
+
+describe('Function: ratioOf (a limiter against its base in one run)', () => {
+  const figures = (clientCpuUsPerCheck: number) => ({ clientCpuUsPerCheck }) as RunFigures;
+  const median = (values: number[]) => [...values].sort((a, b) => a - b)[Math.floor(values.length / 2)] as number;
+  const run = (limiter: string, rounds: number[], withRounds: boolean) => ({
+    limiter,
+    scenario: 'hot key',
+    shape: '64×1',
+    concurrency: 64,
+    figures: figures(median(rounds)), // the run's figure: the median of its rounds, as run.ts stores it
+    ...(withRounds ? { perRound: rounds.map(figures) } : {}),
+  });
+  const results = (ours: number[], ref: number[], withRounds = true) =>
+    ({ runs: [run('ours', ours, withRounds), run('ref', ref, withRounds)] }) as unknown as BenchResults;
+  const ratio = (r: BenchResults) => ratioOf(r, 'ours', 'ref', 'hot key', '64×1', 'clientCpuUsPerCheck');
+
+  it("is the median of the rounds' own ratios: a drifting host moves both of a round alike", () => {
+    // the host slowed round by round; each round ours cost 1.05 × the reference
+    const drifting = results([10.5, 15.75, 21], [10, 15, 20]);
+    assert.ok(Math.abs(ratio(drifting) - 1.05) < 1e-9, String(ratio(drifting)));
+    // a round that drifted within itself is outvoted, where a ratio of medians takes whatever the medians are
+    const oneBad = results([10.5, 30, 21], [10, 15, 20]);
+    assert.ok(Math.abs(ratio(oneBad) - 1.05) < 1e-9, String(ratio(oneBad)));
+  });
+
+  it('takes the middle two of an even count, and the ratio of medians for results without rounds', () => {
+    assert.ok(Math.abs(ratio(results([11, 12, 13, 16], [10, 10, 10, 10])) - 1.25) < 1e-9);
+    const old = results([10.5, 30, 21], [10, 15, 20], false);
+    assert.ok(Math.abs(ratio(old) - 21 / 15) < 1e-9, String(ratio(old)));
   });
 });
