@@ -155,6 +155,8 @@ export class DeadlineGuard {
    * may answer a give-up as "too many redirections").
    */
   readonly #givenUp = new WeakMap<InFlight, DeadlineError>();
+  /** Resets so far: a given-up operation's late answer counts off only in its own epoch. */
+  #epoch = 0;
   #timer: ReturnType<typeof setTimeout> | undefined;
   #timerAt = Number.POSITIVE_INFINITY;
 
@@ -207,11 +209,8 @@ export class DeadlineGuard {
         reject: (error) => {
           let again: Promise<Reply> | undefined;
           let cause: unknown = error;
-          // a failure read after the deadline (the event loop held past it) is the deadline's: no repair sent then
-          if (recovering && !(error instanceof DeadlineError) && performance.now() >= deadline) {
-            recovering = undefined;
-            cause = new DeadlineError(budgetMs);
-          }
+          // past the deadline (the event loop held past it) no repair is sent: the failure is answered as it is
+          if (recovering && performance.now() >= deadline) recovering = undefined;
           if (!(error instanceof DeadlineError)) {
             try {
               again = recovering?.(error);
@@ -280,8 +279,8 @@ export class DeadlineGuard {
       const givenUp = this.#givenUp.get(attempt);
       if (givenUp) return answer(failure(givenUp));
       let cause = error;
-      // a failure read after the deadline (the event loop held past it) is the deadline's: no repair sent then
-      if (resending && performance.now() >= deadline) return answer(failure(new DeadlineError(budgetMs)));
+      // past the deadline (the event loop held past it) no repair is sent: the failure is answered as it is
+      if (resending && performance.now() >= deadline) resending = undefined;
       if (resending) {
         let again: Abandonable<Reply> | undefined;
         try {
@@ -356,32 +355,33 @@ export class DeadlineGuard {
     if (next < this.#timerAt) this.#arm(next);
   }
 
-  /** Rejects an operation at its deadline; its answer, if one still comes, only counts it answered. */
+  /**
+   * Rejects an operation at its deadline; its answer, if one still comes (or
+   * its rejection when a reset drops it), only counts it answered. Counted
+   * before it is rejected, so a reject that throws leaves the count as its
+   * late answer expects; counted in its reset's epoch, so the answers of
+   * those a reset dropped never count off the ones given up since.
+   */
   #giveUp(item: InFlight, budgetMs: number): void {
     const reject = item.reject;
     const error = new DeadlineError(budgetMs);
+    const epoch = this.#epoch;
     let answered = false;
     const late = () => {
       if (answered) return;
       answered = true;
-      this.#answeredLate();
+      if (epoch === this.#epoch && this.#abandoned > 0) this.#abandoned--;
     };
     this.#givenUp.set(item, error);
     item.resolve = late;
     item.reject = late;
-    reject.call(item, error);
-    this.#abandon();
-  }
-
-  #abandon(): void {
     this.#abandoned++;
+    reject.call(item, error);
     if (this.#abandoned > this.#maxAbandoned) {
-      this.#abandoned = 0;
+      // the count is cleared once the reset is done: a reset that throws leaves the pile counted (the next give-up tries again)
       this.#connection.reset();
+      this.#epoch++;
+      this.#abandoned = 0;
     }
-  }
-
-  #answeredLate(): void {
-    if (this.#abandoned > 0) this.#abandoned--;
   }
 }
