@@ -115,9 +115,31 @@ export async function measure(
   };
 }
 
+/** The median of a list: its middle value, the mean of the middle two for an even count. */
+export function median(values: readonly number[]): number {
+  const sorted = [...values].sort((a, b) => a - b);
+  const mid = Math.floor(sorted.length / 2);
+  return sorted.length % 2 === 1
+    ? (sorted[mid] as number)
+    : ((sorted[mid - 1] as number) + (sorted[mid] as number)) / 2;
+}
+
+/**
+ * One figure against another as the median of the rounds' own ratios (round i
+ * of `rounds` against round i of `base`: they ran seconds apart, the rounds a
+ * minute or more); undefined when the two have no rounds to pair.
+ */
+export function pairedRatio<Round>(
+  rounds: readonly Round[] | undefined,
+  base: readonly Round[] | undefined,
+  value: (round: Round) => number,
+): number | undefined {
+  if (!rounds || !base || rounds.length === 0 || rounds.length !== base.length) return undefined;
+  return median(rounds.map((round, i) => value(round) / value(base[i] as Round)));
+}
+
 /** Each figure's median over the rounds. */
 export function medianFigures(rounds: readonly RunFigures[]): RunFigures {
-  const median = (values: number[]) => values.sort((a, b) => a - b)[Math.floor(values.length / 2)] as number;
   const fields = Object.keys(rounds[0] ?? {}) as (keyof RunFigures)[];
   return Object.fromEntries(fields.map((f) => [f, median(rounds.map((r) => r[f]))])) as unknown as RunFigures;
 }

@@ -4,7 +4,7 @@ import type { BundleFigures } from './lambda-figures.ts';
 import type { BenchLimiter } from './limiters.ts';
 import type { LoadRoundTrips } from './load.ts';
 import type { LoadRoute } from './load-driver.ts';
-import type { RunFigures } from './measure.ts';
+import { pairedRatio, type RunFigures } from './measure.ts';
 import { costRatio, SHAPES, type ShapeCost, type ShapeId } from './script-cost.ts';
 
 /** The figures the cold-start bars read (lambda-figures.ts, coldStartSplit): ms, medians of fresh processes. */
@@ -125,16 +125,9 @@ export function ratioOf(
 ): number {
   const run = runOf(results, limiter, scenario, shape);
   const baseRun = runOf(results, base, scenario, shape);
-  const rounds = run.perRound;
-  const baseRounds = baseRun.perRound;
-  if (!rounds || !baseRounds || rounds.length !== baseRounds.length || rounds.length === 0) {
-    return run.figures[field] / baseRun.figures[field];
-  }
-  const ratios = rounds.map((r, i) => r[field] / (baseRounds[i] as RunFigures)[field]).sort((a, b) => a - b);
-  const mid = Math.floor(ratios.length / 2);
-  return ratios.length % 2 === 1
-    ? (ratios[mid] as number)
-    : ((ratios[mid - 1] as number) + (ratios[mid] as number)) / 2;
+  return (
+    pairedRatio(run.perRound, baseRun.perRound, (round) => round[field]) ?? run.figures[field] / baseRun.figures[field]
+  );
 }
 
 /** Each bar table's heading: what its shape is. */
@@ -206,7 +199,7 @@ export function markdown(results: BenchResults, load?: LoadRoundTrips): string {
   const scenarios = [...new Set(results.runs.map((r) => r.scenario))];
   lines.push(`# Benchmark ${results.date}`, '');
   lines.push(
-    `${results.machine}; ${results.redis} on loopback, no persistence; ${results.durationMsPerRun / 1000} s per run after a warm-up, ${results.rounds} interleaved rounds, medians; each × is the median of the rounds' own ratios.`,
+    `${results.machine}; ${results.redis} on loopback, no persistence; ${results.durationMsPerRun / 1000} s per run after a warm-up, ${results.rounds} interleaved rounds, medians; ${results.runs.some((r) => r.perRound) ? "each × is the median of the rounds' own ratios" : 'each × is a ratio of the medians'}.`,
     "Every limiter: limit 1000 per 1 s, the same Redis and keys. Ratios are to the minimal references of the same run (a token bucket, a sorted-set log: bench/reference/). Script time is Redis' time in the commands a check sends (INFO commandstats): the script's, for a script.",
     '',
   );

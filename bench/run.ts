@@ -176,7 +176,7 @@ try {
         bar(
           shape,
           `${s}: token bucket Redis CPU per check below ${peer}'s`,
-          `${ours.toFixed(1)} vs ${theirs.toFixed(1)} µs (${x(against)})`,
+          `${x(against)} (medians ${ours.toFixed(1)} vs ${theirs.toFixed(1)} µs)`,
           against < 1,
         );
       }

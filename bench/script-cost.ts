@@ -31,7 +31,7 @@ import {
 } from '@platform/rate-limit/lua';
 import { Redis } from 'ioredis';
 import { startRedis } from '../scripts/redis-process.ts';
-import { pinnedToCpu0, redisCpuSeconds } from './measure.ts';
+import { pairedRatio, pinnedToCpu0, redisCpuSeconds } from './measure.ts';
 
 const CHECKS = Number(process.env.BENCH_CHECKS ?? 150_000);
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 3);
@@ -175,9 +175,7 @@ export interface ShapeCost {
  * host's drift between rounds cancels; a ratio of medians does not).
  */
 export function costRatio(shape: ShapeCost, base: ShapeCost, field: 'cpuUs' | 'scriptUs'): number {
-  const pairs = (shape.rounds ?? []).map((r, i) => r[field] / (base.rounds?.[i]?.[field] ?? Number.NaN));
-  if (pairs.length === 0) return shape[field] / base[field];
-  return [...pairs].sort((a, b) => a - b)[Math.floor(pairs.length / 2)] as number;
+  return pairedRatio(shape.rounds, base.rounds, (round) => round[field]) ?? shape[field] / base[field];
 }
 
 /**
