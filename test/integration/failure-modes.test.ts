@@ -170,6 +170,25 @@ for (const deployment of deployments) {
         assert.equal((await timed(limiter, 'closed', 'after-stall')).decision.outcome, 'allowed');
       });
 
+      it('answers from the reply that came while the process itself stalled past the deadline, not "timeout"', async () => {
+        // a Lambda throttled to its CPU share, a long GC: the deadline passes with Redis' answer already in the socket
+        const key = `stalled-process-${Math.random()}`;
+        assert.equal((await timed(limiter, 'closed', key)).decision.outcome, 'allowed');
+        const access = guardedRedis(redis);
+        const abandonedBefore = access.abandoned;
+        const outcomes: string[] = [];
+        for (let attempt = 0; attempt < 3; attempt++) {
+          // from the check phase: the event loop's next phase is its timers (the deadline), then I/O (the reply)
+          await nextTurn();
+          const decision = limiter.check({ policy: 'closed', key });
+          const stalledUntil = performance.now() + BUDGET_MS * 2;
+          while (performance.now() < stalledUntil); // the process stalls; Redis answers meanwhile
+          outcomes.push((await decision).outcome);
+        }
+        assert.deepEqual(outcomes, ['allowed', 'allowed', 'allowed']);
+        assert.equal(access.abandoned, abandonedBefore, 'nothing given up');
+      });
+
       it('counts checks abandoned at their deadline once a stalled Redis resumes (documented: the requests did happen)', async () => {
         // Prepare
         const key = `late-${Math.random()}`;

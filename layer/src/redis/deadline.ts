@@ -127,8 +127,10 @@ class InFlightList {
  * (a timer per operation cost every check ~0.5 µs of client CPU, `npm run
  * bench:profile`), armed for the earliest deadline; at it, what is due is
  * given up (rejected with a DeadlineError) and the timer re-armed for the
- * next. The timer is unref'd, so it never holds a process open by itself
- * (the connection does while work is in flight).
+ * next, after the I/O that is ready (`#expireSoon`: an answer that came while
+ * the process stalled past its deadline is read, not given up). The timer is
+ * unref'd, so it never holds a process open by itself (the connection does
+ * while work is in flight).
  *
  * A check's command is itself what is given up (`command`): no promise of
  * the guard's own around it, so a check pays one `.then` on its command and
@@ -316,8 +318,21 @@ export class DeadlineGuard {
   #arm(at: number): void {
     if (this.#timer) clearTimeout(this.#timer);
     this.#timerAt = at;
-    this.#timer = setTimeout(() => this.#expireDue(), Math.max(1, Math.ceil(at - performance.now())));
+    this.#timer = setTimeout(() => this.#expireSoon(), Math.max(1, Math.ceil(at - performance.now())));
     this.#timer.unref();
+  }
+
+  /**
+   * The give-ups, after the I/O the event loop has ready: a timer runs before
+   * the loop reads its sockets, so when the process itself stalled past a
+   * deadline (a Lambda throttled to its CPU share, a long GC) the answers that
+   * came meanwhile would be given up unread. From the check phase they are
+   * read first, and only what is still unanswered is given up (on an idle
+   * loop, at once after its timer).
+   */
+  #expireSoon(): void {
+    // not unref'd: with only unref'd immediates the loop's poll may block for the next I/O or timer first
+    setImmediate(() => this.#expireDue());
   }
 
   /** Gives up what is due, re-arms for the earliest deadline left. */
