@@ -123,7 +123,7 @@ class InFlightList {
 
 /**
  * Runs Redis work under a hard deadline: whatever happens (dead, stalled,
- * OOM), the answer comes by then. One timer for every operation in flight
+ * OOM), the answer comes by then (and the I/O ready then, read first). One timer for every operation in flight
  * (a timer per operation cost every check ~0.5 µs of client CPU, `npm run
  * bench:profile`), armed for the earliest deadline; at it, what is due is
  * given up (rejected with a DeadlineError) and the timer re-armed for the
@@ -337,6 +337,8 @@ export class DeadlineGuard {
 
   /** Gives up what is due, re-arms for the earliest deadline left. */
   #expireDue(): void {
+    // the timer fired (it may have been re-armed since, for a deadline before the fired one: a budget under ~1 ms)
+    if (this.#timer) clearTimeout(this.#timer);
     this.#timer = undefined;
     this.#timerAt = Number.POSITIVE_INFINITY;
     const now = performance.now();
