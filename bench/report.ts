@@ -72,7 +72,7 @@ export interface BenchResults {
   limiters: Pick<BenchLimiter, 'id' | 'label' | 'note'>[];
   /**
    * `shape`: connections × checks in flight on each ('1×128', '64×1'); `concurrency` their product;
-   * `perRound`: each round's figures, in round order (absent in results written before 2026-12-07 15:00).
+   * `perRound`: each round's figures, in round order (absent in results written before 2026-12-07 14:46).
    */
   runs: {
     limiter: string;

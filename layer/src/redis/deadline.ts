@@ -123,11 +123,11 @@ class InFlightList {
 
 /**
  * Runs Redis work under a hard deadline: whatever happens (dead, stalled,
- * OOM), the answer comes by then (and the I/O ready then, read first). One timer for every operation in flight
- * (a timer per operation cost every check ~0.5 µs of client CPU, `npm run
- * bench:profile`), armed for the earliest deadline; at it, what is due is
- * given up (rejected with a DeadlineError) and the timer re-armed for the
- * next, after the I/O that is ready (`#expireSoon`: an answer that came while
+ * OOM), the answer comes by then (the I/O ready then read first). One timer
+ * for every operation in flight (a timer per operation cost every check
+ * ~0.5 µs of client CPU, `npm run bench:profile`), armed for the earliest
+ * deadline; at it, what is due is given up (rejected with a DeadlineError)
+ * and the timer re-armed for the next, after the I/O that is ready (`#expireSoon`: an answer that came while
  * the process stalled past its deadline is read, not given up). The timer is
  * unref'd, so it never holds a process open by itself (the connection does
  * while work is in flight).
