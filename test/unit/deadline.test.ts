@@ -1,5 +1,8 @@
 import assert from 'node:assert/strict';
+import { once } from 'node:events';
+import { connect, createServer, type Socket } from 'node:net';
 import { describe, it } from 'node:test';
+import { setImmediate as nextTurn } from 'node:timers/promises';
 import {
   type Abandonable,
   classify,
@@ -478,6 +481,33 @@ describe('Method: DeadlineGuard.command', () => {
     // the reset's connection rejects what it dropped (ioredis: "Connection is closed"), through the swapped fields
     for (const command of dropped) command.fail(new Error('Connection is closed.'));
     assert.equal(guard.abandoned, 1, 'the one given up after the reset is still unanswered');
+  });
+
+  it('reads the answer that came in while the process stalled past the deadline before giving anything up', async () => {
+    // a real socket: its bytes arrive in the kernel during the stall, and the event loop's timers run before it reads them
+    const server = createServer();
+    server.listen(0, '127.0.0.1');
+    await once(server, 'listening');
+    const address = server.address() as { port: number };
+    const accepted = once(server, 'connection') as Promise<[Socket]>;
+    const client = connect(address.port, '127.0.0.1');
+    const [[peer]] = await Promise.all([accepted, once(client, 'connect')]);
+    try {
+      const guard = new DeadlineGuard(connection().fake, 10);
+      const command = new FakeCommand();
+      client.on('data', () => command.answer(7));
+      await nextTurn(); // from the check phase: the next phase is the timers', then the sockets'
+      const answered = guard.command(5, () => command, same, same);
+      peer.write('x'); // the answer, in the client's socket before its deadline
+      const stalledUntil = performance.now() + 30;
+      while (performance.now() < stalledUntil); // the process stalls past the deadline
+      assert.deepEqual(await answered, { ok: true, reply: 7 });
+      assert.equal(guard.abandoned, 0);
+    } finally {
+      client.destroy();
+      peer.destroy();
+      server.close();
+    }
   });
 
   it('waits for a connection that cannot take commands yet, and sends then', async () => {
