@@ -73,6 +73,25 @@ function failure(error: unknown): { ok: false; reason: DegradedReason; detail: s
   return { ok: false, reason: classify(error), detail: error instanceof Error ? error.message : String(error) };
 }
 
+/**
+ * A failure's one repair (a script the server lost): none past the deadline
+ * (the event loop held past it: the failure is answered as it is), and a
+ * repair that throws rather than rejecting is the operation's failure,
+ * answered now. `again` is the repair sent, if any.
+ */
+function attemptRepair<Attempt>(
+  repair: ((error: unknown) => Attempt | undefined) | undefined,
+  error: unknown,
+  deadline: number,
+): { again: Attempt | undefined; cause: unknown } {
+  if (!repair || performance.now() >= deadline) return { again: undefined, cause: error };
+  try {
+    return { again: repair(error), cause: error };
+  } catch (thrown) {
+    return { again: undefined, cause: thrown };
+  }
+}
+
 /** A reply read: its value, or, when `read` throws (a reply this code cannot read), a failure like any. */
 function outcomeOf<Reply, T>(read: (reply: Reply) => T, reply: Reply): Guarded<T> {
   try {
@@ -209,19 +228,12 @@ export class DeadlineGuard {
         isSettled: false,
         resolve: (reply) => settle(outcomeOf(read, reply)),
         reject: (error) => {
-          let again: Promise<Reply> | undefined;
-          let cause: unknown = error;
-          // past the deadline (the event loop held past it) no repair is sent: the failure is answered as it is
-          if (recovering && performance.now() >= deadline) recovering = undefined;
-          if (!(error instanceof DeadlineError)) {
-            try {
-              again = recovering?.(error);
-            } catch (thrown) {
-              // a repair that throws (rather than rejecting) is this operation's failure, answered now
-              cause = thrown;
-            }
-            recovering = undefined;
-          }
+          // a give-up is never repaired
+          const { again, cause } =
+            error instanceof DeadlineError
+              ? { again: undefined, cause: error }
+              : attemptRepair(recovering, error, deadline);
+          recovering = undefined;
           if (again) {
             again.then(forward, forwardError);
             return;
@@ -280,23 +292,12 @@ export class DeadlineGuard {
       list.dropSettled();
       const givenUp = this.#givenUp.get(attempt);
       if (givenUp) return answer(failure(givenUp));
-      let cause = error;
-      // past the deadline (the event loop held past it) no repair is sent: the failure is answered as it is
-      if (resending && performance.now() >= deadline) resending = undefined;
-      if (resending) {
-        let again: Abandonable<Reply> | undefined;
-        try {
-          again = resending(error);
-        } catch (thrown) {
-          // a repair that throws (rather than rejecting) is this operation's failure, answered now
-          cause = thrown;
-        }
-        resending = undefined;
-        if (again) {
-          attempt = again;
-          this.#track(again, budgetMs, deadline);
-          return again.promise.then(onReply, onError);
-        }
+      const { again, cause } = attemptRepair(resending, error, deadline);
+      resending = undefined;
+      if (again) {
+        attempt = again;
+        this.#track(again, budgetMs, deadline);
+        return again.promise.then(onReply, onError);
       }
       return answer(failure(cause));
     };
