@@ -189,6 +189,37 @@ for (const deployment of deployments) {
         assert.equal(access.abandoned, abandonedBefore, 'nothing given up');
       });
 
+      it('never sends a check given up while its client was still connecting (a cold start against a stalled Redis)', async () => {
+        // a new container's first check: its client connects lazily, and Redis does not answer the handshake in time
+        const key = `cold-${Math.random()}`;
+        // one check decided first (its script in the server's cache: sent late, the check would not need a repair)
+        assert.equal((await timed(limiter, 'closed', key)).decision.outcome, 'allowed');
+        const fresh = createRedisClient(d.settings);
+        const coldLimiter = createLimiter({
+          redis: fresh,
+          policies: staticPolicies(compilePolicies(catalogue)),
+          ...quiet,
+        });
+        try {
+          d.pause();
+          let given: { decision: Decision; ms: number };
+          try {
+            given = await timed(coldLimiter, 'closed', key);
+          } finally {
+            d.resume();
+          }
+          assertDegraded(given, false);
+          await untilRecovered(coldLimiter);
+          // sent once the connection was up, it would have debited a check its caller was refused for
+          const peek = await coldLimiter.peek([{ policy: 'closed', key }]);
+          assert.ok(peek.outcome === 'allowed', peek.outcome);
+          assert.equal(peek.binding.remaining, 1000 - 1, 'nothing was counted for the check given up');
+          assert.equal(guardedRedis(fresh).abandoned, 0);
+        } finally {
+          fresh.disconnect();
+        }
+      });
+
       it('counts checks abandoned at their deadline once a stalled Redis resumes (documented: the requests did happen)', async () => {
         // Prepare
         const key = `late-${Math.random()}`;

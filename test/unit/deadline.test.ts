@@ -534,6 +534,30 @@ describe('Method: DeadlineGuard.command', () => {
     command.answer(5);
     assert.deepEqual(await answered, { ok: true, reply: 5 });
   });
+
+  it('never sends what was given up while its connection was still connecting (nor counts it left in flight)', async () => {
+    const { state, fake } = connection(false);
+    let ready: () => void = () => {};
+    const connected = new Promise<void>((resolve) => (ready = resolve));
+    state.whenReady = () => connected;
+    const guard = new DeadlineGuard(fake, 10);
+    let sent = 0;
+    const send = () => {
+      sent++;
+      return new FakeCommand();
+    };
+    const viaCommand = guard.command(5, send, same, same);
+    const viaRun = guard.run(5, () => send().promise, same, same);
+    assert.deepEqual(await viaCommand, { ok: false, reason: 'timeout', detail: 'no answer within 5 ms' });
+    assert.deepEqual(await viaRun, { ok: false, reason: 'timeout', detail: 'no answer within 5 ms' });
+    assert.equal(guard.abandoned, 2);
+    ready();
+    await connected;
+    await nextTurn();
+    // sent now, the checks would debit after their callers were answered "degraded", outside any count
+    assert.equal(sent, 0, 'a check given up before it was sent is not sent');
+    assert.equal(guard.abandoned, 0, 'nothing of them is left in flight');
+  });
 });
 
 describe('Function: classify', () => {

@@ -92,6 +92,21 @@ function attemptRepair<Attempt>(
   }
 }
 
+/**
+ * Work that waited for its connection, sent now unless it was given up
+ * meanwhile: sent after its caller was answered, it would still count (a
+ * debit after a "degraded" answer, a reservation nobody holds) and sit
+ * outside the guard's count of what is abandoned. Not sent, it is answered
+ * for good here (its late answer counts it off).
+ */
+function sendUnlessGivenUp<Reply>(
+  operation: { readonly isSettled: boolean },
+  work: () => Promise<Reply>,
+): Promise<Reply> {
+  if (operation.isSettled) return Promise.reject(new Error('not sent: given up before the connection was ready'));
+  return work();
+}
+
 /** A reply read: its value, or, when `read` throws (a reply this code cannot read), a failure like any. */
 function outcomeOf<Reply, T>(read: (reply: Reply) => T, reply: Reply): Guarded<T> {
   try {
@@ -164,6 +179,7 @@ class InFlightList {
  * Redis cannot decide"): the request did happen, so counting it is right for
  * fail-open and only stricter for fail-closed. What is bounded is how many
  * may pile up: past `maxAbandoned`, the connection is reset and they are dropped.
+ * Work still waiting for its connection at its deadline is not sent at all.
  */
 export class DeadlineGuard {
   readonly #connection: GuardedConnection;
@@ -249,7 +265,7 @@ export class DeadlineGuard {
       const list = this.#track(operation, budgetMs, deadline);
       let attempt: Promise<Reply>;
       try {
-        attempt = connection.isReady() ? work() : connection.whenReady().then(work);
+        attempt = connection.isReady() ? work() : connection.whenReady().then(() => sendUnlessGivenUp(operation, work));
       } catch (error) {
         attempt = Promise.reject(error);
       }
