@@ -27,7 +27,12 @@ end
 -- This region's share of one limit, as its own store sees it: its initial
 -- split, less what it gave, plus what it has seen given to it. Its own gifts
 -- are always current here and another's arrive late, so each region's view is
--- at most its true share, and the views sum to at most the limit. Never
+-- at most its true share, and the views sum to at most the limit. A return
+-- (another's `back:<me>`) counts only up to what this region's own record
+-- still says it gave that region: its record expired (its split back whole),
+-- the return of a gift no record holds is no share (the returner still
+-- subtracts it, but a share below zero takes no admission from anyone).
+-- Never
 -- above the limit itself (a limit lowered while gifts are out): the ring
 -- holds `limit` events, and a share above it would let a check overwrite
 -- events still in the window.
@@ -38,10 +43,11 @@ local function rg_share(grants, names, me, base, limit, now, window_us)
   for s = 1, #names do
     if s ~= me then
       local mine = redis.call('HMGET', grants[me], 'to:' .. names[s], 'back:' .. names[s])
-      share = share - (tonumber(mine[1]) or 0) - (tonumber(mine[2]) or 0)
+      local gave = tonumber(mine[1]) or 0
+      share = share - gave - (tonumber(mine[2]) or 0)
       local theirs = redis.call('HMGET', grants[s], 'to:' .. names[me], 'back:' .. names[me], 'until')
       if (tonumber(theirs[3]) or 0) > now + window_us + RG_CLOCK_MARGIN_US then
-        share = share + (tonumber(theirs[1]) or 0) + (tonumber(theirs[2]) or 0)
+        share = share + (tonumber(theirs[1]) or 0) + math.min(tonumber(theirs[2]) or 0, gave)
       end
     end
   end
@@ -51,9 +57,8 @@ end
 -- What this region may give back to region `s` of what `s` gave it: `s`'s
 -- `to:<me>` as long as it counts here, less what was given back already
 -- (`back:<s>`). Given back, it is counted by `s` only while this record
--- lives, and `s`'s own record keeps its gift counted against it: if that
--- record expires first, `s` has its split back and this region still holds
--- the return against its own (never above the sum of the splits).
+-- lives, and only up to the gift `s`'s own record still holds (rg_share): if
+-- that record expires first, `s` has its split back and no return.
 local function rg_returnable(grants, names, me, s, now, window_us)
   local theirs = redis.call('HMGET', grants[s], 'to:' .. names[me], 'until')
   if (tonumber(theirs[2]) or 0) <= now + window_us + RG_CLOCK_MARGIN_US then return 0 end

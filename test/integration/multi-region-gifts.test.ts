@@ -116,6 +116,31 @@ describe('Multi-region shares: gifts and the limit', () => {
     assert.deepEqual(await redis.hmget(grantsKey(counter, 'eu'), 'back:ap'), ['3']);
   });
 
+  it("counts a return only while its receiver's own record keeps the gift it returns (three regions: a record expiring first frees nothing twice)", async () => {
+    // Prepare: us gave eu its 3; us asks for 6, and eu gives back those 3 and 3 of its own (eu's share now 0)
+    const { name, policies, settings, limiter, gaveEu } = setup();
+    await gaveEu('us', 3);
+    const us = limiter('us');
+    for (let i = 0; i < 6; i++) assert.equal((await us.check({ policy: name, key: 'k' })).allowed, false);
+    const report = await rebalance({ redis, regions: settings('eu'), policies, scripts: productionRegionScripts() });
+    assert.equal(report.given, 6);
+    // us's record expires (it wrote nothing for 4 windows) while eu's lives on: us has its split back
+    const catalogue = compilePolicies({
+      [name]: { strategy: 'slidingWindow', limit: LIMIT, window: '1 h', regions: 'shares', failureMode: 'closed' },
+    });
+    await redis.del(grantsKey(counterKey(catalogue.get(name) ?? assert.fail(name), 'k'), 'us'));
+
+    // Act: every region takes what it can
+    let admitted = 0;
+    for (const region of REGIONS) {
+      const regional = limiter(region);
+      for (let i = 0; i < LIMIT; i++) if ((await regional.check({ policy: name, key: 'k' })).allowed) admitted++;
+    }
+
+    // Assess: the return of a gift no record holds any more is not share (it was counted as us's split and the return)
+    assert.equal(admitted, LIMIT);
+  });
+
   it('admits at most the limit in a window when the gifts it sees sum above it', async () => {
     // Prepare: us's record says it gave eu 50, above the limit (a limit lowered since)
     const { name, limiter, gaveEu } = setup();
