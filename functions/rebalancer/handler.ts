@@ -38,7 +38,9 @@ export async function handler(_event: unknown, context?: Pick<Context, 'getRemai
   // the last pass's: the members it skipped, and the backlog as the run ends (each pass counts what is still ahead)
   const last = reports.at(-1);
   const [skipped, deferred] = [last?.skipped ?? 0, last?.deferred ?? 0];
-  const run = { passes: reports.length, given, skippedReads, skipped, deferred };
+  // gives Redis refused, summed over the passes (each failed limit is read again next sweep)
+  const failed = reports.reduce((sum, r) => sum + r.failed, 0);
+  const run = { passes: reports.length, given, skippedReads, skipped, deferred, failed };
   logger.info('rebalance run', { region: regions.region, ...run });
   return run;
 }

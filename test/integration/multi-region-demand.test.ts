@@ -13,7 +13,13 @@ import { after, before, describe, it } from 'node:test';
 import { setTimeout } from 'node:timers/promises';
 import { compilePolicies, type RedisClient, staticPolicies } from '@platform/rate-limit';
 import { counterKey } from '@platform/rate-limit/policy';
-import { createRegionalLimiter, grantsKey, productionRegionScripts, rebalance } from '@platform/rate-limit/regions';
+import {
+  createRegionalLimiter,
+  grantsKey,
+  productionRegionScripts,
+  rebalance,
+  ringKey,
+} from '@platform/rate-limit/regions';
 import { connected, targets, unique } from '../support/targets.ts';
 
 /** A limit split over two regions of one store, us's refusals, and eu's pass over them. */
@@ -38,7 +44,11 @@ function setup(redis: RedisClient) {
       scripts: productionRegionScripts(),
       ...(maxLimits === undefined ? {} : { maxLimits }),
     });
-  return { name, us: limiter(us), pass };
+  return { name, eu, us: limiter(us), pass, counter: (key: string) => counterKey(policyOf(policies, name), key) };
+}
+
+function policyOf(policies: ReturnType<typeof staticPolicies>, name: string) {
+  return policies.resolve(name) ?? assert.fail(name);
 }
 
 describe('Multi-region shares: demand read in turn', () => {
@@ -84,6 +94,26 @@ describe('Multi-region shares: demand read in turn', () => {
 
     // Assess: its place in the set is its first refusal's, so the pages reach it
     assert.equal(answered, true, "'again' was never given share");
+  });
+
+  it('answers the rest of a page when one limit cannot be given to, and reads on from the page next pass', async () => {
+    // Prepare: three keys refused in us, a ms apart; eu's state of the second is unreadable (another type)
+    const { name, eu, us, pass, counter } = setup(redis);
+    for (const key of ['a', 'b', 'c']) {
+      assert.equal((await us.check({ policy: name, key })).allowed, false);
+      await setTimeout(2);
+    }
+    await redis.rpush(ringKey(counter('b'), eu), 'not a ring');
+
+    // Act: passes of two limits each
+    const first = await pass(2);
+    const second = await pass(2);
+
+    // Assess: a's share given despite b's failure (counted), and c read by the next pass, not skipped
+    assert.deepEqual([first.given, first.failed], [1, 1]);
+    assert.deepEqual([second.given, second.failed], [1, 0]);
+    assert.equal((await us.check({ policy: name, key: 'a' })).allowed, true);
+    assert.equal((await us.check({ policy: name, key: 'c' })).allowed, true);
   });
 
   it('reports the demand a pass leaves past its bound, until a pass reaches the end of the set', async () => {

@@ -40,6 +40,12 @@ export interface RebalanceReport {
    * with one ZCOUNT.
    */
   readonly deferred: number;
+  /**
+   * Limits whose give failed (Redis refused the script: state of another
+   * type, a node failing over). The pass goes on with the others; a failed
+   * one is read again next sweep.
+   */
+  readonly failed: number;
 }
 
 export async function rebalance(options: RebalanceOptions): Promise<RebalanceReport> {
@@ -51,6 +57,7 @@ export async function rebalance(options: RebalanceOptions): Promise<RebalanceRep
   let given = 0;
   let skipped = 0;
   let deferred = 0;
+  let failed = 0;
   for (const other of regions) {
     if (other === region) continue;
     const page = await readDemand(redis, other, region, since, options.maxLimits ?? 1000);
@@ -66,17 +73,25 @@ export async function rebalance(options: RebalanceOptions): Promise<RebalanceRep
       const keys = [ringKey(counter, region), ...regions.map((r) => grantsKey(counter, r))];
       const args = [String(me), String(regions.length), ...regions, String(policy.limit), String(policy.windowUs)];
       args.push(String(initialShare(policy.limit, regions, region)), ...(options.timeArgs?.() ?? []));
-      const reply = (await runScript(redis, scripts.regions_give, keys, args)) as number[];
+      try {
+        const reply = (await runScript(redis, scripts.regions_give, keys, args)) as number[];
+        given += Number(reply[2]);
+      } catch {
+        // one limit's failure must not cost the rest of the page their share (nor the pass its report)
+        failed++;
+      }
       limits++;
-      given += Number(reply[2]);
     }
+    // moved only once the page was answered: a pass that dies midway (a timeout) reads the page again
+    await page.advance();
   }
-  return { limits, given, skipped, deferred };
+  return { limits, given, skipped, deferred, failed };
 }
 
 /**
- * One page of `other`'s demand set and how many members are left past it,
- * from where the last pass stopped (a key of this region's, so a Lambda's
+ * One page of `other`'s demand set, how many members are left past it, and
+ * the cursor's move past it (made once the page is answered), from where the
+ * last pass stopped (a key of this region's, so a Lambda's
  * cold start does not lose it), oldest first; back to the oldest once a page
  * reaches the end. Answered members stay in the set (it is `other`'s,
  * replicated whole: this region may not remove them), so reading the oldest
@@ -92,7 +107,7 @@ async function readDemand(
   region: string,
   since: number,
   page: number,
-): Promise<{ members: string[]; deferred: number }> {
+): Promise<{ members: string[]; deferred: number; advance: () => Promise<unknown> }> {
   const cursor = demandCursorKey(other, region);
   const [savedScore, savedRead] = ((await redis.get(cursor)) ?? '').split(' ').map(Number);
   // none, unreadable, or older than the set's keep (its members have left): from the oldest
@@ -101,16 +116,15 @@ async function readDemand(
   const skip = resume ? (savedRead as number) : 0;
   const reply = await redis.zrangebyscore(demandKey(other), String(from), '+inf', 'WITHSCORES', 'LIMIT', skip, page);
   const members = reply.filter((_, i) => i % 2 === 0);
-  if (members.length < page) {
-    await redis.del(cursor);
-    return { members, deferred: 0 };
-  }
+  if (members.length < page) return { members, deferred: 0, advance: () => redis.del(cursor) };
   const last = Number(reply[reply.length - 1]);
   const atLast = reply.filter((value, i) => i % 2 === 1 && Number(value) === last).length;
   const read = (last === from ? skip : 0) + atLast;
-  // the page ran from the `skip`th member at `from`: the rest of the set waits (one added meanwhile too); counted
-  // before the cursor moves, so a count that fails fails the pass with the page still unread, not skipped
+  // the page ran from the `skip`th member at `from`: the rest of the set waits (one added meanwhile too)
   const left = (await redis.zcount(demandKey(other), String(from), '+inf')) - skip - members.length;
-  await redis.set(cursor, `${last} ${read}`, 'PX', DEMAND_KEEP_MS);
-  return { members, deferred: Math.max(0, left) };
+  return {
+    members,
+    deferred: Math.max(0, left),
+    advance: () => redis.set(cursor, `${last} ${read}`, 'PX', DEMAND_KEEP_MS),
+  };
 }
