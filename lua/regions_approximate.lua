@@ -43,8 +43,9 @@ for i = 1, limits do
   if own + others + cost > limit then
     remaining = math.max(0, limit - own - others)
     local need = own + others + cost - limit
-    -- exact when this region's own events free the room; else the earliest
-    -- time any event leaves (a retry before it surely fails)
+    -- when this region's own events can free the room: the time they have
+    -- (an upper bound: the others' events leaving sooner may free it first);
+    -- else the earliest time any event leaves (a retry before it surely fails)
     retry_us = need <= own and rg_leaves_in(r, need) or math.min(soonest or window_us, own > 0 and rg_leaves_in(r, 1) or window_us)
     if retry_us > longest then binding, longest = i, retry_us end
     allowed = false
