@@ -4,7 +4,7 @@
  * demand set, replicated here), give that region share this region left
  * unused in the current window (lua/regions_give.lua). A region only ever
  * lowers its own share; the receiver raises its own when the grant's counter
- * reaches it — a partition only delays grants.
+ * reaches it — a partition delays grants (and can strand one: docs/multi-region.md).
  */
 import type { PolicyResolver } from '../core/limiter.ts';
 import { type RedisClient, runScript } from '../redis/run-script.ts';
