@@ -38,9 +38,18 @@ export async function handler(_event: unknown, context?: Pick<Context, 'getRemai
   // the last pass's: the members it skipped, and the backlog as the run ends (each pass counts what is still ahead)
   const last = reports.at(-1);
   const [skipped, deferred] = [last?.skipped ?? 0, last?.deferred ?? 0];
-  // gives Redis refused, summed over the passes (each failed limit is read again next sweep)
-  const failed = reports.reduce((sum, r) => sum + r.failed, 0);
-  const run = { passes: reports.length, given, skippedReads, skipped, deferred, failed };
+  // gives Redis refused for a limit's own state, summed over the passes like skippedReads (read again next sweep)
+  const failedReads = reports.reduce((sum, r) => sum + r.failed, 0);
+  const failure = reports.find((r) => r.failure !== undefined)?.failure;
+  const run = {
+    passes: reports.length,
+    given,
+    skippedReads,
+    skipped,
+    deferred,
+    failedReads,
+    ...(failure === undefined ? {} : { failure }),
+  };
   logger.info('rebalance run', { region: regions.region, ...run });
   return run;
 }

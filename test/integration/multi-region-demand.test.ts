@@ -36,12 +36,12 @@ function setup(redis: RedisClient) {
   const settings = (region: string) => ({ region, homeRegion: eu, regions: [eu, us] });
   const limiter = (region: string) =>
     createRegionalLimiter({ redis, regionalRedis: redis, regions: settings(region), policies });
-  const pass = (maxLimits?: number) =>
+  const pass = (maxLimits?: number, scripts = productionRegionScripts()) =>
     rebalance({
       redis,
       regions: settings(eu),
       policies,
-      scripts: productionRegionScripts(),
+      scripts,
       ...(maxLimits === undefined ? {} : { maxLimits }),
     });
   return { name, eu, us: limiter(us), pass, counter: (key: string) => counterKey(policyOf(policies, name), key) };
@@ -111,9 +111,30 @@ describe('Multi-region shares: demand read in turn', () => {
 
     // Assess: a's share given despite b's failure (counted), and c read by the next pass, not skipped
     assert.deepEqual([first.given, first.failed], [1, 1]);
+    assert.match(first.failure ?? '', /^WRONGTYPE/);
     assert.deepEqual([second.given, second.failed], [1, 0]);
     assert.equal((await us.check({ policy: name, key: 'a' })).allowed, true);
     assert.equal((await us.check({ policy: name, key: 'c' })).allowed, true);
+  });
+
+  it('fails the pass on anything but a refusal of one limit, and reads the same page again next pass', async () => {
+    // Prepare: two keys refused in us; a pass whose give cannot even be sent (a bug, not a limit's state)
+    const { name, us, pass } = setup(redis);
+    for (const key of ['a', 'b']) {
+      assert.equal((await us.check({ policy: name, key })).allowed, false);
+      await setTimeout(2);
+    }
+    const broken = { ...productionRegionScripts(), regions_give: undefined } as unknown as ReturnType<
+      typeof productionRegionScripts
+    >;
+
+    // Act
+    await assert.rejects(pass(1, broken), TypeError);
+    const next = await pass(1);
+
+    // Assess: the page the failed pass read is answered by the next (its cursor did not move past it)
+    assert.equal(next.given, 1);
+    assert.equal((await us.check({ policy: name, key: 'a' })).allowed, true);
   });
 
   it('reports the demand a pass leaves past its bound, until a pass reaches the end of the set', async () => {

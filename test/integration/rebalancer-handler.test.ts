@@ -67,7 +67,7 @@ describe('The rebalancer Lambda handler', () => {
     const report = await handler({}, { getRemainingTimeInMillis: () => 0 });
 
     // Assess: one pass; 1000 members skipped, 3 left for the next pass, in the return and the log line
-    const run = { passes: 1, given: 0, skippedReads: 1000, skipped: 1000, deferred: 3, failed: 0 };
+    const run = { passes: 1, given: 0, skippedReads: 1000, skipped: 1000, deferred: 3, failedReads: 0 };
     assert.deepEqual(report, run);
     assert.deepEqual(lines, [['rebalance run', { region: eu, ...run }]]);
   });
@@ -84,7 +84,7 @@ describe('The rebalancer Lambda handler', () => {
     const report = await handler({}, { getRemainingTimeInMillis: () => 2_900 });
 
     // Assess: two passes read the 3 members each: 6 reads skipped, 3 members
-    const run = { passes: 2, given: 0, skippedReads: 6, skipped: 3, deferred: 0, failed: 0 };
+    const run = { passes: 2, given: 0, skippedReads: 6, skipped: 3, deferred: 0, failedReads: 0 };
     assert.deepEqual(report, run);
     assert.deepEqual(lines, [['rebalance run', { region: eu, ...run }]]);
   });

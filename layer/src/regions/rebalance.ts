@@ -7,6 +7,7 @@
  * reaches it — a partition delays grants (and can strand one: docs/multi-region.md).
  */
 import type { PolicyResolver } from '../core/limiter.ts';
+import { classify } from '../redis/deadline.ts';
 import { type RedisClient, runScript } from '../redis/run-script.ts';
 import { demandCursorKey, demandKey, grantsKey, ringKey } from './keys.ts';
 import { DEMAND_KEEP_MS, initialShare } from './regional-checks.ts';
@@ -41,11 +42,14 @@ export interface RebalanceReport {
    */
   readonly deferred: number;
   /**
-   * Limits whose give failed (Redis refused the script: state of another
-   * type, a node failing over). The pass goes on with the others; a failed
-   * one is read again next sweep.
+   * Limits whose give Redis refused for their own state (a key of another
+   * type, a script error): the pass goes on with the others, and a failed one
+   * is read again next sweep. A node's trouble (down, failing over) fails the
+   * pass instead, its page read again by the next.
    */
   readonly failed: number;
+  /** The first such refusal's message (Redis' words: a command and a script, no key). */
+  readonly failure?: string;
 }
 
 export async function rebalance(options: RebalanceOptions): Promise<RebalanceReport> {
@@ -58,6 +62,7 @@ export async function rebalance(options: RebalanceOptions): Promise<RebalanceRep
   let skipped = 0;
   let deferred = 0;
   let failed = 0;
+  let failure: string | undefined;
   for (const other of regions) {
     if (other === region) continue;
     const page = await readDemand(redis, other, region, since, options.maxLimits ?? 1000);
@@ -76,16 +81,28 @@ export async function rebalance(options: RebalanceOptions): Promise<RebalanceRep
       try {
         const reply = (await runScript(redis, scripts.regions_give, keys, args)) as number[];
         given += Number(reply[2]);
-      } catch {
-        // one limit's failure must not cost the rest of the page their share (nor the pass its report)
+      } catch (error) {
+        // a refusal of this limit's script (its state of another type) must not cost the rest of the page their
+        // share; anything else (a node down or failing over, a bug here) fails the pass, the page still unread
+        if (!refusedForThisLimit(error)) throw error;
         failed++;
+        failure ??= error.message;
       }
       limits++;
     }
     // moved only once the page was answered: a pass that dies midway (a timeout) reads the page again
     await page.advance();
   }
-  return { limits, given, skipped, deferred, failed };
+  return { limits, given, skipped, deferred, failed, ...(failure === undefined ? {} : { failure }) };
+}
+
+/**
+ * Redis refused one limit's give for that limit's own state (a key of another
+ * type, a script error): a ReplyError the deadline guard would call
+ * `redis-error`, not a node's trouble (LOADING, CLUSTERDOWN, TRYAGAIN …).
+ */
+function refusedForThisLimit(error: unknown): error is Error {
+  return error instanceof Error && error.name === 'ReplyError' && classify(error) === 'redis-error';
 }
 
 /**
