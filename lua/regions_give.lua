@@ -38,10 +38,13 @@ local own_left = rg_own_left(grants, names, me, base)
 local demand, asked = {}, 0
 for s = 1, regions do
   if s ~= me then
-    local refused = tonumber(redis.call('HGET', grants[s], 'refused')) or 0
-    local seen = tonumber(redis.call('HGET', grants[me], 'seen:' .. names[s])) or 0
+    local theirs = redis.call('HMGET', grants[s], 'refused', 'born')
+    local refused = tonumber(theirs[1]) or 0
+    local answered = redis.call('HMGET', grants[me], 'seen:' .. names[s], 'seen-born:' .. names[s])
+    -- what was answered of a record since expired and begun again is no part of its new count
+    local seen = (answered[2] or '') == (theirs[2] or '') and (tonumber(answered[1]) or 0) or 0
     if refused > seen then
-      demand[s] = { refused = refused, wants = refused - seen }
+      demand[s] = { refused = refused, born = theirs[2], wants = refused - seen }
       asked = asked + refused - seen
     end
   end
@@ -90,6 +93,7 @@ for s = 1, regions do
   if demand[s] then
     -- demand answered (or not answerable now): only new refusals ask again
     redis.call('HSET', grants[me], 'seen:' .. names[s], demand[s].refused)
+    if demand[s].born then redis.call('HSET', grants[me], 'seen-born:' .. names[s], demand[s].born) end
     rg_touch(grants[me], now, window_us)
   end
 end

@@ -7,6 +7,10 @@
 --   back:<region> share given back to that region of what it gave, in total (monotone)
 --   refused      cost refused here, in total (monotone): the demand it reports
 --   seen:<region> the other region's `refused` this region has answered
+--   seen-born:<region> that region's `born` when it was answered
+--   born         µs (its writer's clock) of the hash's first write: a hash
+--                expired and begun again counts `refused` from 0, so its
+--                demand is answered afresh, not against the old `seen:`
 --   until        µs (its writer's clock) before which the hash is kept: every
 --                write moves it to 4 windows on, and the key expires then
 -- A region counts another's gift only while that hash will outlive, by a
@@ -20,7 +24,11 @@ local RG_CLOCK_MARGIN_US = 1000000 -- regions' clocks agree to better than 1 s
 -- Keeps this region's grants hash 4 windows more (every write calls it).
 local function rg_touch(grants, now, window_us)
   local keep_us = 4 * window_us + RG_CLOCK_MARGIN_US
-  redis.call('HSET', grants, 'until', now + keep_us)
+  if redis.call('HEXISTS', grants, 'born') == 0 then
+    redis.call('HSET', grants, 'born', now, 'until', now + keep_us)
+  else
+    redis.call('HSET', grants, 'until', now + keep_us)
+  end
   redis.call('PEXPIRE', grants, (key_ttl_extra_ms + math.ceil(keep_us / 1000)))
 end
 

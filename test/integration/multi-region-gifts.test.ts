@@ -13,7 +13,13 @@ import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { compilePolicies, MisconfiguredCheckError, type RedisClient, staticPolicies } from '@platform/rate-limit';
 import { counterKey } from '@platform/rate-limit/policy';
-import { createRegionalLimiter, grantsKey, productionRegionScripts, rebalance } from '@platform/rate-limit/regions';
+import {
+  createRegionalLimiter,
+  grantsKey,
+  productionRegionScripts,
+  rebalance,
+  ringKey,
+} from '@platform/rate-limit/regions';
 import { connected, targets, unique } from '../support/targets.ts';
 
 const REGIONS = ['eu', 'us', 'ap'] as const;
@@ -139,6 +145,31 @@ describe('Multi-region shares: gifts and the limit', () => {
 
     // Assess: the return of a gift no record holds any more is not share (it was counted as us's split and the return)
     assert.equal(admitted, LIMIT);
+  });
+
+  it("answers a region's refusals after its record expired and began again (its demand counted afresh, not against the old)", async () => {
+    // Prepare: us refuses 2 past its split of 3, and eu answers them (eu has 1 unused left)
+    const { name, policies, settings, limiter } = setup();
+    const us = limiter('us');
+    for (let i = 0; i < 5; i++) await us.check({ policy: name, key: 'k' });
+    const pass = () => rebalance({ redis, regions: settings('eu'), policies, scripts: productionRegionScripts() });
+    assert.equal((await pass()).given, 2);
+    // us writes nothing for 4 windows: its record and its events are gone (eu's record lives on)
+    const catalogue = compilePolicies({
+      [name]: { strategy: 'slidingWindow', limit: LIMIT, window: '1 h', regions: 'shares', failureMode: 'closed' },
+    });
+    const counter = counterKey(catalogue.get(name) ?? assert.fail(name), 'k');
+    await redis.del(grantsKey(counter, 'us'), ringKey(counter, 'us'));
+    // us refuses 1 past its split and eu's gift (its new `refused`, 1, is below the 2 eu answered before)
+    const again = [];
+    for (let i = 0; i < 6; i++) again.push((await us.check({ policy: name, key: 'k' })).allowed);
+    assert.equal(again.filter((allowed) => !allowed).length, 1);
+
+    // Act
+    const report = await pass();
+
+    // Assess: eu's last unused unit goes to us
+    assert.equal(report.given, 1);
   });
 
   it('admits at most the limit in a window when the gifts it sees sum above it', async () => {
