@@ -46,12 +46,14 @@ describe('Multi-region shares: gifts and the limit', () => {
       const untilUs = (Number(seconds) + 10 * 3600) * 1_000_000;
       await redis.hset(grantsKey(counter, from), 'to:eu', String(units), 'until', String(untilUs));
     };
-    return { name, policies, settings, limiter, gaveEu };
+    /** eu's rebalancer's pass. */
+    const euPass = () => rebalance({ redis, regions: settings('eu'), policies, scripts: productionRegionScripts() });
+    return { name, policies, settings, counter, limiter, gaveEu, euPass };
   };
 
   it('gives only out of its own split or back to its giver, never share a third region gave it', async () => {
     // Prepare: splits of 3; ap gave eu its 3, so eu holds 6 unused; us (which gave nothing) asks for 6
-    const { name, policies, settings, limiter, gaveEu } = setup();
+    const { name, limiter, gaveEu, euPass } = setup();
     await gaveEu('ap', 3);
     const us = limiter('us');
     const decisions = [];
@@ -59,7 +61,7 @@ describe('Multi-region shares: gifts and the limit', () => {
     assert.equal(decisions.filter((d) => !d.allowed).length, 6, 'us refused past its split of 3');
 
     // Act: eu's rebalancer answers the demand
-    const report = await rebalance({ redis, regions: settings('eu'), policies, scripts: productionRegionScripts() });
+    const report = await euPass();
 
     // Assess: eu gave its own 3, not ap's (which lives only as long as ap's record)
     assert.equal(report.given, 3);
@@ -67,13 +69,13 @@ describe('Multi-region shares: gifts and the limit', () => {
 
   it('gives back to a region what it gave, beyond its own split', async () => {
     // Prepare: us gave eu 3; us asks for 6
-    const { name, policies, settings, limiter, gaveEu } = setup();
+    const { name, limiter, gaveEu, euPass } = setup();
     await gaveEu('us', 3);
     const us = limiter('us');
     for (let i = 0; i < 6; i++) assert.equal((await us.check({ policy: name, key: 'k' })).allowed, false);
 
     // Act
-    const report = await rebalance({ redis, regions: settings('eu'), policies, scripts: productionRegionScripts() });
+    const report = await euPass();
 
     // Assess: us's 3 back, and 3 of eu's own
     assert.equal(report.given, 6);
@@ -81,20 +83,16 @@ describe('Multi-region shares: gifts and the limit', () => {
 
   it('splits what it has unused between two regions asking at once, in proportion: the first listed does not take it all', async () => {
     // Prepare: splits of 3; us asks for 6, ap for 3 (listed after us)
-    const { name, policies, settings, limiter } = setup();
+    const { name, counter, limiter, euPass } = setup();
     const us = limiter('us');
     const ap = limiter('ap');
     for (let i = 0; i < 9; i++) await us.check({ policy: name, key: 'k' });
     for (let i = 0; i < 6; i++) await ap.check({ policy: name, key: 'k' });
 
     // Act: eu has its 3 unused
-    const report = await rebalance({ redis, regions: settings('eu'), policies, scripts: productionRegionScripts() });
+    const report = await euPass();
 
     // Assess: 2 to us and 1 to ap (6 : 3 of 3), none past eu's split
-    const catalogue = compilePolicies({
-      [name]: { strategy: 'slidingWindow', limit: LIMIT, window: '1 h', regions: 'shares', failureMode: 'closed' },
-    });
-    const counter = counterKey(catalogue.get(name) ?? assert.fail(name), 'k');
     const gifts = await redis.hmget(grantsKey(counter, 'eu'), 'to:us', 'to:ap');
     assert.equal(report.given, 3);
     assert.deepEqual(gifts, ['2', '1']);
@@ -102,12 +100,8 @@ describe('Multi-region shares: gifts and the limit', () => {
 
   it('gives a region the part another asking region could not take', async () => {
     // Prepare: eu gave its whole split of 3 to us before; ap gave eu 3 and asks for them back; us asks again
-    const { name, policies, settings, limiter, gaveEu } = setup();
+    const { name, counter, limiter, gaveEu, euPass } = setup();
     await gaveEu('ap', 3);
-    const catalogue = compilePolicies({
-      [name]: { strategy: 'slidingWindow', limit: LIMIT, window: '1 h', regions: 'shares', failureMode: 'closed' },
-    });
-    const counter = counterKey(catalogue.get(name) ?? assert.fail(name), 'k');
     await redis.hset(grantsKey(counter, 'eu'), 'to:us', '3');
     const us = limiter('us');
     const ap = limiter('ap');
@@ -115,7 +109,7 @@ describe('Multi-region shares: gifts and the limit', () => {
     for (let i = 0; i < 3; i++) await ap.check({ policy: name, key: 'k' });
 
     // Act: eu holds 3 unused (its 3 given, ap's 3 received); only ap can be given any (back what it gave)
-    const report = await rebalance({ redis, regions: settings('eu'), policies, scripts: productionRegionScripts() });
+    const report = await euPass();
 
     // Assess: ap gets back all 3, though us, listed first and asking more, was offered a part
     assert.equal(report.given, 3);
@@ -124,17 +118,14 @@ describe('Multi-region shares: gifts and the limit', () => {
 
   it("counts a return only while its receiver's own record keeps the gift it returns (three regions: a record expiring first frees nothing twice)", async () => {
     // Prepare: us gave eu its 3; us asks for 6, and eu gives back those 3 and 3 of its own (eu's share now 0)
-    const { name, policies, settings, limiter, gaveEu } = setup();
+    const { name, counter, limiter, gaveEu, euPass } = setup();
     await gaveEu('us', 3);
     const us = limiter('us');
     for (let i = 0; i < 6; i++) assert.equal((await us.check({ policy: name, key: 'k' })).allowed, false);
-    const report = await rebalance({ redis, regions: settings('eu'), policies, scripts: productionRegionScripts() });
+    const report = await euPass();
     assert.equal(report.given, 6);
     // us's record expires (it wrote nothing for 4 windows) while eu's lives on: us has its split back
-    const catalogue = compilePolicies({
-      [name]: { strategy: 'slidingWindow', limit: LIMIT, window: '1 h', regions: 'shares', failureMode: 'closed' },
-    });
-    await redis.del(grantsKey(counterKey(catalogue.get(name) ?? assert.fail(name), 'k'), 'us'));
+    await redis.del(grantsKey(counter, 'us'));
 
     // Act: every region takes what it can
     let admitted = 0;
@@ -149,16 +140,11 @@ describe('Multi-region shares: gifts and the limit', () => {
 
   it("answers a region's refusals after its record expired and began again (its demand counted afresh, not against the old)", async () => {
     // Prepare: us refuses 2 past its split of 3, and eu answers them (eu has 1 unused left)
-    const { name, policies, settings, limiter } = setup();
+    const { name, counter, limiter, euPass } = setup();
     const us = limiter('us');
     for (let i = 0; i < 5; i++) await us.check({ policy: name, key: 'k' });
-    const pass = () => rebalance({ redis, regions: settings('eu'), policies, scripts: productionRegionScripts() });
-    assert.equal((await pass()).given, 2);
+    assert.equal((await euPass()).given, 2);
     // us writes nothing for 4 windows: its record and its events are gone (eu's record lives on)
-    const catalogue = compilePolicies({
-      [name]: { strategy: 'slidingWindow', limit: LIMIT, window: '1 h', regions: 'shares', failureMode: 'closed' },
-    });
-    const counter = counterKey(catalogue.get(name) ?? assert.fail(name), 'k');
     await redis.del(grantsKey(counter, 'us'), ringKey(counter, 'us'));
     // us refuses 1 past its split and eu's gift (its new `refused`, 1, is below the 2 eu answered before)
     const again = [];
@@ -166,7 +152,7 @@ describe('Multi-region shares: gifts and the limit', () => {
     assert.equal(again.filter((allowed) => !allowed).length, 1);
 
     // Act
-    const report = await pass();
+    const report = await euPass();
 
     // Assess: eu's last unused unit goes to us
     assert.equal(report.given, 1);
