@@ -93,7 +93,12 @@ for s = 1, regions do
   if demand[s] then
     -- demand answered (or not answerable now): only new refusals ask again
     redis.call('HSET', grants[me], 'seen:' .. names[s], demand[s].refused)
-    if demand[s].born then redis.call('HSET', grants[me], 'seen-born:' .. names[s], demand[s].born) end
+    -- a record without `born` (written before it was kept) is answered as one: no stale mark compared against it
+    if demand[s].born then
+      redis.call('HSET', grants[me], 'seen-born:' .. names[s], demand[s].born)
+    else
+      redis.call('HDEL', grants[me], 'seen-born:' .. names[s])
+    end
     rg_touch(grants[me], now, window_us)
   end
 end

@@ -6,7 +6,12 @@
  * shortly before the next run starts. It writes only this region's store.
  */
 import { readSettings } from '@platform/rate-limit/config';
-import { productionRegionScripts, type RebalanceReport, rebalance } from '@platform/rate-limit/regions';
+import {
+  productionRegionScripts,
+  RebalanceFailed,
+  type RebalanceReport,
+  rebalance,
+} from '@platform/rate-limit/regions';
 import type { Context } from 'aws-lambda';
 import { platform } from '../shared/platform.ts';
 import { readRebalancerSettings } from './settings.ts';
@@ -25,9 +30,19 @@ export async function handler(_event: unknown, context?: Pick<Context, 'getRemai
   const regions = readSettings().regions;
   const end = Date.now() + Math.min(SCHEDULE_MS, context?.getRemainingTimeInMillis() ?? SCHEDULE_MS) - periodMs;
   const reports: RebalanceReport[] = [];
+  let failedPasses = 0;
+  let failure: RebalanceFailed | undefined;
   for (;;) {
     const started = Date.now();
-    reports.push(await rebalance({ redis, regions, policies, scripts: productionRegionScripts() }));
+    try {
+      reports.push(await rebalance({ redis, regions, policies, scripts: productionRegionScripts() }));
+    } catch (error) {
+      // the run goes on (the next pass reads the failed one's page again) and still logs its line; it fails at
+      // its end, so the function's error alarm sees it (RebalanceFailed carries the message alone: no key)
+      failedPasses++;
+      failure ??= error instanceof RebalanceFailed ? error : new RebalanceFailed(error);
+      logger.warn('rebalance pass failed', { region: regions.region, detail: failure.message });
+    }
     if (started + periodMs > end) break;
     await nextPass(started + periodMs - Date.now()); // the period is the design's, not a race being papered over
   }
@@ -40,16 +55,18 @@ export async function handler(_event: unknown, context?: Pick<Context, 'getRemai
   const [skipped, deferred] = [last?.skipped ?? 0, last?.deferred ?? 0];
   // gives Redis refused for a limit's own state, summed over the passes like skippedReads (read again next sweep)
   const failedReads = reports.reduce((sum, r) => sum + r.failed, 0);
-  const failure = reports.find((r) => r.failure !== undefined)?.failure;
+  const refusal = reports.find((r) => r.failure !== undefined)?.failure;
   const run = {
-    passes: reports.length,
+    passes: reports.length + failedPasses,
     given,
     skippedReads,
     skipped,
     deferred,
     failedReads,
-    ...(failure === undefined ? {} : { failure }),
+    ...(refusal === undefined ? {} : { failure: refusal }),
+    failedPasses,
   };
   logger.info('rebalance run', { region: regions.region, ...run });
+  if (failure) throw failure;
   return run;
 }

@@ -17,6 +17,7 @@ import {
   createRegionalLimiter,
   grantsKey,
   productionRegionScripts,
+  RebalanceFailed,
   rebalance,
   ringKey,
 } from '@platform/rate-limit/regions';
@@ -129,7 +130,7 @@ describe('Multi-region shares: demand read in turn', () => {
     >;
 
     // Act
-    await assert.rejects(pass(1, broken), TypeError);
+    await assert.rejects(pass(1, broken), RebalanceFailed);
     const next = await pass(1);
 
     // Assess: the page the failed pass read is answered by the next (its cursor did not move past it)

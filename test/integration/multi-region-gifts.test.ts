@@ -158,6 +158,25 @@ describe('Multi-region shares: gifts and the limit', () => {
     assert.equal(report.given, 1);
   });
 
+  it('answers a record written without its born time (a region still on the previous version) once, not every pass', async () => {
+    // Prepare: us refuses 1 past its split and eu answers it; then us's record expires and an older version writes
+    // it again, with 1 refusal and no `born`
+    const { name, counter, limiter, euPass } = setup();
+    const us = limiter('us');
+    for (let i = 0; i < 4; i++) await us.check({ policy: name, key: 'k' });
+    assert.equal((await euPass()).given, 1);
+    const [seconds] = await redis.time();
+    await redis.del(grantsKey(counter, 'us'), ringKey(counter, 'us'));
+    await redis.hset(grantsKey(counter, 'us'), 'refused', '1', 'until', String((Number(seconds) + 3600) * 1_000_000));
+
+    // Act: two passes, no refusal between them
+    const first = await euPass();
+    const second = await euPass();
+
+    // Assess: the record's refusal is answered once (eu still has 1 unused it would give again)
+    assert.deepEqual([first.given, second.given], [1, 0]);
+  });
+
   it('admits at most the limit in a window when the gifts it sees sum above it', async () => {
     // Prepare: us's record says it gave eu 50, above the limit (a limit lowered since)
     const { name, limiter, gaveEu } = setup();

@@ -49,12 +49,41 @@ function platformLoggingTo(redis: RedisClient): unknown[] {
   const lines: unknown[] = [];
   const logger = new Logger({ serviceName: 'rebalancer-test', logLevel: 'SILENT' });
   logger.info = (...entry: unknown[]) => void lines.push(entry);
+  logger.warn = (...entry: unknown[]) => void lines.push(['WARN', ...entry]);
   const policies = staticPolicies(compilePolicies({})) as unknown as PolicyStore;
   usePlatform(createPlatform({ logger, redis, policies, ready: Promise.resolve() }));
   return lines;
 }
 
 describe('The rebalancer Lambda handler', () => {
+  it('logs a failed pass and its run, and fails the run at its end with the message alone (no key)', async () => {
+    // Prepare: us's demand set is not a sorted set, so a pass cannot read it (Redis answers WRONGTYPE)
+    const [eu, us] = inTwoRegions();
+    await redis.set(demandKey(us), 'not a demand set');
+    const lines = platformLoggingTo(redis);
+
+    // Act
+    const run = handler({}, { getRemainingTimeInMillis: () => 0 });
+
+    // Assess: the run's line still written; the error thrown is the message, not ioredis's error with its command
+    await assert.rejects(run, (error: Error) => {
+      assert.equal(error.name, 'RebalanceFailed');
+      assert.match(error.message, /^WRONGTYPE/);
+      assert.deepEqual(Object.keys(error), ['name'], 'no command, no keys, on what the runtime logs');
+      return true;
+    });
+    const detail = (lines[0] as [string, string, { detail: string }])[2].detail;
+    assert.deepEqual(lines, [
+      ['WARN', 'rebalance pass failed', { region: eu, detail }],
+      [
+        'rebalance run',
+        { region: eu, passes: 1, given: 0, skippedReads: 0, skipped: 0, deferred: 0, failedReads: 0, failedPasses: 1 },
+      ],
+    ]);
+    assert.match(detail, /^WRONGTYPE/);
+    await redis.del(demandKey(us));
+  });
+
   it('logs the demand it skipped and the demand left past the bound of its pass', async () => {
     // Prepare: us's demand set holds 1003 members of a policy eu does not split (one pass reads 1000)
     const [eu, us] = inTwoRegions();
@@ -67,7 +96,15 @@ describe('The rebalancer Lambda handler', () => {
     const report = await handler({}, { getRemainingTimeInMillis: () => 0 });
 
     // Assess: one pass; 1000 members skipped, 3 left for the next pass, in the return and the log line
-    const run = { passes: 1, given: 0, skippedReads: 1000, skipped: 1000, deferred: 3, failedReads: 0 };
+    const run = {
+      passes: 1,
+      given: 0,
+      skippedReads: 1000,
+      skipped: 1000,
+      deferred: 3,
+      failedReads: 0,
+      failedPasses: 0,
+    };
     assert.deepEqual(report, run);
     assert.deepEqual(lines, [['rebalance run', { region: eu, ...run }]]);
   });
@@ -84,7 +121,7 @@ describe('The rebalancer Lambda handler', () => {
     const report = await handler({}, { getRemainingTimeInMillis: () => 2_900 });
 
     // Assess: two passes read the 3 members each: 6 reads skipped, 3 members
-    const run = { passes: 2, given: 0, skippedReads: 6, skipped: 3, deferred: 0, failedReads: 0 };
+    const run = { passes: 2, given: 0, skippedReads: 6, skipped: 3, deferred: 0, failedReads: 0, failedPasses: 0 };
     assert.deepEqual(report, run);
     assert.deepEqual(lines, [['rebalance run', { region: eu, ...run }]]);
   });

@@ -8,7 +8,7 @@ import type { RegionSettings } from './settings.ts';
 
 export { demandKey, grantsKey, ownKeySuffix, ringKey } from './keys.ts';
 export { DEFAULT_REGION_MODE, REGION_MODES, REGIONAL_STRATEGIES, type RegionMode } from './modes.ts';
-export { type RebalanceOptions, type RebalanceReport, rebalance } from './rebalance.ts';
+export { RebalanceFailed, type RebalanceOptions, type RebalanceReport, rebalance } from './rebalance.ts';
 export { initialShare, RegionalChecks, type RegionalLimit } from './regional-checks.ts';
 export { RegionalLimiter, type RegionalLimiterOptions } from './regional-limiter.ts';
 export { assembleRegionScripts, productionRegionScripts, type RegionScripts } from './scripts.ts';

@@ -7,7 +7,6 @@
  * reaches it — a partition delays grants (and can strand one: docs/multi-region.md).
  */
 import type { PolicyResolver } from '../core/limiter.ts';
-import { classify } from '../redis/deadline.ts';
 import { type RedisClient, runScript } from '../redis/run-script.ts';
 import { demandCursorKey, demandKey, grantsKey, ringKey } from './keys.ts';
 import { DEMAND_KEEP_MS, initialShare } from './regional-checks.ts';
@@ -42,17 +41,39 @@ export interface RebalanceReport {
    */
   readonly deferred: number;
   /**
-   * Limits whose give Redis refused for their own state (a key of another
-   * type, a script error): the pass goes on with the others, and a failed one
-   * is read again next sweep. A node's trouble (down, failing over) fails the
-   * pass instead, its page read again by the next.
+   * Limits whose give Redis answered with an error (a key of another type, a
+   * script error, a shard out of memory or loading): the pass goes on with
+   * the others, and a failed one is read again next sweep. The client failing
+   * to get an answer (the connection down, a failover) fails the pass instead
+   * (RebalanceFailed), its page read again by the next.
    */
   readonly failed: number;
-  /** The first such refusal's message (Redis' words: a command and a script, no key). */
+  /** The first such error's message (Redis' words: no key). */
   readonly failure?: string;
 }
 
+/**
+ * What a pass that could not go on throws: the failure's message alone (an
+ * ioredis error carries its command, whose keys name consumers: a log of the
+ * error would write them), with its stack.
+ */
+export class RebalanceFailed extends Error {
+  constructor(cause: unknown) {
+    super(cause instanceof Error ? cause.message : String(cause));
+    this.name = 'RebalanceFailed';
+    if (cause instanceof Error && cause.stack) this.stack = `${this.name}: ${cause.stack.replace(/^[^:]*: /, '')}`;
+  }
+}
+
 export async function rebalance(options: RebalanceOptions): Promise<RebalanceReport> {
+  try {
+    return await rebalancePass(options);
+  } catch (error) {
+    throw new RebalanceFailed(error);
+  }
+}
+
+async function rebalancePass(options: RebalanceOptions): Promise<RebalanceReport> {
   const { redis, regions: settings, policies, scripts } = options;
   const { region, regions } = settings;
   const me = regions.indexOf(region) + 1;
@@ -82,9 +103,11 @@ export async function rebalance(options: RebalanceOptions): Promise<RebalanceRep
         const reply = (await runScript(redis, scripts.regions_give, keys, args)) as number[];
         given += Number(reply[2]);
       } catch (error) {
-        // a refusal of this limit's script (its state of another type) must not cost the rest of the page their
-        // share; anything else (a node down or failing over, a bug here) fails the pass, the page still unread
-        if (!refusedForThisLimit(error)) throw error;
+        // Redis answered this limit with an error (its state of another type, a script error, its shard out of
+        // memory or loading): it fails fast and must not cost the rest of the page their share. Anything else (the
+        // connection down, a failover's redirections exhausted after ~1.5 s each, a bug here) fails the pass, the
+        // page still unread
+        if (!answeredByRedis(error)) throw error;
         failed++;
         failure ??= error.message;
       }
@@ -96,13 +119,9 @@ export async function rebalance(options: RebalanceOptions): Promise<RebalanceRep
   return { limits, given, skipped, deferred, failed, ...(failure === undefined ? {} : { failure }) };
 }
 
-/**
- * Redis refused one limit's give for that limit's own state (a key of another
- * type, a script error): a ReplyError the deadline guard would call
- * `redis-error`, not a node's trouble (LOADING, CLUSTERDOWN, TRYAGAIN …).
- */
-function refusedForThisLimit(error: unknown): error is Error {
-  return error instanceof Error && error.name === 'ReplyError' && classify(error) === 'redis-error';
+/** Redis itself answered the give with an error (a ReplyError), rather than the client failing to get an answer. */
+function answeredByRedis(error: unknown): error is Error {
+  return error instanceof Error && error.name === 'ReplyError';
 }
 
 /**
