@@ -248,6 +248,18 @@ export async function harvest(
   const finish = async (page: TakenPage) => {
     await finishPage(parts.redis, job.scope, page, budgetMs());
   };
+  // The run's last round takes the page the round before put back throttled before its turn: if no turn comes
+  // (the source's retry-after outlasts the round), the run's end still counts that page's failure
+  const throttledBefore = round.final ? round.carry?.throttledPage : undefined;
+  if (taken === undefined && throttledBefore !== undefined) {
+    taken = await takePage(parts.redis, job.scope, leaseMs(job.until), budgetMs());
+    throttledLast = taken?.page === throttledBefore;
+    if (taken && taken.failures > PAGE_RETRIES) {
+      giveUp(taken.page);
+      await finish(taken);
+      taken = undefined;
+    }
+  }
   // The turn comes first: a worker waiting for it holds no fresh page (only one it must fetch again).
   while ((await parts.pacer.turn(job.scope, job)) !== 'over') {
     while (taken === undefined) {
@@ -318,6 +330,7 @@ export async function harvest(
     carry.last = last;
     carry.held = held;
     carry.heldThrottled = held !== undefined && throttledLast;
+    carry.throttledPage = taken !== undefined && held === undefined && throttledLast ? taken.page : undefined;
   }
   return { pages, throttled, failed, notHandedOn, givenUp, givenUpPages };
 }
@@ -368,6 +381,8 @@ export interface RoundCarry {
   held?: TakenPage;
   /** Whether `held` was throttled at its last fetch (its failure is counted at the run's end). */
   heldThrottled: boolean;
+  /** The page put back throttled at the round's end: the run's last round takes it before its turn. */
+  throttledPage?: number;
 }
 
 /** The shortest round `harvestInRounds` takes. */

@@ -477,6 +477,29 @@ for (const target of targets) {
       assert.deepEqual(await waiting(scope), ['1:1'], 'one failure: the run ended once');
     });
 
+    it("counts a throttled page's failure at the run's end when its last round gets no turn (the retry-after outlasts it)", {
+      timeout: 20_000,
+    }, async () => {
+      // Prepare: a round throttled for 2 minutes, its page put back; the run's last round, 300 ms, gets no turn
+      const scope = unique('hv-rounds-no-turn');
+      const parts = {
+        pacer: pacer(),
+        redis,
+        sink: memorySink(),
+        fetch: async (): Promise<SourceAnswer> => ({ kind: 'throttled', status: 429, retryAfterMs: 120_000 }),
+      };
+      const carry = { last: 0, heldThrottled: false };
+      const job = (ms: number) => ({ scope, pageUrl: (page: number) => `/p/${page}`, until: Date.now() + ms });
+      await harvest(job(300), parts, { final: false, carry });
+      assert.deepEqual(await waiting(scope), ['1:0'], 'put back between rounds, no failure yet');
+
+      // Act
+      await harvest(job(300), parts, { final: true, carry });
+
+      // Assess
+      assert.deepEqual(await waiting(scope), ['1:1'], "the run's end counted it");
+    });
+
     it('refuses a round too short to be one (it would spin)', async () => {
       const job = { scope: unique('hv-rounds-bad'), pageUrl: (page: number) => `/p/${page}`, until: Date.now() + 1000 };
       const parts = { pacer: pacer(), redis, sink: memorySink() };
