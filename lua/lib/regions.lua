@@ -40,10 +40,9 @@ end
 -- still says it gave that region: its record expired (its split back whole),
 -- the return of a gift no record holds is no share (the returner still
 -- subtracts it, but a share below zero takes no admission from anyone).
--- Never
--- above the limit itself (a limit lowered while gifts are out): the ring
--- holds `limit` events, and a share above it would let a check overwrite
--- events still in the window.
+-- Never above the limit itself (a limit lowered while gifts are out): the
+-- ring holds `limit` events, and a share above it would let a check
+-- overwrite events still in the window.
 --   grants   the grants hashes of every region, in `names` order
 --   me       this region's index in `names`
 local function rg_share(grants, names, me, base, limit, now, window_us)
