@@ -248,17 +248,21 @@ export async function harvest(
   const finish = async (page: TakenPage) => {
     await finishPage(parts.redis, job.scope, page, budgetMs());
   };
+  /** A page taken, kept unless its holders kept failing (or crashing) on it: then given up, not fetched again. */
+  const keep = async (next: TakenPage): Promise<TakenPage | undefined> => {
+    last = Math.max(last, next.page);
+    if (next.failures <= PAGE_RETRIES) return next;
+    giveUp(next.page);
+    await finish(next);
+    return undefined;
+  };
   // The run's last round takes the page the round before put back throttled before its turn: if no turn comes
   // (the source's retry-after outlasts the round), the run's end still counts that page's failure
   const throttledBefore = round.final ? round.carry?.throttledPage : undefined;
   if (taken === undefined && throttledBefore !== undefined) {
-    taken = await takePage(parts.redis, job.scope, leaseMs(job.until), budgetMs());
+    const first = await takePage(parts.redis, job.scope, leaseMs(job.until), budgetMs());
+    taken = first && (await keep(first));
     throttledLast = taken?.page === throttledBefore;
-    if (taken && taken.failures > PAGE_RETRIES) {
-      giveUp(taken.page);
-      await finish(taken);
-      taken = undefined;
-    }
   }
   // The turn comes first: a worker waiting for it holds no fresh page (only one it must fetch again).
   while ((await parts.pacer.turn(job.scope, job)) !== 'over') {
@@ -267,12 +271,7 @@ export async function harvest(
         page: last + 1,
         failures: 0,
       };
-      last = Math.max(last, next.page);
-      // a lapsed lease's page whose holders kept failing (or crashing) on it is not fetched again
-      if (next.failures > PAGE_RETRIES) {
-        giveUp(next.page);
-        await finish(next);
-      } else taken = next;
+      taken = await keep(next);
     }
     const { page } = taken;
     const answer = await fetchOne(job.pageUrl(page));
