@@ -16,15 +16,14 @@ import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { Annotations, Duration, Stack } from 'aws-cdk-lib';
 import type { ISecurityGroup, IVpc, SubnetSelection } from 'aws-cdk-lib/aws-ec2';
-import { Rule, Schedule } from 'aws-cdk-lib/aws-events';
-import { LambdaFunction as LambdaTarget } from 'aws-cdk-lib/aws-events-targets';
+import type { Rule } from 'aws-cdk-lib/aws-events';
 import type { PolicyStatement } from 'aws-cdk-lib/aws-iam';
 import { type ILayerVersion, Function as LambdaFunction } from 'aws-cdk-lib/aws-lambda';
 import { Construct } from 'constructs';
 import type { SecretName } from '../config/secrets.ts';
 import { scheduled } from '../functions/workers.ts';
 import { acknowledgeTracing, consumerFunctionBase } from './consumer-function.ts';
-import { liveAlias } from './rollout.ts';
+import { scheduledRun } from './scheduled-run.ts';
 import type { TracingMode } from './stage-hygiene.ts';
 
 /** The worker's id in functions/workers.ts (and its function's name suffix). */
@@ -78,11 +77,11 @@ export class Rebalancer extends Construct {
     });
     for (const statement of statements) this.fn.addToRolePolicy(statement);
     acknowledgeTracing(this.fn);
-    this.schedule = new Rule(this, 'Schedule', {
+    this.schedule = scheduledRun(this, 'Schedule', {
+      fn: this.fn,
+      layers: [props.layer],
+      every: Duration.seconds(props.periodSeconds),
       description: `Starts the rebalancer every ${props.periodSeconds} s (REBALANCE_PERIOD_SECONDS)`,
-      schedule: Schedule.rate(Duration.seconds(props.periodSeconds)),
-      // the alias: infra/rollout.ts; a missed run is made up by the next one, so no retry piles up behind it
-      targets: [new LambdaTarget(liveAlias(this.fn, [props.layer]), { retryAttempts: 0 })],
     });
     if (isPlaceholder(join(props.dist, 'functions', worker.id, 'handler.mjs'))) markPlaceholder(this.fn, worker.id);
   }

@@ -21,8 +21,6 @@ import {
   LogDrivers,
   OperatingSystemFamily,
 } from 'aws-cdk-lib/aws-ecs';
-import { Rule, Schedule } from 'aws-cdk-lib/aws-events';
-import { LambdaFunction as LambdaTarget } from 'aws-cdk-lib/aws-events-targets';
 import type { PolicyStatement } from 'aws-cdk-lib/aws-iam';
 import { type ILayerVersion, Function as LambdaFunction } from 'aws-cdk-lib/aws-lambda';
 import { type ILogGroup, LogGroup, RetentionDays } from 'aws-cdk-lib/aws-logs';
@@ -31,7 +29,7 @@ import { Construct } from 'constructs';
 import type { SecretName } from '../config/secrets.ts';
 import type { LongRunningService, ScheduledWorker } from '../functions/workers.ts';
 import { acknowledgeTracing, consumerFunctionBase } from './consumer-function.ts';
-import { liveAlias } from './rollout.ts';
+import { scheduledRun } from './scheduled-run.ts';
 import type { TracingMode } from './stage-hygiene.ts';
 
 /** The platform the listener's image is built for: its task's, ARM64 Linux. */
@@ -106,10 +104,11 @@ export class StreamConsumers extends Construct {
       for (const statement of props.access(worker.secrets).statements) fn.addToRolePolicy(statement);
       acknowledgeTracing(fn);
       props.events.grantSendMessages(fn);
-      new Rule(this, 'HarvesterSchedule', {
+      scheduledRun(this, 'HarvesterSchedule', {
+        fn,
+        layers: [props.layer],
+        every: Duration.minutes(worker.everyMinutes),
         description: `Starts a harvest run every ${worker.everyMinutes} minutes (runs may overlap: they share cursor and pace)`,
-        schedule: Schedule.rate(Duration.minutes(worker.everyMinutes)),
-        targets: [new LambdaTarget(liveAlias(fn, [props.layer]), { retryAttempts: 0 })], // the alias: infra/rollout.ts
       });
       this.harvester = fn;
       this.logGroups.push(fn.logGroup);

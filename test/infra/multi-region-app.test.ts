@@ -18,6 +18,7 @@ import { PLACEHOLDER_METADATA } from '../../infra/rebalancer.ts';
 import { buildAll } from '../../scripts/build.ts';
 import { DeployRefusedError, preflight, refusePlaceholders } from '../../scripts/deploy.ts';
 import { FIXED_NAME_PROPERTIES, tagPropertyOf } from '../support/cfn-schemas.ts';
+import { scheduledRunRetries } from '../support/scheduled-runs.ts';
 
 type Resource = {
   Type: string;
@@ -325,6 +326,10 @@ describe('The two-region stage (infra/stages/global.json)', () => {
       const [aliasId, alias] = ofType(template, 'AWS::Lambda::Alias').find(([id]) => id.startsWith('Rebalancer')) ?? [];
       assert.equal(alias?.Properties?.Name, 'live');
       assert.deepEqual(target?.Arn, { Ref: aliasId });
+      // a failed run is not run again by EventBridge nor by Lambda: a retry would overlap the next run
+      assert.deepEqual(scheduledRunRetries(template), [
+        { function: fnId, qualifier: 'live', delivery: 0, invocation: 0 },
+      ]);
     }
     const slower = synth({ rebalancePeriodSeconds: 180 });
     const rule = ofType(templateOf(slower.regions[1]?.platform as PlatformApp['platform']), 'AWS::Events::Rule').find(

@@ -41,6 +41,7 @@ import { createOnlyPropertiesOf, FIXED_NAME_PROPERTIES } from '../support/cfn-sc
 import { consumers } from '../support/consumers.ts';
 import { call, loopbackAddress } from '../support/http.ts';
 import { sampleRequest } from '../support/route-sample.ts';
+import { scheduledRunRetries } from '../support/scheduled-runs.ts';
 import { connected, targets } from '../support/targets.ts';
 
 const ROOT = new URL('../../', import.meta.url).pathname;
@@ -916,6 +917,13 @@ describe('The CDK app with the harvester and the Mattermost listener (-c egress=
       ScheduleExpression: 'rate(5 minutes)',
       Targets: [Match.objectLike({ Arn: Match.anyValue() })],
     });
+    // a failed harvest is not run again by EventBridge nor by Lambda: the next run takes up the cursor
+    const harvester = platform.findResources('AWS::Lambda::Function', {
+      Properties: { FunctionName: 'ratelimit-prod-harvester' },
+    });
+    assert.deepEqual(scheduledRunRetries(platform.toJSON() as Parameters<typeof scheduledRunRetries>[0]), [
+      { function: Object.keys(harvester)[0], qualifier: 'live', delivery: 0, invocation: 0 },
+    ]);
     platform.hasResourceProperties('AWS::ECS::Service', {
       LaunchType: 'FARGATE',
       DesiredCount: 1,
