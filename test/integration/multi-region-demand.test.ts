@@ -11,7 +11,7 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { setTimeout } from 'node:timers/promises';
-import { compilePolicies, type RedisClient, staticPolicies } from '@platform/rate-limit';
+import { compilePolicies, createRedisClient, type RedisClient, staticPolicies } from '@platform/rate-limit';
 import { counterKey } from '@platform/rate-limit/policy';
 import {
   createRegionalLimiter,
@@ -21,6 +21,7 @@ import {
   rebalance,
   ringKey,
 } from '@platform/rate-limit/regions';
+import { type RedisProcess, startRedis } from '../../scripts/redis-process.ts';
 import { connected, targets, unique } from '../support/targets.ts';
 
 /** A limit split over two regions of one store, us's refusals, and eu's pass over them. */
@@ -37,13 +38,14 @@ function setup(redis: RedisClient) {
   const settings = (region: string) => ({ region, homeRegion: eu, regions: [eu, us] });
   const limiter = (region: string) =>
     createRegionalLimiter({ redis, regionalRedis: redis, regions: settings(region), policies });
-  const pass = (maxLimits?: number, scripts = productionRegionScripts()) =>
+  const pass = (maxLimits?: number, scripts = productionRegionScripts(), callBudgetMs?: number) =>
     rebalance({
       redis,
       regions: settings(eu),
       policies,
       scripts,
       ...(maxLimits === undefined ? {} : { maxLimits }),
+      ...(callBudgetMs === undefined ? {} : { callBudgetMs }),
     });
   return { name, eu, us: limiter(us), pass, counter: (key: string) => counterKey(policyOf(policies, name), key) };
 }
@@ -209,5 +211,43 @@ describe('Multi-region shares: demand read as the functions user (TLS cluster, A
         { given: 1, deferred: 0 },
       ],
     );
+  });
+});
+
+describe('Multi-region shares: a pass against a stalled store', () => {
+  let server: RedisProcess;
+  let redis: RedisClient;
+  before(async () => {
+    server = await startRedis();
+    redis = createRedisClient({ url: server.url });
+    await connected(redis);
+  });
+  after(async () => {
+    redis.disconnect();
+    await server.stop();
+  });
+
+  it('fails the pass once a call goes unanswered past its budget, not at the Lambda timeout, and the next pass gives', async () => {
+    // Prepare: a key refused in us; then the store stops answering (SIGSTOP: the connection stays open)
+    const { name, us, pass } = setup(redis);
+    assert.equal((await us.check({ policy: name, key: 'a' })).allowed, false);
+    server.pause();
+    let failed: unknown;
+    try {
+      // Act
+      failed = await pass(undefined, productionRegionScripts(), 200).then(
+        () => assert.fail('a pass against a stalled store answered'),
+        (error: unknown) => error,
+      );
+    } finally {
+      server.resume();
+    }
+    const next = await pass();
+
+    // Assess: the pass failed by its budget (no consumer's key in what it throws), and the next one gave the share
+    assert.ok(failed instanceof RebalanceFailed);
+    assert.equal(failed.message, 'no answer within 200 ms');
+    assert.equal(next.given, 1);
+    assert.equal((await us.check({ policy: name, key: 'a' })).allowed, true);
   });
 });

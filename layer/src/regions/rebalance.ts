@@ -7,6 +7,7 @@
  * reaches it — a partition delays grants (and can strand one: docs/multi-region.md).
  */
 import type { PolicyResolver } from '../core/limiter.ts';
+import { guardedRedis } from '../redis/access.ts';
 import { type RedisClient, runScript } from '../redis/run-script.ts';
 import { demandCursorKey, demandKey, grantsKey, ringKey } from './keys.ts';
 import { DEMAND_KEEP_MS, initialShare } from './regional-checks.ts';
@@ -21,6 +22,14 @@ export interface RebalanceOptions {
   readonly scripts: RegionScripts;
   /** Most limits one pass looks at per other region: the next pass reads on from there. @default 1000 */
   readonly maxLimits?: number;
+  /**
+   * Longest one Redis call of the pass may go unanswered (a stalled shard)
+   * before the pass fails (RebalanceFailed), its page read again by the
+   * next: a run is not held until its Lambda's timeout. A healthy give takes
+   * well under a millisecond; a failover's redirections take ~1.5 s each, and
+   * failing such a pass costs only that pass. @default 1000
+   */
+  readonly callBudgetMs?: number;
   /** Extra ARGV (the pinned test clock); none in production. */
   readonly timeArgs?: () => readonly string[];
 }
@@ -73,8 +82,21 @@ export async function rebalance(options: RebalanceOptions): Promise<RebalanceRep
   }
 }
 
+/** A Redis call of the pass under the deadline guard (layer: redis/deadline.ts): its reply, or the pass fails. */
+type Call = <T>(work: (client: RedisClient) => Promise<T>) => Promise<T>;
+
+function callsOf(redis: RedisClient, budgetMs: number): Call {
+  const access = guardedRedis(redis);
+  return async (work) => {
+    const outcome = await access.within(budgetMs, work);
+    if (!outcome.ok) throw new RebalanceFailed(outcome.detail);
+    return outcome.reply;
+  };
+}
+
 async function rebalancePass(options: RebalanceOptions): Promise<RebalanceReport> {
   const { redis, regions: settings, policies, scripts } = options;
+  const [maxLimits, call] = [options.maxLimits ?? 1000, callsOf(redis, options.callBudgetMs ?? 1000)];
   const { region, regions } = settings;
   const me = regions.indexOf(region) + 1;
   const since = Date.now() - DEMAND_KEEP_MS;
@@ -86,7 +108,7 @@ async function rebalancePass(options: RebalanceOptions): Promise<RebalanceReport
   let failure: string | undefined;
   for (const other of regions) {
     if (other === region) continue;
-    const page = await readDemand(redis, other, region, since, options.maxLimits ?? 1000);
+    const page = await readDemand(call, other, region, since, maxLimits);
     deferred += page.deferred;
     for (const member of new Set(page.members)) {
       const [name, key, counter] = member.split('\n') as [string, string | undefined, string | undefined];
@@ -99,17 +121,23 @@ async function rebalancePass(options: RebalanceOptions): Promise<RebalanceReport
       const keys = [ringKey(counter, region), ...regions.map((r) => grantsKey(counter, r))];
       const args = [String(me), String(regions.length), ...regions, String(policy.limit), String(policy.windowUs)];
       args.push(String(initialShare(policy.limit, regions, region)), ...(options.timeArgs?.() ?? []));
-      try {
-        const reply = (await runScript(redis, scripts.regions_give, keys, args)) as number[];
-        given += Number(reply[2]);
-      } catch (error) {
-        // Redis answered this limit with an error (its state of another type, a script error, its shard out of
-        // memory or loading): it fails fast and must not cost the rest of the page their share. Anything else (the
-        // connection down, a failover's redirections exhausted after ~1.5 s each, a bug here) fails the pass, the
-        // page still unread
-        if (!answeredByRedis(error)) throw error;
+      // Redis answering this limit with an error (its state of another type, a script error, its shard out of
+      // memory or loading) fails fast and must not cost the rest of the page their share: a value here. Anything
+      // else (no answer within the budget, the connection down, a failover's redirections exhausted, a bug here)
+      // fails the pass, the page still unread
+      const reply = await call((client) =>
+        runScript(client, scripts.regions_give, keys, args).then(
+          (given) => ({ given: Number((given as number[])[2]) }),
+          (error: unknown) => {
+            if (answeredByRedis(error)) return { refused: error.message };
+            throw error;
+          },
+        ),
+      );
+      if ('given' in reply) given += reply.given;
+      else {
         failed++;
-        failure ??= error.message;
+        failure ??= reply.refused;
       }
       limits++;
     }
@@ -138,29 +166,31 @@ function answeredByRedis(error: unknown): error is Error {
  * there meanwhile may wait a sweep).
  */
 async function readDemand(
-  redis: RedisClient,
+  call: Call,
   other: string,
   region: string,
   since: number,
   page: number,
 ): Promise<{ members: string[]; deferred: number; advance: () => Promise<unknown> }> {
   const cursor = demandCursorKey(other, region);
-  const [savedScore, savedRead] = ((await redis.get(cursor)) ?? '').split(' ').map(Number);
+  const [savedScore, savedRead] = ((await call((redis) => redis.get(cursor))) ?? '').split(' ').map(Number);
   // none, unreadable, or older than the set's keep (its members have left): from the oldest
   const resume = Number.isInteger(savedScore) && Number.isInteger(savedRead) && (savedScore as number) >= since;
   const from = resume ? (savedScore as number) : since;
   const skip = resume ? (savedRead as number) : 0;
-  const reply = await redis.zrangebyscore(demandKey(other), String(from), '+inf', 'WITHSCORES', 'LIMIT', skip, page);
+  const reply = await call((redis) =>
+    redis.zrangebyscore(demandKey(other), String(from), '+inf', 'WITHSCORES', 'LIMIT', skip, page),
+  );
   const members = reply.filter((_, i) => i % 2 === 0);
-  if (members.length < page) return { members, deferred: 0, advance: () => redis.del(cursor) };
+  if (members.length < page) return { members, deferred: 0, advance: () => call((redis) => redis.del(cursor)) };
   const last = Number(reply[reply.length - 1]);
   const atLast = reply.filter((value, i) => i % 2 === 1 && Number(value) === last).length;
   const read = (last === from ? skip : 0) + atLast;
   // the page ran from the `skip`th member at `from`: the rest of the set waits (one added meanwhile too)
-  const left = (await redis.zcount(demandKey(other), String(from), '+inf')) - skip - members.length;
+  const left = (await call((redis) => redis.zcount(demandKey(other), String(from), '+inf'))) - skip - members.length;
   return {
     members,
     deferred: Math.max(0, left),
-    advance: () => redis.set(cursor, `${last} ${read}`, 'PX', DEMAND_KEEP_MS),
+    advance: () => call((redis) => redis.set(cursor, `${last} ${read}`, 'PX', DEMAND_KEEP_MS)),
   };
 }
