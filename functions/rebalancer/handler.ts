@@ -40,8 +40,9 @@ export async function handler(_event: unknown, context?: Pick<Context, 'getRemai
       // the run goes on (the next pass reads the failed one's page again) and still logs its line; it fails at
       // its end, so the function's error alarm sees it (RebalanceFailed carries the message alone: no key)
       failedPasses++;
-      failure ??= error instanceof RebalanceFailed ? error : new RebalanceFailed(error);
-      logger.warn('rebalance pass failed', { region: regions.region, detail: failure.message });
+      const failed = error instanceof RebalanceFailed ? error : new RebalanceFailed(error);
+      failure ??= failed;
+      logger.warn('rebalance pass failed', { region: regions.region, detail: failed.message });
     }
     if (started + periodMs > end) break;
     await nextPass(started + periodMs - Date.now()); // the period is the design's, not a race being papered over

@@ -11,7 +11,7 @@ import { compilePolicies, createRedisClient, type RedisClient, staticPolicies } 
 import type { PolicyStore } from '@platform/rate-limit/config';
 import { demandKey } from '@platform/rate-limit/regions';
 import { handler } from '../../functions/rebalancer/handler.ts';
-import { createPlatform, usePlatform } from '../../functions/shared/platform.ts';
+import { createPlatform, platform, usePlatform } from '../../functions/shared/platform.ts';
 import { connected, unique } from '../support/targets.ts';
 
 let redis: RedisClient;
@@ -82,6 +82,41 @@ describe('The rebalancer Lambda handler', () => {
     ]);
     assert.match(detail, /^WRONGTYPE/);
     await redis.del(demandKey(us));
+  });
+
+  it("logs each failed pass with its own message, and fails the run with the first's", async () => {
+    // Prepare: us's demand set is not a sorted set (the first pass: WRONGTYPE); the platform on a client of its
+    // own, closed once the first failure is logged (the second pass: no connection); time for two passes
+    const [eu, us] = inTwoRegions({ REBALANCE_PERIOD_SECONDS: '1' });
+    await redis.set(demandKey(us), 'not a demand set');
+    const own = createRedisClient({ url: process.env.REDIS_URL as string });
+    await connected(own);
+    const lines = platformLoggingTo(own);
+    const { logger } = platform();
+    logger.warn = (...entry: unknown[]) => {
+      lines.push(['WARN', ...entry]);
+      own.disconnect();
+    };
+
+    // Act
+    const run = handler({}, { getRemainingTimeInMillis: () => 2_900 });
+
+    // Assess: two warnings, each its pass's message; the run fails with the first
+    await assert.rejects(run, (error: Error) => {
+      assert.match(error.message, /^WRONGTYPE/);
+      return true;
+    });
+    await redis.del(demandKey(us));
+    const details = lines
+      .filter((line) => (line as unknown[])[0] === 'WARN')
+      .map((line) => (line as [string, string, { region: string; detail: string }])[2]);
+    assert.equal(details.length, 2);
+    assert.match(details[0]?.detail ?? '', /^WRONGTYPE/);
+    assert.doesNotMatch(details[1]?.detail ?? '', /^WRONGTYPE/, 'the second pass failed for another reason');
+    assert.deepEqual(
+      details.map((d) => d.region),
+      [eu, eu],
+    );
   });
 
   it('logs the demand it skipped and the demand left past the bound of its pass', async () => {
