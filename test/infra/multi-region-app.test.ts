@@ -328,7 +328,7 @@ describe('The two-region stage (infra/stages/global.json)', () => {
       assert.deepEqual(target?.Arn, { Ref: aliasId });
       // a failed run is not run again by EventBridge nor by Lambda: a retry would overlap the next run
       assert.deepEqual(scheduledRunRetries(template), [
-        { function: fnId, qualifier: 'live', delivery: 0, invocation: 0 },
+        { function: fnId, alias: 'live', delivery: 0, invocation: 0, maxEventAgeSeconds: 60 },
       ]);
     }
     const slower = synth({ rebalancePeriodSeconds: 180 });

@@ -922,7 +922,7 @@ describe('The CDK app with the harvester and the Mattermost listener (-c egress=
       Properties: { FunctionName: 'ratelimit-prod-harvester' },
     });
     assert.deepEqual(scheduledRunRetries(platform.toJSON() as Parameters<typeof scheduledRunRetries>[0]), [
-      { function: Object.keys(harvester)[0], qualifier: 'live', delivery: 0, invocation: 0 },
+      { function: Object.keys(harvester)[0], alias: 'live', delivery: 0, invocation: 0, maxEventAgeSeconds: 60 },
     ]);
     platform.hasResourceProperties('AWS::ECS::Service', {
       LaunchType: 'FARGATE',

@@ -1,8 +1,10 @@
 /**
  * What a synthesized template's schedules leave to the runs they start
  * (infra/scheduled-run.ts): for each scheduled rule's Lambda target, the
- * retries of EventBridge's delivery and of Lambda's asynchronous invocation.
- * `undefined` is the service's default (185 deliveries; two Lambda retries).
+ * alias it starts, the retries of EventBridge's delivery and of Lambda's
+ * asynchronous invocation, and how long Lambda keeps a run it could not
+ * start. `undefined` is the service's default (185 deliveries; two Lambda
+ * retries; six hours).
  */
 interface Resource {
   readonly Type: string;
@@ -12,9 +14,11 @@ interface Resource {
 export interface ScheduledRunRetries {
   /** The function's logical id in the template. */
   readonly function: string;
-  readonly qualifier: unknown;
+  /** The alias's name (the event-invoke config found is the one naming it). */
+  readonly alias: unknown;
   readonly delivery: unknown;
   readonly invocation: unknown;
+  readonly maxEventAgeSeconds: unknown;
 }
 
 const refOf = (value: unknown): string | undefined =>
@@ -43,9 +47,10 @@ export function scheduledRunRetries(template: { Resources: Record<string, Resour
         )?.[1];
         return {
           function: fn,
-          qualifier: alias.Properties?.Name,
+          alias: alias.Properties?.Name,
           delivery: target.RetryPolicy?.MaximumRetryAttempts,
           invocation: config?.Properties?.MaximumRetryAttempts,
+          maxEventAgeSeconds: config?.Properties?.MaximumEventAgeInSeconds,
         };
       },
     ),
