@@ -69,7 +69,8 @@ export class Rebalancer extends Construct {
       ...consumerFunctionBase(this, worker.id, { dist: props.dist, layer: props.layer, tracing: props.tracing }),
       functionName: `${props.name}-${worker.id}`,
       description: `${worker.id}: every ${props.periodSeconds} s, moves unused shares toward the regions that use them`,
-      // a run ends before the next one starts: two at once would move the same share twice
+      // a run ends before the next one starts: two at once are safe (each give decides atomically from the
+      // stored state, its demand marked answered) but would only read the same pages twice
       timeout: Duration.seconds(Math.min(props.periodSeconds - 5, 300)),
       ...(props.reservedConcurrency === undefined ? {} : { reservedConcurrentExecutions: props.reservedConcurrency }),
       ...props.network,

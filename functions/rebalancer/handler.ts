@@ -18,6 +18,8 @@ import { readRebalancerSettings } from './settings.ts';
 
 /** How often the schedule starts a run (functions/workers.ts). */
 export const SCHEDULE_MS = 60_000;
+/** How long before the function's timeout a pass starts no more gives. */
+const STOP_BEFORE_TIMEOUT_MS = 3_000;
 
 function nextPass(ms: number): Promise<void> {
   return new Promise((resolve) => setTimeout(resolve, ms));
@@ -28,14 +30,17 @@ export async function handler(_event: unknown, context?: Pick<Context, 'getRemai
   const { redis, policies, logger, ready } = platform();
   await ready;
   const regions = readSettings().regions;
-  const end = Date.now() + Math.min(SCHEDULE_MS, context?.getRemainingTimeInMillis() ?? SCHEDULE_MS) - periodMs;
+  const remaining = context?.getRemainingTimeInMillis() ?? SCHEDULE_MS;
+  const end = Date.now() + Math.min(SCHEDULE_MS, remaining) - periodMs;
+  // no give started past it: the one in flight answers within its budget (1 s), and the run still logs its line
+  const until = Date.now() + remaining - STOP_BEFORE_TIMEOUT_MS;
   const reports: RebalanceReport[] = [];
   let failedPasses = 0;
   let failure: RebalanceFailed | undefined;
   for (;;) {
     const started = Date.now();
     try {
-      reports.push(await rebalance({ redis, regions, policies, scripts: productionRegionScripts() }));
+      reports.push(await rebalance({ redis, regions, policies, scripts: productionRegionScripts(), until }));
     } catch (error) {
       // the run goes on (the next pass reads the failed one's page again) and still logs its line; it fails at
       // its end, so the function's error alarm sees it (RebalanceFailed carries the message alone: no key)
@@ -54,8 +59,11 @@ export async function handler(_event: unknown, context?: Pick<Context, 'getRemai
   // the last pass's: the members it skipped, and the backlog as the run ends (each pass counts what is still ahead)
   const last = reports.at(-1);
   const [skipped, deferred] = [last?.skipped ?? 0, last?.deferred ?? 0];
-  // gives Redis refused for a limit's own state, summed over the passes like skippedReads (read again next sweep)
+  // gives Redis refused for a limit's own state or left unanswered within their budget, summed over the passes
+  // like skippedReads (read again next sweep)
   const failedReads = reports.reduce((sum, r) => sum + r.failed, 0);
+  // a pass stopped short of the function's timeout: its page and the rest wait for the next run
+  const outOfTime = reports.some((r) => r.outOfTime);
   const refusal = reports.find((r) => r.failure !== undefined)?.failure;
   const run = {
     passes: reports.length + failedPasses,
@@ -63,6 +71,7 @@ export async function handler(_event: unknown, context?: Pick<Context, 'getRemai
     skippedReads,
     skipped,
     deferred,
+    ...(outOfTime ? { outOfTime } : {}),
     failedReads,
     ...(refusal === undefined ? {} : { failure: refusal }),
     failedPasses,

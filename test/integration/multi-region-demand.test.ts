@@ -18,6 +18,7 @@ import {
   grantsKey,
   productionRegionScripts,
   RebalanceFailed,
+  type RebalanceOptions,
   rebalance,
   ringKey,
 } from '@platform/rate-limit/regions';
@@ -38,15 +39,8 @@ function setup(redis: RedisClient) {
   const settings = (region: string) => ({ region, homeRegion: eu, regions: [eu, us] });
   const limiter = (region: string) =>
     createRegionalLimiter({ redis, regionalRedis: redis, regions: settings(region), policies });
-  const pass = (maxLimits?: number, scripts = productionRegionScripts(), callBudgetMs?: number) =>
-    rebalance({
-      redis,
-      regions: settings(eu),
-      policies,
-      scripts,
-      ...(maxLimits === undefined ? {} : { maxLimits }),
-      ...(callBudgetMs === undefined ? {} : { callBudgetMs }),
-    });
+  const pass = (options: Partial<RebalanceOptions> = {}) =>
+    rebalance({ redis, regions: settings(eu), policies, scripts: productionRegionScripts(), ...options });
   return { name, eu, us: limiter(us), pass, counter: (key: string) => counterKey(policyOf(policies, name), key) };
 }
 
@@ -91,7 +85,7 @@ describe('Multi-region shares: demand read in turn', () => {
       await setTimeout(2);
 
       // Act
-      await pass(2);
+      await pass({ maxLimits: 2 });
       answered = (await us.peek([{ policy: name, key: 'again' }])).allowed;
     }
 
@@ -109,8 +103,8 @@ describe('Multi-region shares: demand read in turn', () => {
     await redis.rpush(ringKey(counter('b'), eu), 'not a ring');
 
     // Act: passes of two limits each
-    const first = await pass(2);
-    const second = await pass(2);
+    const first = await pass({ maxLimits: 2 });
+    const second = await pass({ maxLimits: 2 });
 
     // Assess: a's share given despite b's failure (counted), and c read by the next pass, not skipped
     assert.deepEqual([first.given, first.failed], [1, 1]);
@@ -132,12 +126,37 @@ describe('Multi-region shares: demand read in turn', () => {
     >;
 
     // Act
-    await assert.rejects(pass(1, broken), RebalanceFailed);
-    const next = await pass(1);
+    await assert.rejects(pass({ maxLimits: 1, scripts: broken }), RebalanceFailed);
+    const next = await pass({ maxLimits: 1 });
 
     // Assess: the page the failed pass read is answered by the next (its cursor did not move past it)
     assert.equal(next.given, 1);
     assert.equal((await us.check({ policy: name, key: 'a' })).allowed, true);
+  });
+
+  it('starts no give past its end, counts what it did not reach as deferred, and the next pass reads the page again', async () => {
+    // Prepare: two keys refused in us
+    const { name, us, pass } = setup(redis);
+    for (const key of ['a', 'b']) {
+      assert.equal((await us.check({ policy: name, key })).allowed, false);
+      await setTimeout(2);
+    }
+
+    // Act: a pass whose end has come, then one with time
+    const late = await pass({ until: Date.now() - 1 });
+    const next = await pass();
+
+    // Assess: nothing given, both left for the next pass, which gives them (the cursor did not move)
+    assert.deepEqual(
+      { given: late.given, deferred: late.deferred, outOfTime: late.outOfTime },
+      {
+        given: 0,
+        deferred: 2,
+        outOfTime: true,
+      },
+    );
+    assert.deepEqual({ given: next.given, outOfTime: next.outOfTime }, { given: 2, outOfTime: false });
+    assert.equal((await us.check({ policy: name, key: 'b' })).allowed, true);
   });
 
   it('reports the demand a pass leaves past its bound, until a pass reaches the end of the set', async () => {
@@ -146,7 +165,7 @@ describe('Multi-region shares: demand read in turn', () => {
     for (let i = 0; i < 5; i++) assert.equal((await us.check({ policy: name, key: `k${i}` })).allowed, false);
 
     // Act
-    const reports = [await pass(2), await pass(2), await pass(2)];
+    const reports = [await pass({ maxLimits: 2 }), await pass({ maxLimits: 2 }), await pass({ maxLimits: 2 })];
 
     // Assess: 3 then 1 left for later; the third page is short (the end), and every key was given its 1
     assert.deepEqual(
@@ -201,7 +220,7 @@ describe('Multi-region shares: demand read as the functions user (TLS cluster, A
     for (let i = 0; i < 3; i++) assert.equal((await us.check({ policy: name, key: `k${i}` })).allowed, false);
 
     // Act
-    const reports = [await pass(2), await pass(2)];
+    const reports = [await pass({ maxLimits: 2 }), await pass({ maxLimits: 2 })];
 
     // Assess: no NOPERM; 1 left past the full page, then the short page reaches the end
     assert.deepEqual(
@@ -227,7 +246,10 @@ describe('Multi-region shares: a pass against a stalled store', () => {
     await server.stop();
   });
 
-  it('fails the pass once a call goes unanswered past its budget, not at the Lambda timeout, and the next pass gives', async () => {
+  // its own timeout: without a budget the pass would hang, failing only at the suite's
+  it('fails the pass once a read goes unanswered past its budget, not at the Lambda timeout, and the next pass gives', {
+    timeout: 20_000,
+  }, async () => {
     // Prepare: a key refused in us; then the store stops answering (SIGSTOP: the connection stays open)
     const { name, us, pass } = setup(redis);
     assert.equal((await us.check({ policy: name, key: 'a' })).allowed, false);
@@ -235,7 +257,7 @@ describe('Multi-region shares: a pass against a stalled store', () => {
     let failed: unknown;
     try {
       // Act
-      failed = await pass(undefined, productionRegionScripts(), 200).then(
+      failed = await pass({ callBudgetMs: 200 }).then(
         () => assert.fail('a pass against a stalled store answered'),
         (error: unknown) => error,
       );
@@ -249,5 +271,48 @@ describe('Multi-region shares: a pass against a stalled store', () => {
     assert.equal(failed.message, 'no answer within 200 ms');
     assert.equal(next.given, 1);
     assert.equal((await us.check({ policy: name, key: 'a' })).allowed, true);
+  });
+
+  it('counts a give unanswered within its budget as failed and gives the rest of the page; late, it gives once', {
+    timeout: 20_000,
+  }, async () => {
+    // Prepare: keys a and b refused in us, a ms apart; the store stops answering as a's give is sent and answers
+    // again as b's is (both through the give's extra arguments: none, the real clock)
+    const { name, us, pass } = setup(redis);
+    for (const key of ['a', 'b']) {
+      assert.equal((await us.check({ policy: name, key })).allowed, false);
+      await setTimeout(2);
+    }
+    let gives = 0;
+    const stallFirstGive = () => {
+      gives++;
+      if (gives === 1) server.pause();
+      else server.resume();
+      return [];
+    };
+
+    // Act
+    let report: Awaited<ReturnType<typeof pass>>;
+    try {
+      report = await pass({ callBudgetMs: 200, timeArgs: stallFirstGive });
+    } finally {
+      server.resume();
+    }
+    const next = await pass();
+
+    // Assess: a's give failed by its budget, b's given; a's, run late once the store answered, gave a its 1, and
+    // the next pass (the page read again) has nothing more to give either
+    assert.deepEqual(
+      { given: report.given, failed: report.failed, failure: report.failure },
+      {
+        given: 1,
+        failed: 1,
+        failure: 'no answer within 200 ms',
+      },
+    );
+    assert.equal(next.given, 0);
+    assert.equal((await us.check({ policy: name, key: 'a' })).allowed, true);
+    assert.equal((await us.check({ policy: name, key: 'b' })).allowed, true);
+    assert.equal((await us.check({ policy: name, key: 'a' })).allowed, false, 'a given its 1 once, not twice');
   });
 });

@@ -9,7 +9,7 @@ import { after, before, describe, it } from 'node:test';
 import { Logger } from '@aws-lambda-powertools/logger';
 import { compilePolicies, createRedisClient, type RedisClient, staticPolicies } from '@platform/rate-limit';
 import type { PolicyStore } from '@platform/rate-limit/config';
-import { demandKey } from '@platform/rate-limit/regions';
+import { createRegionalLimiter, demandKey } from '@platform/rate-limit/regions';
 import { handler } from '../../functions/rebalancer/handler.ts';
 import { createPlatform, platform, usePlatform } from '../../functions/shared/platform.ts';
 import { connected, unique } from '../support/targets.ts';
@@ -44,13 +44,13 @@ function inTwoRegions(more: Partial<Record<(typeof REGION_VARIABLES)[number], st
   return [eu, us];
 }
 
-/** The platform on `redis`, no policies of its own; what the rebalancer logs at info, kept. */
-function platformLoggingTo(redis: RedisClient): unknown[] {
+/** The platform on `redis`, with `catalogue`'s policies (none by default); what the rebalancer logs at info, kept. */
+function platformLoggingTo(redis: RedisClient, catalogue: Parameters<typeof compilePolicies>[0] = {}): unknown[] {
   const lines: unknown[] = [];
   const logger = new Logger({ serviceName: 'rebalancer-test', logLevel: 'SILENT' });
   logger.info = (...entry: unknown[]) => void lines.push(entry);
   logger.warn = (...entry: unknown[]) => void lines.push(['WARN', ...entry]);
-  const policies = staticPolicies(compilePolicies({})) as unknown as PolicyStore;
+  const policies = staticPolicies(compilePolicies(catalogue)) as unknown as PolicyStore;
   usePlatform(createPlatform({ logger, redis, policies, ready: Promise.resolve() }));
   return lines;
 }
@@ -102,11 +102,15 @@ describe('The rebalancer Lambda handler', () => {
     const run = handler({}, { getRemainingTimeInMillis: () => 2_900 });
 
     // Assess: two warnings, each its pass's message; the run fails with the first
-    await assert.rejects(run, (error: Error) => {
-      assert.match(error.message, /^WRONGTYPE/);
-      return true;
-    });
-    await redis.del(demandKey(us));
+    try {
+      await assert.rejects(run, (error: Error) => {
+        assert.match(error.message, /^WRONGTYPE/);
+        return true;
+      });
+    } finally {
+      own.disconnect(); // closed by the first warning already, unless none came
+      await redis.del(demandKey(us));
+    }
     const details = lines
       .filter((line) => (line as unknown[])[0] === 'WARN')
       .map((line) => (line as [string, string, { region: string; detail: string }])[2]);
@@ -117,6 +121,36 @@ describe('The rebalancer Lambda handler', () => {
       details.map((d) => d.region),
       [eu, eu],
     );
+  });
+
+  it('starts no give once the function is about to time out, and says so in its line', async () => {
+    // Prepare: a limit split over the two regions, refused in us (its split is 0); the function's time is up
+    const [eu, us] = inTwoRegions();
+    const name = unique('rb-late');
+    const window = { strategy: 'slidingWindow', limit: 1, window: '1 h', regions: 'shares', failureMode: 'closed' };
+    const lines = platformLoggingTo(redis, { [name]: window });
+    const policies = staticPolicies(compilePolicies({ [name]: window }));
+    const regions = { region: us, homeRegion: eu, regions: [eu, us] };
+    const usLimiter = createRegionalLimiter({ redis, regionalRedis: redis, regions, policies });
+    assert.equal((await usLimiter.check({ policy: name, key: 'a' })).allowed, false);
+
+    // Act
+    const report = await handler({}, { getRemainingTimeInMillis: () => 0 });
+
+    // Assess: nothing given, the limit left for the next run, and the line says the run ran out of time
+    const run = {
+      passes: 1,
+      given: 0,
+      skippedReads: 0,
+      skipped: 0,
+      deferred: 1,
+      outOfTime: true,
+      failedReads: 0,
+      failedPasses: 0,
+    };
+    assert.deepEqual(report, run);
+    assert.deepEqual(lines, [['rebalance run', { region: eu, ...run }]]);
+    await redis.del(demandKey(us));
   });
 
   it('logs the demand it skipped and the demand left past the bound of its pass', async () => {

@@ -23,13 +23,21 @@ export interface RebalanceOptions {
   /** Most limits one pass looks at per other region: the next pass reads on from there. @default 1000 */
   readonly maxLimits?: number;
   /**
-   * Longest one Redis call of the pass may go unanswered (a stalled shard)
-   * before the pass fails (RebalanceFailed), its page read again by the
-   * next: a run is not held until its Lambda's timeout. A healthy give takes
-   * well under a millisecond; a failover's redirections take ~1.5 s each, and
-   * failing such a pass costs only that pass. @default 1000
+   * Longest one Redis call of the pass may go unanswered (a stalled shard).
+   * A give past it counts as failed, like one Redis refused (the give runs
+   * from stored state, so one that still runs late is harmless); a read of
+   * the demand or the cursor past it fails the pass (RebalanceFailed), its
+   * page read again by the next. A healthy call takes well under a
+   * millisecond; a failover's redirections take ~1.5 s each. @default 1000
    */
   readonly callBudgetMs?: number;
+  /**
+   * Epoch ms past which the pass starts no more gives (the handler: shortly
+   * before its Lambda's timeout, so a slow shard cannot have the run killed
+   * before it logs): it stops, the members it did not reach counted in
+   * `deferred` and its page read again by the next pass. @default no end
+   */
+  readonly until?: number;
   /** Extra ARGV (the pinned test clock); none in production. */
   readonly timeArgs?: () => readonly string[];
 }
@@ -52,13 +60,16 @@ export interface RebalanceReport {
   /**
    * Limits whose give Redis answered with an error (a key of another type, a
    * script error, a shard out of memory or loading): the pass goes on with
-   * the others, and a failed one is read again next sweep. The client failing
-   * to get an answer (the connection down, a failover) fails the pass instead
-   * (RebalanceFailed), its page read again by the next.
+   * the others, and a failed one is read again next sweep; so does a give
+   * unanswered within `callBudgetMs`. The client failing to get an answer
+   * otherwise (the connection down, a failover's redirections exhausted)
+   * fails the pass instead (RebalanceFailed), its page read again by the next.
    */
   readonly failed: number;
-  /** The first such error's message (Redis' words: no key). */
+  /** The first such error's message (Redis' words, or the budget's: no key). */
   readonly failure?: string;
+  /** The pass reached `until` before the end of its pages (the rest is in `deferred`). */
+  readonly outOfTime: boolean;
 }
 
 /**
@@ -82,15 +93,26 @@ export async function rebalance(options: RebalanceOptions): Promise<RebalanceRep
   }
 }
 
-/** A Redis call of the pass under the deadline guard (layer: redis/deadline.ts): its reply, or the pass fails. */
-type Call = <T>(work: (client: RedisClient) => Promise<T>) => Promise<T>;
+/**
+ * A Redis call of the pass under the deadline guard (layer: redis/deadline.ts): its reply, or the pass fails
+ * (with the work's own error when it threw one, its stack kept for a bug); `unanswered` is the reply to answer
+ * instead when the budget ran out.
+ */
+type Call = <T>(work: (client: RedisClient) => Promise<T>, unanswered?: (detail: string) => T) => Promise<T>;
 
 function callsOf(redis: RedisClient, budgetMs: number): Call {
   const access = guardedRedis(redis);
-  return async (work) => {
-    const outcome = await access.within(budgetMs, work);
-    if (!outcome.ok) throw new RebalanceFailed(outcome.detail);
-    return outcome.reply;
+  return async (work, unanswered) => {
+    let thrown: unknown;
+    const outcome = await access.within(budgetMs, (client) =>
+      work(client).catch((error: unknown) => {
+        thrown = error;
+        throw error;
+      }),
+    );
+    if (outcome.ok) return outcome.reply;
+    if (outcome.reason === 'timeout' && unanswered) return unanswered(outcome.detail);
+    throw new RebalanceFailed(thrown ?? outcome.detail);
   };
 }
 
@@ -106,11 +128,13 @@ async function rebalancePass(options: RebalanceOptions): Promise<RebalanceReport
   let deferred = 0;
   let failed = 0;
   let failure: string | undefined;
+  let outOfTime = false;
   for (const other of regions) {
     if (other === region) continue;
     const page = await readDemand(call, other, region, since, maxLimits);
     deferred += page.deferred;
-    for (const member of new Set(page.members)) {
+    const members = [...new Set(page.members)];
+    for (const [at, member] of members.entries()) {
       const [name, key, counter] = member.split('\n') as [string, string | undefined, string | undefined];
       // the key's own override: the limit the checks split must be the one split here
       const policy = key === undefined || counter === undefined ? undefined : policies.resolve(name, key);
@@ -118,21 +142,28 @@ async function rebalancePass(options: RebalanceOptions): Promise<RebalanceReport
         skipped++;
         continue;
       }
+      if (options.until !== undefined && Date.now() >= options.until) {
+        outOfTime = true;
+        deferred += members.length - at;
+        break;
+      }
       const keys = [ringKey(counter, region), ...regions.map((r) => grantsKey(counter, r))];
       const args = [String(me), String(regions.length), ...regions, String(policy.limit), String(policy.windowUs)];
       args.push(String(initialShare(policy.limit, regions, region)), ...(options.timeArgs?.() ?? []));
       // Redis answering this limit with an error (its state of another type, a script error, its shard out of
-      // memory or loading) fails fast and must not cost the rest of the page their share: a value here. Anything
-      // else (no answer within the budget, the connection down, a failover's redirections exhausted, a bug here)
-      // fails the pass, the page still unread
-      const reply = await call((client) =>
-        runScript(client, scripts.regions_give, keys, args).then(
-          (given) => ({ given: Number((given as number[])[2]) }),
-          (error: unknown) => {
-            if (answeredByRedis(error)) return { refused: error.message };
-            throw error;
-          },
-        ),
+      // memory or loading) fails fast, and its shard not answering in time (stalled) is this limit's: neither may
+      // cost the rest of the page their share, a value here. Anything else (the connection down, a failover's
+      // redirections exhausted, a bug here) fails the pass, the page still unread
+      const reply = await call(
+        (client) =>
+          runScript(client, scripts.regions_give, keys, args).then(
+            (given) => ({ given: Number((given as number[])[2]) }),
+            (error: unknown) => {
+              if (answeredByRedis(error)) return { refused: error.message };
+              throw error;
+            },
+          ),
+        (detail) => ({ refused: detail }),
       );
       if ('given' in reply) given += reply.given;
       else {
@@ -141,10 +172,12 @@ async function rebalancePass(options: RebalanceOptions): Promise<RebalanceReport
       }
       limits++;
     }
+    // the other regions' pages wait for the next pass too, their backlog uncounted
+    if (outOfTime) break;
     // moved only once the page was answered: a pass that dies midway (a timeout) reads the page again
     await page.advance();
   }
-  return { limits, given, skipped, deferred, failed, ...(failure === undefined ? {} : { failure }) };
+  return { limits, given, skipped, deferred, failed, ...(failure === undefined ? {} : { failure }), outOfTime };
 }
 
 /** Redis itself answered the give with an error (a ReplyError), rather than the client failing to get an answer. */
