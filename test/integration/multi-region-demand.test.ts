@@ -126,7 +126,11 @@ describe('Multi-region shares: demand read in turn', () => {
     >;
 
     // Act
-    await assert.rejects(pass({ maxLimits: 1, scripts: broken }), RebalanceFailed);
+    await assert.rejects(pass({ maxLimits: 1, scripts: broken }), (error: Error) => {
+      assert.ok(error instanceof RebalanceFailed);
+      assert.match(error.stack ?? '', /run-script\.ts/, "the bug's own stack, where it threw");
+      return true;
+    });
     const next = await pass({ maxLimits: 1 });
 
     // Assess: the page the failed pass read is answered by the next (its cursor did not move past it)

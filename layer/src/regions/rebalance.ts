@@ -104,12 +104,14 @@ function callsOf(redis: RedisClient, budgetMs: number): Call {
   const access = guardedRedis(redis);
   return async (work, unanswered) => {
     let thrown: unknown;
-    const outcome = await access.within(budgetMs, (client) =>
-      work(client).catch((error: unknown) => {
-        thrown = error;
+    const outcome = await access.within(budgetMs, async (client) => {
+      try {
+        return await work(client);
+      } catch (error) {
+        thrown = error; // thrown as it is too (a bug's TypeError before its promise): the guard classifies it
         throw error;
-      }),
-    );
+      }
+    });
     if (outcome.ok) return outcome.reply;
     if (outcome.reason === 'timeout' && unanswered) return unanswered(outcome.detail);
     throw new RebalanceFailed(thrown ?? outcome.detail);
