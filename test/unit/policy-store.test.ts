@@ -122,6 +122,41 @@ describe('Class: PolicyStore', () => {
     assert.equal(source.fetches, fetches);
   });
 
+  it("tries a new container's failed first fetch again after 1 s, doubling, and once per TTL after one succeeded", async () => {
+    // Prepare: the store throttles a new container's first fetch (no secret, no override in force yet)
+    const { source, store, clock } = harness();
+    source.fail = Object.assign(new Error('Rate exceeded'), { name: 'ThrottlingException' });
+    await store.ready();
+    /** `ms` on, a handler asks for its secret (before any policy, as a webhook's signature): whether it fetched. */
+    const fetchesAfter = async (ms: number) => {
+      clock.now += ms;
+      const before = source.fetches;
+      store.secret('email-pepper');
+      if (source.fetches === before) return false;
+      await store.refresh(); // the one in flight
+      return true;
+    };
+
+    // Act and assess: tried again 1 s, then 2 s, then 4 s after each failure, and not before
+    assert.deepEqual(
+      [await fetchesAfter(999), await fetchesAfter(1), await fetchesAfter(1_999), await fetchesAfter(1)],
+      [false, true, false, true],
+    );
+    assert.equal(await fetchesAfter(3_999), false);
+    source.fail = undefined;
+    source.values = { [param('secrets/email-pepper')]: 'pepper' };
+    assert.equal(await fetchesAfter(1), true);
+    assert.equal(store.secret('email-pepper'), 'pepper');
+
+    // once one succeeded, a failure waits a whole TTL: the last good values are in force
+    source.fail = new Error('down');
+    assert.deepEqual(
+      [await fetchesAfter(60_000), await fetchesAfter(59_999), await fetchesAfter(1)],
+      [true, false, true],
+    );
+    assert.equal(store.secret('email-pepper'), 'pepper');
+  });
+
   it('fetches once per TTL however many requests resolve, and picks up a change', async () => {
     const { source, store, clock } = harness();
     await store.ready();

@@ -102,7 +102,9 @@ const consoleLogger: ConfigLogger = {
  * `resolve` answers from memory and, when the values are stale, starts one
  * background refresh. Every parameter is validated on its own: a malformed one
  * is reported once and the last good value (or the default) stays in force;
- * a failed fetch keeps everything as it was.
+ * a failed fetch keeps everything as it was. Until a first fetch succeeds
+ * (a new container: no secrets, no overrides) a failed one is tried again
+ * after 1 s, doubling up to the TTL, rather than a whole TTL later.
  */
 export class PolicyStore implements PolicyResolver {
   readonly #prefix: string;
@@ -124,6 +126,9 @@ export class PolicyStore implements PolicyResolver {
   /** What was last reported as rejected, so a bad value is logged once, not every refresh. */
   readonly #reported = new Map<string, string>();
   #fetchedAt = Number.NEGATIVE_INFINITY;
+  /** Whether a fetch ever succeeded here, and the failed ones before it (their retry backs off). */
+  #everFetched = false;
+  #failedBeforeFirst = 0;
   #refreshing: Promise<RefreshOutcome> | undefined;
   /** The parameters last fetched, applied again when an override in force reaches its `until`. */
   #parameters: Record<string, string> = {};
@@ -145,7 +150,7 @@ export class PolicyStore implements PolicyResolver {
 
   resolve(policy: string, key: string): CompiledPolicy | undefined {
     const now = this.#now();
-    if (now - this.#fetchedAt >= this.#ttlMs) void this.refresh();
+    this.#refreshIfStale(now);
     this.#endOverridesDue(now);
     return this.#perKey.get(policy)?.get(key) ?? this.#policies.get(policy);
   }
@@ -255,7 +260,13 @@ export class PolicyStore implements PolicyResolver {
 
   /** A secret parameter (decrypted), or undefined when none is configured. */
   secret(name: string): string | undefined {
+    // a handler asking for its secret first (a webhook's signature) starts the refresh a policy would
+    this.#refreshIfStale(this.#now());
     return this.#secrets.get(name);
+  }
+
+  #refreshIfStale(now: number): void {
+    if (now - this.#fetchedAt >= this.#ttlMs) void this.refresh();
   }
 
   /**
@@ -296,7 +307,12 @@ export class PolicyStore implements PolicyResolver {
       const paths = this.#readPaths.map((path) => (path === '' ? this.#prefix : `${this.#prefix}/${path}`));
       parameters = Object.assign({}, ...(await Promise.all(paths.map((path) => this.#source.fetchAll(path)))));
     } catch (error) {
-      this.#fetchedAt = this.#now(); // retry after a TTL, not on every request
+      // tried again after a TTL, not on every request; before any fetch succeeded, sooner: nothing good is in force
+      this.#failedBeforeFirst += this.#everFetched ? 0 : 1;
+      const retryMs = this.#everFetched
+        ? this.#ttlMs
+        : Math.min(this.#ttlMs, 1000 * 2 ** (this.#failedBeforeFirst - 1));
+      this.#fetchedAt = this.#now() - this.#ttlMs + retryMs;
       const reason = error instanceof Error ? `${error.name}: ${error.message}` : String(error);
       this.#logger.warn('rate-limit parameters could not be read; the last good values stay in force', {
         path: this.#prefix,
@@ -305,6 +321,7 @@ export class PolicyStore implements PolicyResolver {
       return { fetched: false, reason };
     }
     this.#fetchedAt = this.#now();
+    this.#everFetched = true;
     this.#parameters = parameters;
     this.#apply(parameters);
     return { fetched: true };
