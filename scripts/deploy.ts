@@ -15,6 +15,10 @@
  *   GetAccountSettings): Lambda keeps 100 of the quota unreserved, so the
  *   template's reservations must fit in quota − 100 (a two-region stage:
  *   in each region, whose quota is its own);
+ * - an API stage that writes execution logs in a region with no API Gateway
+ *   CloudWatch Logs role, when the assembly does not set one (API Gateway
+ *   GetAccount): the stage's create would fail ("CloudWatch Logs role ARN
+ *   must be set in account settings"), a fresh account's first deploy;
  * - and, before asking anything, an assembly holding a placeholder handler
  *   (infra/rebalancer.ts marks its template): never deployed.
  */
@@ -32,7 +36,7 @@ export const UNRESERVED_MINIMUM = 100;
 export const APPROVAL_POLICIES = ['never', 'broadening', 'any-change'] as const;
 export type ApprovalPolicy = (typeof APPROVAL_POLICIES)[number];
 
-/** What the pre-flight asks AWS: two read-only calls, behind this interface so tests mock the SDK. */
+/** What the pre-flight asks AWS: read-only calls, behind this interface so tests mock the SDK. */
 export interface AccountProbe {
   /** The credentials' account and principal (STS GetCallerIdentity). */
   callerIdentity(): Promise<{ readonly account: string; readonly arn: string }>;
@@ -40,6 +44,16 @@ export interface AccountProbe {
   region(): Promise<string>;
   /** The account's concurrency quota and what is unreserved now (Lambda GetAccountSettings), in `region` or the credentials'. */
   concurrency(region?: string): Promise<{ readonly quota: number; readonly unreserved: number }>;
+  /** The region's API Gateway CloudWatch Logs role (API Gateway GetAccount), or undefined when none is set. */
+  apiGatewayLoggingRole(region?: string): Promise<string | undefined>;
+}
+
+/** What the assembly asks of the account, beyond its identity: read from the templates. */
+export interface StageNeeds {
+  /** Reserved concurrency: the stage's total, or a two-region stage's by region (each quota is its own). */
+  readonly reserved: number | Readonly<Record<string, number>>;
+  /** The regions where an API stage writes execution logs and no template sets the account's role. */
+  readonly executionLogsWithoutRole?: readonly string[];
 }
 
 export interface StageTarget {
@@ -73,6 +87,30 @@ export function reservedConcurrencyOf(templates: readonly unknown[]): {
   return { total: [...byFunction.values()].reduce((sum, n) => sum + n, 0), byFunction };
 }
 
+/**
+ * The regions whose templates hold an API Gateway stage that writes
+ * execution logs (a method's LoggingLevel other than OFF) and no
+ * `AWS::ApiGateway::Account` (the stage's `apiGatewayAccountRole`): those
+ * need the region's role set already.
+ */
+export function executionLogsWithoutRole(templates: readonly { region: string; template: unknown }[]): string[] {
+  const resourcesOf = (template: unknown) =>
+    Object.values(
+      (template as { Resources?: Record<string, { Type: string; Properties?: Record<string, unknown> }> }).Resources ??
+        {},
+    );
+  const logs = (resource: { Type: string; Properties?: Record<string, unknown> }) =>
+    resource.Type === 'AWS::ApiGateway::Stage' &&
+    ((resource.Properties?.MethodSettings ?? []) as { LoggingLevel?: unknown }[]).some(
+      (method) => method.LoggingLevel !== undefined && method.LoggingLevel !== 'OFF',
+    );
+  const regions = [...new Set(templates.map((t) => t.region))];
+  return regions.filter((region) => {
+    const resources = templates.filter((t) => t.region === region).flatMap((t) => resourcesOf(t.template));
+    return resources.some(logs) && !resources.some((resource) => resource.Type === 'AWS::ApiGateway::Account');
+  });
+}
+
 /** The functions whose template says they are a placeholder (infra/rebalancer.ts), by template. */
 export function placeholdersOf(templates: readonly unknown[]): string[] {
   return templates.flatMap(
@@ -93,15 +131,10 @@ export function refusePlaceholders(stage: string, templates: readonly unknown[])
 
 /**
  * Resolves when the credentials and the account can take this stage;
- * otherwise a DeployRefusedError naming both sides. `reserved` is the
- * template's total, or a two-region stage's by region (each region's quota is
- * its own).
+ * otherwise a DeployRefusedError naming both sides.
  */
-export async function preflight(
-  target: StageTarget,
-  reserved: number | Readonly<Record<string, number>>,
-  probe: AccountProbe,
-): Promise<void> {
+export async function preflight(target: StageTarget, needs: StageNeeds, probe: AccountProbe): Promise<void> {
+  const { reserved } = needs;
   const [identity, region] = await Promise.all([probe.callerIdentity(), probe.region()]);
   const file = `infra/stages/${target.stage}.json`;
   if (identity.account !== target.account) {
@@ -126,13 +159,24 @@ export async function preflight(
       );
     }
   }
+  for (const where of needs.executionLogsWithoutRole ?? []) {
+    if ((await probe.apiGatewayLoggingRole(target.regions ? where : undefined)) !== undefined) continue;
+    throw new DeployRefusedError(
+      `stage ${target.stage}'s API writes execution logs in ${where}, but account ${target.account} has no API Gateway CloudWatch Logs role there (GetAccount: no cloudwatchRoleArn), so the stage's create would fail: set the role once for the region (aws apigateway update-account; docs/deploy.md, "First deploy into a fresh account") or set "apiGatewayAccountRole": true in ${file}`,
+    );
+  }
 }
 
 /** The probe over the AWS SDK (the credentials and region of the environment, as the CDK CLI uses them). */
 export async function awsAccountProbe(): Promise<AccountProbe> {
-  const [{ STSClient, GetCallerIdentityCommand }, { LambdaClient, GetAccountSettingsCommand }] = await Promise.all([
+  const [
+    { STSClient, GetCallerIdentityCommand },
+    { LambdaClient, GetAccountSettingsCommand },
+    { APIGatewayClient, GetAccountCommand },
+  ] = await Promise.all([
     import('@aws-sdk/client-sts'),
     import('@aws-sdk/client-lambda'),
+    import('@aws-sdk/client-api-gateway'),
   ]);
   const sts = new STSClient({});
   return {
@@ -149,6 +193,12 @@ export async function awsAccountProbe(): Promise<AccountProbe> {
         quota: answer.AccountLimit?.ConcurrentExecutions ?? 0,
         unreserved: answer.AccountLimit?.UnreservedConcurrentExecutions ?? 0,
       };
+    },
+    async apiGatewayLoggingRole(region?: string) {
+      const answer = await new APIGatewayClient({ region: region ?? (await sts.config.region()) }).send(
+        new GetAccountCommand({}),
+      );
+      return answer.cloudwatchRoleArn || undefined;
     },
   };
 }
@@ -213,7 +263,11 @@ if (import.meta.url === `file://${process.argv[1]}`) {
         templates.map((t) => t.template),
       );
     const reserved = reservedToCheck(target, templates);
-    await preflight(target, reserved, await awsAccountProbe());
+    await preflight(
+      target,
+      { reserved, executionLogsWithoutRole: executionLogsWithoutRole(templates) },
+      await awsAccountProbe(),
+    );
     console.log(
       `pre-flight: account ${target.account}, region ${(target.regions ?? [target.region]).join(' and ')}, ${JSON.stringify(reserved)} reserved concurrent executions fit`,
     );

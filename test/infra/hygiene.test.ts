@@ -15,6 +15,7 @@ import { BUDGET_NOTIFICATIONS } from '../../infra/budget.ts';
 import { InvalidContextError } from '../../infra/context.ts';
 import { SAMPLING } from '../../infra/tracing.ts';
 import { buildAll } from '../../scripts/build.ts';
+import { executionLogsWithoutRole } from '../../scripts/deploy.ts';
 import { tagPropertyOf } from '../support/cfn-schemas.ts';
 
 type Resource = { Type: string; Properties?: Record<string, unknown> };
@@ -217,10 +218,15 @@ describe('The stage file hygiene', () => {
     assert.ok(SAMPLING.fixedRate <= 0.05 && SAMPLING.reservoirSize <= 5, 'a low rate');
   });
 
-  it('sets the region’s API Gateway account role only when the stage file says', () => {
+  it('sets the region’s API Gateway account role only when the stage file says, and the pre-flight reads which', () => {
     const accounts = (t: Resources) => Object.values(t).filter((r) => r.Type === 'AWS::ApiGateway::Account');
     assert.equal(accounts(plain[1] as Resources).length, 0);
     assert.equal(accounts(full[1] as Resources).length, 1);
+    // the stage logs execution in both: without the role in the stack, the region must have one already
+    const inRegion = (stacks: Resources[]) =>
+      stacks.map((resources) => ({ region: PLACE.region, template: { Resources: resources } }));
+    assert.deepEqual(executionLogsWithoutRole(inRegion(plain)), [PLACE.region]);
+    assert.deepEqual(executionLogsWithoutRole(inRegion(full)), []);
   });
 
   it('reads refusals from every consumer’s log group into the top offenders, the listener’s included', () => {

@@ -16,7 +16,7 @@ import { InvalidContextError } from '../../infra/context.ts';
 import { MEMORYDB_MULTI_REGION_ENGINE_VERSION } from '../../infra/global-stores.ts';
 import { PLACEHOLDER_METADATA } from '../../infra/rebalancer.ts';
 import { buildAll } from '../../scripts/build.ts';
-import { DeployRefusedError, preflight, refusePlaceholders } from '../../scripts/deploy.ts';
+import { DeployRefusedError, executionLogsWithoutRole, preflight, refusePlaceholders } from '../../scripts/deploy.ts';
 import { FIXED_NAME_PROPERTIES, tagPropertyOf } from '../support/cfn-schemas.ts';
 import { scheduledRunRetries } from '../support/scheduled-runs.ts';
 
@@ -482,6 +482,14 @@ describe('The two-region stage (infra/stages/global.json)', () => {
     }
   });
 
+  it("has the pre-flight check each region's API Gateway logging role (global.json sets none)", () => {
+    const placed = [
+      ...Object.values(anchor).map((template) => ({ region: ANCHOR, template })),
+      ...Object.values(other).map((template) => ({ region: OTHER, template })),
+    ];
+    assert.deepEqual(executionLogsWithoutRole(placed), [ANCHOR, OTHER]);
+  });
+
   it('pre-flights the credentials in either region and reserved concurrency per region', async () => {
     const target = { stage: 'global', account: '333333333333', region: ANCHOR, regions: [ANCHOR, OTHER] };
     const asked: (string | undefined)[] = [];
@@ -492,17 +500,27 @@ describe('The two-region stage (infra/stages/global.json)', () => {
         asked.push(where);
         return where === OTHER ? { quota: 150, unreserved: 150 } : { quota: 1000, unreserved: 1000 };
       },
+      // the anchor's account has the API Gateway logging role, the other region not yet
+      apiGatewayLoggingRole: async (where?: string) =>
+        where === ANCHOR ? 'arn:aws:iam::333333333333:role/logs' : undefined,
     });
-    await preflight(target, { [ANCHOR]: 300, [OTHER]: 50 }, probe(OTHER));
+    await preflight(target, { reserved: { [ANCHOR]: 300, [OTHER]: 50 } }, probe(OTHER));
     assert.deepEqual(asked, [ANCHOR, OTHER]);
     await assert.rejects(
-      preflight(target, { [ANCHOR]: 300, [OTHER]: 51 }, probe(ANCHOR)),
+      preflight(target, { reserved: { [ANCHOR]: 300, [OTHER]: 51 } }, probe(ANCHOR)),
       /reserves 51 concurrent executions in us-east-1, but .* can reserve 50 in us-east-1/,
     );
     await assert.rejects(
-      preflight(target, { [ANCHOR]: 0, [OTHER]: 0 }, probe('eu-central-1')),
+      preflight(target, { reserved: { [ANCHOR]: 0, [OTHER]: 0 } }, probe('eu-central-1')),
       /deploys to region eu-west-1 and us-east-1/,
     );
+    // each region's own role: the one without refuses, by name, whichever region the credentials are in
+    const logs = { reserved: { [ANCHOR]: 0, [OTHER]: 0 }, executionLogsWithoutRole: [ANCHOR, OTHER] };
+    await assert.rejects(
+      preflight(target, logs, probe(ANCHOR)),
+      /API writes execution logs in us-east-1, but account 333333333333 has no API Gateway CloudWatch Logs role there/,
+    );
+    await preflight(target, { ...logs, executionLogsWithoutRole: [ANCHOR] }, probe(OTHER));
   });
 });
 
