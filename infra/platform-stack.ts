@@ -30,6 +30,7 @@ import type { Construct } from 'constructs';
 import type { OuterLine } from '../config/outer-line.ts';
 import type { RedisRole } from '../config/redis-roles.ts';
 import { readPaths, type SecretName } from '../config/secrets.ts';
+import { inferenceProfileIdOf } from '../functions/llm/models.ts';
 import { checksOf, type PlatformResource, type Route } from '../functions/routes.ts';
 import { type OperatorFunction, operated, scheduled, services } from '../functions/workers.ts';
 import { StageBudget } from './budget.ts';
@@ -465,12 +466,33 @@ export class PlatformStack extends Stack {
       );
     }
     if (route.uses.includes('llmProvider')) {
+      // the route invokes its region's cross-region inference profile of each model (functions/llm/models.ts),
+      // which Bedrock serves from any region of the geography: the profile here, and the model itself only
+      // through it (any region: the geography's destinations are Bedrock's to choose and to extend)
+      if (Token.isUnresolved(this.region))
+        throw new InvalidContextError('the LLM route needs a stage bound to a region');
+      const profiles = bedrockModelIds().map((model) =>
+        this.formatArn({
+          service: 'bedrock',
+          resource: 'inference-profile',
+          resourceName: inferenceProfileIdOf(model, this.region),
+        }),
+      );
+      const actions = ['bedrock:InvokeModel', 'bedrock:InvokeModelWithResponseStream'];
+      fn.addToRolePolicy(new PolicyStatement({ actions, resources: profiles }));
       fn.addToRolePolicy(
         new PolicyStatement({
-          actions: ['bedrock:InvokeModel', 'bedrock:InvokeModelWithResponseStream'],
+          actions,
           resources: bedrockModelIds().map((model) =>
-            this.formatArn({ service: 'bedrock', account: '', resource: 'foundation-model', resourceName: model }),
+            this.formatArn({
+              service: 'bedrock',
+              region: '*',
+              account: '',
+              resource: 'foundation-model',
+              resourceName: model,
+            }),
           ),
+          conditions: { StringEquals: { 'bedrock:InferenceProfileArn': profiles } },
         }),
       );
     }
@@ -613,6 +635,11 @@ export class PlatformStack extends Stack {
         id: `AwsSolutions::AwsSolutions-IAM5[Resource::${built}:ssm:${where}:parameter${apiKeysPath}/*]`,
         reason: 'The API key registry: one parameter per key hash, looked up by name, so any name under the path.',
       },
+      ...bedrockModelIds().map((model) => ({
+        id: `AwsSolutions::AwsSolutions-IAM5[Resource::${built}:bedrock:*::foundation-model/${model}]`,
+        reason:
+          "A model of config/llm-models.json in any region, only through this region's inference profile of it (the condition): the geography's destination regions are Bedrock's.",
+      })),
     );
   }
 }

@@ -12,7 +12,7 @@ import type {
   ConverseCommandOutput,
 } from '@aws-sdk/client-bedrock-runtime';
 import { AWS_CLIENT_OPTIONS } from '@platform/rate-limit/redis';
-import type { Usage } from './models.ts';
+import { inferenceProfileIdOf, type Usage } from './models.ts';
 import { type Completion, type CompletionRequest, type LlmProvider, ProviderError } from './provider.ts';
 
 /** Bedrock's errors that refuse a call before the model runs: nothing was produced, nothing is charged. */
@@ -87,11 +87,18 @@ export class BedrockProvider implements LlmProvider {
       this.#client = undefined; // the next call tries again
       throw new ProviderError('the Bedrock SDK could not be loaded', { kind: 'nothing' }, { cause: error });
     }
+    let modelId: string;
+    try {
+      // through the client's region's inference profile (what the role is granted), which Bedrock serves there
+      modelId = inferenceProfileIdOf(request.bedrockModelId, await client.config.region());
+    } catch (error) {
+      throw new ProviderError('no Bedrock inference profile for this region', { kind: 'nothing' }, { cause: error });
+    }
     let output: ConverseCommandOutput;
     try {
       output = await client.send(
         new ConverseCommand({
-          modelId: request.bedrockModelId,
+          modelId,
           messages: [{ role: 'user', content: [{ text: request.prompt }] }],
           inferenceConfig: { maxTokens: request.maxTokens },
         }),

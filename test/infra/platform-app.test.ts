@@ -18,7 +18,7 @@ import { PLATFORM_POLICIES } from '../../config/catalogue.ts';
 import { readOuterLine, routeThrottleOf } from '../../config/outer-line.ts';
 import { KEY_FAMILIES, managedAccessString, REDIS_ROLES, type RedisRole } from '../../config/redis-roles.ts';
 import { runHarvest } from '../../functions/harvester/job.ts';
-import { MODELS, type ModelEntry, reservationOf } from '../../functions/llm/models.ts';
+import { inferenceProfileIdOf, MODELS, type ModelEntry, reservationOf } from '../../functions/llm/models.ts';
 import { catchUpPublisher } from '../../functions/mattermost-listener/catch-up-metrics.ts';
 import { MattermostListener } from '../../functions/mattermost-listener/listener.ts';
 import { LISTENER_METRICS } from '../../functions/mattermost-listener/metrics.ts';
@@ -1478,7 +1478,7 @@ function fixedNames(resources: FullResources): Map<string, string> {
   return names;
 }
 
-type Statement = { Action: unknown; Resource: unknown };
+type Statement = { Action: unknown; Resource: unknown; Condition?: unknown };
 const envOf = (r: { Properties?: Record<string, unknown> } | undefined) =>
   ((r?.Properties?.Environment ?? { Variables: {} }) as { Variables: Record<string, unknown> }).Variables;
 const statementsIn = (r: { Properties?: Record<string, unknown> }) =>
@@ -1665,12 +1665,23 @@ describe('A first deploy into a fresh account (issue 27)', () => {
         })),
       )
       .filter(({ st }) => JSON.stringify(st.Action).includes('bedrock:'));
-    assert.equal(statements.length, 1);
-    assert.match(statements[0]?.roles ?? '', /FnllmServiceRole/);
-    assert.deepEqual(statements[0]?.st.Action, ['bedrock:InvokeModel', 'bedrock:InvokeModelWithResponseStream']);
-    const resources = JSON.stringify(statements[0]?.st.Resource);
-    for (const id of bedrockModelIds()) assert.ok(resources.includes(`:bedrock:eu-west-1::foundation-model/${id}`), id);
-    assert.ok(!resources.includes('*'), 'no wildcard model');
+    // the region's inference profile of each model, and each model only through one of them
+    assert.equal(statements.length, 2);
+    for (const { roles, st } of statements) {
+      assert.match(roles, /FnllmServiceRole/);
+      assert.deepEqual(st.Action, ['bedrock:InvokeModel', 'bedrock:InvokeModelWithResponseStream']);
+    }
+    const profiles = bedrockModelIds().map(
+      (id) => `arn:aws:bedrock:eu-west-1:222222222222:inference-profile/${inferenceProfileIdOf(id, 'eu-west-1')}`,
+    );
+    assert.ok(profiles.every((arn) => arn.includes('inference-profile/eu.amazon.')));
+    assert.deepEqual(statements[0]?.st.Resource, profiles);
+    assert.equal(statements[0]?.st.Condition, undefined);
+    assert.deepEqual(
+      statements[1]?.st.Resource,
+      bedrockModelIds().map((id) => `arn:aws:bedrock:*::foundation-model/${id}`),
+    );
+    assert.deepEqual(statements[1]?.st.Condition, { StringEquals: { 'bedrock:InferenceProfileArn': profiles } });
   });
 
   it('drains the events queue into the stage bus with a pipe, publishes the bus name, and alarms on what is left', () => {

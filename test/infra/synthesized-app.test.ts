@@ -16,6 +16,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { API_KEY_PEPPER, hashApiKey, newApiKey } from '../../config/api-key.ts';
+import { inferenceProfileIdOf } from '../../functions/llm/models.ts';
 import { routes } from '../../functions/routes.ts';
 import { signSlackBody } from '../../functions/slack/signature.ts';
 import { operated } from '../../functions/workers.ts';
@@ -212,7 +213,8 @@ describe('The synthesized app, run from cdk.out', () => {
       string,
       { bedrockModelId: string }
     >;
-    assert.equal(converse[0]?.input.modelId, models[FIRST_MODEL]?.bedrockModelId, "the model's Bedrock id");
+    const profile = inferenceProfileIdOf(models[FIRST_MODEL]?.bedrockModelId ?? '', place.region);
+    assert.equal(converse[0]?.input.modelId, profile, "the model's inference profile in the function's region");
   });
 
   it('slack and telegram: accepted events go on the queue and arrive on the stage bus through the pipe', async () => {
@@ -297,7 +299,8 @@ describe('The synthesized app, run from cdk.out', () => {
 
   it("applies the template's IAM: only the login role may AdminInitiateAuth, only the llm role may invoke models", () => {
     const pool = `arn:aws:cognito-idp:${place.region}:${place.account}:userpool/${app.aws.state.userPool?.id}`;
-    const model = `arn:aws:bedrock:${place.region}::foundation-model/${[...app.aws.state.models.keys()][0]}`;
+    const base = [...app.aws.state.models.keys()][0] as string;
+    const model = `arn:aws:bedrock:${place.region}:${place.account}:inference-profile/${inferenceProfileIdOf(base, place.region)}`;
     for (const f of app.functions.values()) {
       const id = f.spec.name.replace(`ratelimit-${STAGE}-`, '');
       assert.equal(

@@ -237,8 +237,14 @@ export async function startAwsStandIns(
   };
 
   function converse(modelId: string, input: Record<string, unknown>, caller: string) {
-    allow(caller, 'bedrock:InvokeModel', `arn:aws:bedrock:${region}::foundation-model/${modelId}`);
-    const model = state.models.get(modelId);
+    // a cross-region inference profile (`eu.amazon.nova-lite-v1:0`): Bedrock authorizes the profile and the model
+    // in the region it routes to (here its own); a model id alone, the model in this region
+    const profile = /^(us-gov|us|eu|apac)\.(.+)$/.exec(modelId);
+    const base = profile ? (profile[2] as string) : modelId;
+    if (profile)
+      allow(caller, 'bedrock:InvokeModel', `arn:aws:bedrock:${region}:${account}:inference-profile/${modelId}`);
+    allow(caller, 'bedrock:InvokeModel', `arn:aws:bedrock:${region}::foundation-model/${base}`);
+    const model = state.models.get(base);
     if (!model) throw new ServiceError(400, 'ValidationException', 'The provided model identifier is invalid.');
     const messages = (input.messages ?? []) as { content?: { text?: string }[] }[];
     const prompt = messages.flatMap((m) => (m.content ?? []).map((c) => c.text ?? '')).join('\n');

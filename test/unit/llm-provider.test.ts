@@ -20,7 +20,14 @@ import { InvalidSettingError } from '@platform/rate-limit';
 import { mockClient } from 'aws-sdk-client-mock';
 import fc from 'fast-check';
 import { BedrockProvider, bedrockClient } from '../../functions/llm/bedrock.ts';
-import { costOf, MODELS, type ModelEntry, promptTokenBound, reservationOf } from '../../functions/llm/models.ts';
+import {
+  costOf,
+  inferenceProfileIdOf,
+  MODELS,
+  type ModelEntry,
+  promptTokenBound,
+  reservationOf,
+} from '../../functions/llm/models.ts';
 import { ProviderError } from '../../functions/llm/provider.ts';
 import { readLlmProvider } from '../../functions/shared/settings.ts';
 
@@ -62,7 +69,7 @@ describe('Class: BedrockProvider', () => {
     });
     const completion = await new BedrockProvider(new BedrockRuntimeClient({ region: 'us-east-1' })).complete(request());
     const sent = bedrock.commandCalls(ConverseCommand)[0]?.args[0].input;
-    assert.equal(sent?.modelId, 'amazon.nova-lite-v1:0');
+    assert.equal(sent?.modelId, 'us.amazon.nova-lite-v1:0', "the client's region's inference profile");
     assert.deepEqual(sent?.messages, [{ role: 'user', content: [{ text: 'Say hello' }] }]);
     assert.deepEqual(sent?.inferenceConfig, { maxTokens: 50 });
     assert.equal(completion.text, 'Hello!');
@@ -74,6 +81,33 @@ describe('Class: BedrockProvider', () => {
     });
     // 12 × 0.06 + 3 × 0.24 + 1000 × 0.015 + 200 × 0.06 µUSD = 28.44, rounded up
     assert.equal(costOf(lite, completion.usage), 29);
+  });
+
+  it("invokes each region's geography's inference profile, and refuses a region outside every geography unsent", async (t) => {
+    const bedrock = mockClient(BedrockRuntimeClient);
+    t.after(() => bedrock.restore());
+    bedrock.on(ConverseCommand).resolves({
+      output: { message: { role: 'assistant', content: [{ text: 'Hi' }] } },
+      usage: { inputTokens: 1, outputTokens: 1, totalTokens: 2 },
+    });
+    for (const [region, id] of [
+      ['eu-west-1', 'eu.amazon.nova-lite-v1:0'],
+      ['ap-southeast-2', 'apac.amazon.nova-lite-v1:0'],
+      ['us-gov-west-1', 'us-gov.amazon.nova-lite-v1:0'],
+    ]) {
+      await new BedrockProvider(new BedrockRuntimeClient({ region })).complete(request());
+      assert.equal(bedrock.commandCalls(ConverseCommand).at(-1)?.args[0].input.modelId, id, region);
+    }
+    const sent = bedrock.commandCalls(ConverseCommand).length;
+    const outside = await failure(
+      new BedrockProvider(new BedrockRuntimeClient({ region: 'sa-east-1' })).complete(request()),
+    );
+    assert.deepEqual(outside.spent, { kind: 'nothing' });
+    assert.equal(bedrock.commandCalls(ConverseCommand).length, sent, 'nothing sent');
+    assert.throws(
+      () => inferenceProfileIdOf('amazon.nova-lite-v1:0', 'sa-east-1'),
+      /no Bedrock cross-region inference geography for region sa-east-1/,
+    );
   });
 
   it('says a throttled or invalid call spent nothing (it is refunded), the throttling as such', async (t) => {
