@@ -12,7 +12,7 @@ import { join } from 'node:path';
 import { compilePolicy, type FailureMode } from '@platform/rate-limit';
 import { defaultParameter, folderPrefix, parameterPath } from '@platform/rate-limit/config';
 import { combinedFailureMode } from '@platform/rate-limit/policy';
-import { Duration, Stack, type StackProps, Token, Validations } from 'aws-cdk-lib';
+import { Duration, RemovalPolicy, Stack, type StackProps, Token, Validations } from 'aws-cdk-lib';
 import { type ISecurityGroup, type IVpc, SubnetType } from 'aws-cdk-lib/aws-ec2';
 import { Effect, PolicyStatement } from 'aws-cdk-lib/aws-iam';
 import type { IKey } from 'aws-cdk-lib/aws-kms';
@@ -255,6 +255,12 @@ export class PlatformStack extends Stack {
       observability: this.observability,
     });
     this.#acknowledge(prefix, access.pathsInUse, apiKeysPath);
+    // every queue holds what was accepted and not yet handed on (events answered 200 to their sender, operator
+    // notices, their dead letters): prod keeps them through a destroy, to drain by hand (docs/deploy.md,
+    // "Deleting a stage"); generated names, so a kept queue never blocks the next create
+    for (const queue of this.node.findAll().filter((c): c is Queue => c instanceof Queue)) {
+      queue.applyRemovalPolicy(context.stage === 'prod' ? RemovalPolicy.RETAIN : RemovalPolicy.DESTROY);
+    }
     // the stage file's hygiene: X-Ray sampling, the monthly budget (infra/tracing.ts, infra/budget.ts)
     if (context.tracing === 'sampled') new ApiSamplingRule(this, 'Sampling', { apiName: name, stage: context.stage });
     if (context.budget)

@@ -531,6 +531,27 @@ describe('The CDK app (ElastiCache for Valkey, the default)', () => {
     );
   });
 
+  it("keeps prod's queues through a destroy (accepted events, operator notices, their dead letters), not another stage's", () => {
+    const queues = (resources: Resources) =>
+      Object.entries(resources)
+        .filter(([, r]) => r.Type === 'AWS::SQS::Queue')
+        .map(([id, r]) => [id.replace(/[0-9A-F]{8}$/, ''), r.DeletionPolicy, r.Properties?.QueueName] as const);
+    const prodQueues = queues(app.platform.toJSON().Resources as Resources);
+    assert.ok(prodQueues.length >= 4, JSON.stringify(prodQueues));
+    for (const [id, policy, name] of prodQueues) {
+      assert.equal(policy, 'Retain', id);
+      assert.equal(name, undefined, `${id}: a generated name, so a kept queue never blocks the next create`);
+    }
+    writeFileSync(join(work, 'queueqa.json'), JSON.stringify({ account: '222222222222', region: 'eu-west-1' }));
+    const qa = createPlatformApp({
+      context: { stage: 'queueqa', dist: join(work, 'dist') },
+      outdir: mkdtempSync(join(work, 'cdk-queueqa-')),
+      stagesDir: work,
+    });
+    const qaQueues = queues(Template.fromStack(qa.platform).toJSON().Resources as Resources);
+    assert.deepEqual(new Set(qaQueues.map(([, policy]) => policy)), new Set(['Delete']));
+  });
+
   it('reaches ElastiCache by RBAC: no AUTH token, the default user off, a user per role with its rules and its own secret', () => {
     const data = app.data.toJSON().Resources as Resources;
     const [, group] =
