@@ -53,10 +53,15 @@ function warnIfWeak(name: string, secret: string): void {
 
 /** A part of an update that may name its chat. */
 const ChatBearing = v.optional(v.looseObject({ chat: v.optional(v.looseObject({ id: SenderId })) }));
+/** A part of an update that names its user (`from`, or `user` in some). */
+const FromBearing = v.optional(v.looseObject({ from: v.optional(v.looseObject({ id: SenderId })) }));
+const UserBearing = v.optional(v.looseObject({ user: v.optional(v.looseObject({ id: SenderId })) }));
 
 /**
- * An update: its id, and the fields that name a chat, in the order they are
- * looked at; only these are read, the rest is handed on as Telegram sent it.
+ * An update: its id, and the fields that name its chat or, for an update
+ * in no chat (an inline query, a poll answer, a callback on an inline
+ * message, a payment query), its user; only these are read, the rest is
+ * handed on as Telegram sent it.
  */
 const Update = v.looseObject({
   update_id: SenderId,
@@ -64,26 +69,67 @@ const Update = v.looseObject({
   edited_message: ChatBearing,
   channel_post: ChatBearing,
   edited_channel_post: ChatBearing,
+  business_message: ChatBearing,
+  edited_business_message: ChatBearing,
+  deleted_business_messages: ChatBearing,
   my_chat_member: ChatBearing,
   chat_member: ChatBearing,
   chat_join_request: ChatBearing,
   message_reaction: ChatBearing,
-  callback_query: v.optional(v.looseObject({ message: ChatBearing })),
+  message_reaction_count: ChatBearing,
+  chat_boost: ChatBearing,
+  removed_chat_boost: ChatBearing,
+  callback_query: v.optional(
+    v.looseObject({ message: ChatBearing, from: v.optional(v.looseObject({ id: SenderId })) }),
+  ),
+  inline_query: FromBearing,
+  chosen_inline_result: FromBearing,
+  shipping_query: FromBearing,
+  pre_checkout_query: FromBearing,
+  purchased_paid_media: FromBearing,
+  poll_answer: UserBearing,
+  business_connection: UserBearing,
 });
+/** The update types that name a chat (Bot API 9), in the order they are looked at: the chat's window is theirs. */
+const CHAT_UPDATES = [
+  'message',
+  'edited_message',
+  'channel_post',
+  'edited_channel_post',
+  'business_message',
+  'edited_business_message',
+  'deleted_business_messages',
+  'my_chat_member',
+  'chat_member',
+  'chat_join_request',
+  'message_reaction',
+  'message_reaction_count',
+  'chat_boost',
+  'removed_chat_boost',
+] as const;
 type Update = v.InferOutput<typeof Update>;
 
-/** The chat an update belongs to, if any. */
+/**
+ * The chat an update belongs to; for one in no chat, its user (a user's id
+ * is also the id of their private chat with the bot: one window for both).
+ * Undefined only for updates that name neither (a poll's new state).
+ */
 function chatOf(update: Update): string | undefined {
+  for (const field of CHAT_UPDATES) {
+    const chat = update[field]?.chat?.id;
+    if (chat !== undefined) return chat;
+  }
+  const callback = update.callback_query;
   return (
-    update.message?.chat?.id ??
-    update.edited_message?.chat?.id ??
-    update.channel_post?.chat?.id ??
-    update.edited_channel_post?.chat?.id ??
-    update.my_chat_member?.chat?.id ??
-    update.chat_member?.chat?.id ??
-    update.chat_join_request?.chat?.id ??
-    update.message_reaction?.chat?.id ??
-    update.callback_query?.message?.chat?.id
+    callback?.message?.chat?.id ??
+    callback?.from?.id ??
+    update.inline_query?.from?.id ??
+    update.chosen_inline_result?.from?.id ??
+    update.shipping_query?.from?.id ??
+    update.pre_checkout_query?.from?.id ??
+    update.purchased_paid_media?.from?.id ??
+    update.poll_answer?.user?.id ??
+    update.business_connection?.user?.id
   );
 }
 

@@ -16,6 +16,8 @@ import { call, loopbackAddress } from '../support/http.ts';
 
 const SLACK_SECRET = 'local-only-slack-signing-secret';
 const TELEGRAM_SECRET = 'local-only-telegram-secret-token';
+/** A bot of its own for the update types' test: its 122 updates stay out of the demo bot's window. */
+const UPDATES_BOT_SECRET = 'updates-bot-secret-token-of-the-webhooks-test';
 /** A bot whose stored token predates the 32-character rule (secrets:put refuses it now, the webhook still accepts it). */
 const LEGACY_BOT_SECRET = 'legacy-short-token-20';
 
@@ -39,6 +41,7 @@ before(async () => {
       [`/ratelimit/local/overrides/slack-ip/${NARROW_IP}`]: { limit: 3 },
       [`/ratelimit/local/overrides/telegram-ip/${NARROW_IP}`]: { limit: 3 },
       '/ratelimit/local/secrets/telegram/telegram-bot-legacy': LEGACY_BOT_SECRET,
+      '/ratelimit/local/secrets/telegram/telegram-bot-updates': UPDATES_BOT_SECRET,
     },
   });
 });
@@ -307,6 +310,24 @@ describe('Telegram webhook (POST /webhooks/telegram/{bot})', () => {
     assert.equal(other.status, 200);
   });
 
+  it("limits a business chat's updates and a chat-less update's user (an inline query) each to a chat's window", async () => {
+    // Prepare: two kinds of update Telegram sends outside `message`: a business chat's, and an inline query
+    // (no chat: its user's window, the id of their private chat with the bot)
+    const base = Date.now() * 10;
+    const kinds = [
+      (i: number) => ({ update_id: base + i, business_message: { chat: { id: 5001 } } }),
+      (i: number) => ({ update_id: base + 100 + i, inline_query: { id: `q${i}`, from: { id: 5002 }, query: 'x' } }),
+    ];
+    for (const update of kinds) {
+      // Act
+      const statuses: number[] = [];
+      for (let i = 0; i < 61; i++) statuses.push((await telegram('updates', update(i), UPDATES_BOT_SECRET)).status);
+
+      // Assess: 60 a minute (telegram-chat), then refused, though the bot's window (300) has room
+      assert.deepEqual(statuses, [...Array(60).fill(200), 429], JSON.stringify(update(0)));
+    }
+  });
+
   it('keeps accepting a stored secret token shorter than the rule, and warns once by its name, never its value', async () => {
     const { logger } = sharedPlatform();
     const lines: string[] = [];
@@ -473,6 +494,8 @@ describe('Webhooks: signed hostile payloads reach the parsing', () => {
   it('never answers a Telegram update with the right secret token with a 5xx, whatever its fields hold', async (t) => {
     const runs = 400;
     const chatBearing = fc.oneof(fc.record({ chat: fc.oneof(fc.record({ id: hostile }), hostile) }), hostile);
+    const userBearing = (field: string) =>
+      fc.oneof(fc.record({ [field]: fc.oneof(fc.record({ id: hostile }), hostile) }), hostile);
     await fc.assert(
       fc.asyncProperty(
         fc.record(
@@ -480,7 +503,13 @@ describe('Webhooks: signed hostile payloads reach the parsing', () => {
             update_id: fc.oneof(fc.integer({ min: 1 }), hostile),
             message: chatBearing,
             channel_post: chatBearing,
-            callback_query: fc.oneof(fc.record({ message: chatBearing }), hostile),
+            business_message: chatBearing,
+            callback_query: fc.oneof(
+              fc.record({ message: chatBearing, from: fc.oneof(fc.record({ id: hostile }), hostile) }),
+              hostile,
+            ),
+            inline_query: userBearing('from'),
+            poll_answer: userBearing('user'),
           },
           { requiredKeys: [] },
         ),
