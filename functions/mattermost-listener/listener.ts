@@ -26,7 +26,7 @@
  *   logs the summary.
  */
 
-import { type Decision, type Limiter, type RateLimitObserver, verdictFor } from '@platform/rate-limit';
+import { type Decision, type Limiter, mayHaveRun, type RateLimitObserver, verdictFor } from '@platform/rate-limit';
 import * as v from 'valibot';
 import { admitOnce } from '../shared/admission.ts';
 import type { AcceptedOnce } from '../shared/once.ts';
@@ -342,7 +342,7 @@ export class MattermostListener {
           return decision;
         },
         admits: (decision) => decision.outcome === 'allowed',
-        mayRunLate: (decision) => decision.outcome === 'degraded' && decision.reason === 'timeout',
+        mayRunLate: (decision) => decision.outcome === 'degraded' && mayHaveRun(decision.reason),
         // a limited post stays claimed: it was decided; an undecided one (Redis down) takes it when refused
         keepsClaim: true,
       },

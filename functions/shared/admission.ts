@@ -10,9 +10,10 @@
  * 2. refused: the claim is not kept (a redelivery counts as a new attempt)
  *    unless the caller keeps it; Redis unable to decide: the check's failure
  *    mode decided (closed for every sender policy); when Redis did not answer
- *    in time, the claim is given back, a second round trip on that path only:
- *    the script may still run once Redis answers (a stall past the budget) and
- *    take the claim, and a retry would then be answered `duplicate` for an
+ *    (in time, or before the connection went), the claim is given back, a
+ *    second round trip on that path only: the script may still run once Redis
+ *    answers (a stall past the budget), or may have run before the connection
+ *    went, and take the claim, and a retry would then be answered `duplicate` for an
  *    event never handed on (an error Redis answered ran no script: nothing to
  *    give back);
  * 3. admitted (the claim taken with it): handed to the sink within
@@ -35,7 +36,7 @@
  * The outcome is a value; what it answers (an HTTP status, a held post) is
  * the caller's.
  */
-import type { CheckClaim, HeldClaim, Verdict } from '@platform/rate-limit';
+import { type CheckClaim, type HeldClaim, mayHaveRun, type Verdict } from '@platform/rate-limit';
 import type { AcceptedOnce, DeliveredMark, GiveBack } from './once.ts';
 import type { AcceptedEvent, EventSink } from './sink.ts';
 
@@ -49,9 +50,10 @@ export interface Admission<Decided> {
   /** Whether the event goes on to the sink. */
   readonly admits: (decided: Decided) => boolean;
   /**
-   * Whether Redis could not decide it in time (the failure mode did) and its
-   * script may still run late and claim: a timeout. Not an error Redis
-   * answered: the script did not run, and there is nothing to give back.
+   * Whether Redis could not decide it (the failure mode did) and its script
+   * may still run late, or may have run, and claim: a timeout, or its
+   * connection lost with it sent (`mayHaveRun`). Not an error Redis answered:
+   * the script did not run, and there is nothing to give back.
    */
   readonly mayRunLate: (decided: Decided) => boolean;
   /**
@@ -112,7 +114,7 @@ export type AdmissionOutcome<Decided> =
    */
   | { readonly kind: 'admitted'; readonly decided: Decided; readonly marked?: DeliveredMark };
 
-/** Claim and check in one script → sink, giving the claim back when the sink fails or Redis did not answer in time. */
+/** Claim and check in one script → sink, giving the claim back when the sink fails or no answer came from Redis. */
 export async function admitOnce<Decided>(
   event: AcceptedEvent,
   admission: Admission<Decided>,
@@ -129,7 +131,8 @@ export async function admitOnce<Decided>(
   // only while the claim is still this attempt's (its token): never another delivery's
   const giveBack = () => once.release(claim, budgetMs);
   if (!admission.admits(decided)) {
-    // sent on the same connection as the check, so it runs after the check's script if that runs late
+    // sent on the same connection as the check, so it runs after the check's script if that runs late (after a
+    // lost connection, once it is connected again: AcceptedOnce's settles wait for the reconnect in their budget)
     if (admission.mayRunLate(decided)) return { kind: 'refused', decided, givenBack: await giveBack() };
     // a kept refusal is final: unmarked, the next delivery past its pending time would take it over and decide again
     if (admission.keepsClaim && pendingMs > 0)
@@ -159,9 +162,9 @@ export function claimStuck(givenBack: GiveBack | undefined): boolean {
   return givenBack !== undefined && givenBack !== 'given' && givenBack !== 'not-held';
 }
 
-/** `mayRunLate` for a limiter verdict: undecided because Redis did not answer in time. */
+/** `mayRunLate` for a limiter verdict: undecided because no answer came (in time, or before the connection went). */
 export function verdictMayRunLate(verdict: Verdict): boolean {
-  return verdict.decision.outcome === 'degraded' && verdict.decision.reason === 'timeout';
+  return verdict.decision.outcome === 'degraded' && mayHaveRun(verdict.decision.reason);
 }
 
 /** The sink is too slow: the event is not handed on (as far as its sender is told). */

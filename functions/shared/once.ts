@@ -101,7 +101,10 @@ export class AcceptedOnce {
     settlement: ClaimSettlement,
     budgetMs: number,
   ): Promise<true | 'not-held' | DegradedReason> {
-    const result = await this.#redis.within(budgetMs, (redis) => settleClaim(redis, claim, settlement));
+    // after a check whose connection was lost (it may have run), the settle waits for the reconnect in its budget
+    const result = await this.#redis.within(budgetMs, (redis) => settleClaim(redis, claim, settlement), {
+      waitForReconnect: true,
+    });
     if (!result.ok) return result.reason;
     return result.reply ? true : 'not-held';
   }

@@ -27,6 +27,7 @@ export type {
   Limited,
   LimitStatus,
 } from './core/decision.ts';
+export { mayHaveRun } from './core/decision.ts';
 export {
   type EnforceOptions,
   enforce,

@@ -9,6 +9,7 @@
  */
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
+import { setImmediate } from 'node:timers/promises';
 import { createLimiter, enforceOnce, type RedisClient, type Verdict } from '@platform/rate-limit';
 import {
   type Admission,
@@ -20,6 +21,7 @@ import {
 } from '../../functions/shared/admission.ts';
 import { AcceptedOnce } from '../../functions/shared/once.ts';
 import type { AcceptedEvent } from '../../functions/shared/sink.ts';
+import { startDelayProxy } from '../../scripts/delay-proxy.ts';
 import { type RedisProcess, rawCommand, startRedis } from '../../scripts/redis-process.ts';
 import { agedPastPending, stampedAhead } from '../support/claims.ts';
 import { connected, policies, targets, unique } from '../support/targets.ts';
@@ -429,6 +431,48 @@ describe("admitOnce when a redelivery's check stalls past the budget and then ru
     assert.deepEqual(
       h.sunk.map((e) => e.id),
       ['Ev2'],
+    );
+  });
+});
+
+describe('admitOnce when the connection is cut after Redis ran the check, before its reply', () => {
+  it("gives back the claim the lost check took, once connected again: a kept claim (the listener's) is not left to answer duplicate", async (t) => {
+    // Prepare: the client through a proxy whose replies can be held back, an admin client direct; the Mattermost
+    // listener's shape: the claim kept on a refusal, no pending time (nothing would ever take it over)
+    const server = await startRedis();
+    const proxy = await startDelayProxy(server.port);
+    const { createRedisClient } = await import('@platform/rate-limit');
+    const redis = createRedisClient({ url: `redis://127.0.0.1:${proxy.port}` });
+    const admin = createRedisClient({ url: server.url });
+    t.after(async () => {
+      redis.disconnect();
+      admin.disconnect();
+      await proxy.close();
+      await server.stop();
+    });
+    await Promise.all([connected(redis), connected(admin)]);
+    const h = harness(redis, 10, { timeBudget: '3 s', keepsClaim: true });
+    assert.equal((await admitOnce(h.event('warm'), h.admission)).kind, 'admitted'); // the script is loaded
+    const claimKey = `wh:{slack:${h.scope}}:seen:Ev1`;
+
+    // Act: the check goes out with the replies held back; once Redis ran it (the claim is there) the connection
+    // is cut, then taken again
+    proxy.latencyMs = 500;
+    const cut = admitOnce(h.event('Ev1'), h.admission);
+    while ((await admin.exists(claimKey)) === 0) await setImmediate();
+    proxy.partition();
+    proxy.latencyMs = 0;
+    proxy.heal();
+    const first = await cut;
+
+    // Assess: refused undecided, its claim given back; the retry is admitted and handed on, not a duplicate
+    assert.equal(first.kind === 'refused' && first.decided.outcome, 'degraded-closed');
+    assert.equal(first.kind === 'refused' && first.givenBack, 'given');
+    assert.equal(await admin.exists(claimKey), 0, 'no claim left by the lost check');
+    assert.equal((await admitOnce(h.event('Ev1'), h.admission)).kind, 'admitted');
+    assert.deepEqual(
+      h.sunk.map((e) => e.id),
+      ['warm', 'Ev1'],
     );
   });
 });

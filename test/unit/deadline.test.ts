@@ -24,6 +24,7 @@ function connection(ready = true) {
 }
 
 const never = () => new Promise<never>(() => {});
+const identity = <T>(value: T) => value;
 
 describe('Class: DeadlineGuard', () => {
   it('passes the reply through when the work answers in time', async () => {
@@ -71,6 +72,57 @@ describe('Class: DeadlineGuard', () => {
       reason: 'unavailable',
       detail: 'Redis connection is reconnecting',
     });
+  });
+
+  it("answers 'lost' when what it sent fails without Redis' answer (the connection went): Redis may have run it", async () => {
+    const guard = new DeadlineGuard(connection().fake, 10);
+    const closed = () => Promise.reject(new Error('Connection is closed.'));
+    const flushed = () =>
+      Promise.reject(
+        Object.assign(new Error('Reached the max retries per request limit (which is 0).'), {
+          name: 'MaxRetriesPerRequestError',
+        }),
+      );
+    for (const work of [closed, flushed])
+      assert.equal(((await guard.within(1000, work)) as { reason: string }).reason, 'lost');
+    const command = (promise: Promise<never>): Abandonable<never> => ({
+      promise,
+      isSettled: false,
+      resolve: () => {},
+      reject: () => {},
+    });
+    assert.equal(
+      await guard.command(
+        1000,
+        () => command(closed()),
+        identity,
+        (outcome) => !outcome.ok && outcome.reason,
+      ),
+      'lost',
+      'a command sent on a ready connection',
+    );
+  });
+
+  it("answers 'unavailable' to what ran nothing: Redis' own refusal, a connection down before it was sent, a send that threw", async () => {
+    const guard = new DeadlineGuard(connection().fake, 10);
+    const loading = () =>
+      Promise.reject(
+        Object.assign(new Error('LOADING Redis is loading the dataset in memory'), { name: 'ReplyError' }),
+      );
+    assert.equal(((await guard.within(1000, loading)) as { reason: string }).reason, 'unavailable');
+    const down = connection(false);
+    down.state.whenReady = () => Promise.reject(new Error('Connection is closed.'));
+    const waiting = new DeadlineGuard(down.fake, 10);
+    assert.equal(((await waiting.within(1000, () => Promise.resolve(1))) as { reason: string }).reason, 'unavailable');
+    const threw = await guard.command(
+      1000,
+      () => {
+        throw new Error('Connection is closed.');
+      },
+      identity,
+      (outcome) => !outcome.ok && outcome.reason,
+    );
+    assert.equal(threw, 'unavailable');
   });
 
   it('expires a short budget started after a long one first (one timer serves every budget)', async () => {

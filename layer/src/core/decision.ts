@@ -51,11 +51,24 @@ export interface Limited {
 }
 
 /**
- * Why Redis could not decide: no answer in the budget, not reachable, refusing
- * writes at maxmemory, an error reply, or a check the code or configuration got
+ * Why Redis could not decide: no answer in the budget, the connection lost
+ * with the operation sent (no answer either), not reachable, refusing writes
+ * at maxmemory, an error reply, or a check the code or configuration got
  * wrong (an unknown policy: decided by the failure mode, logged once).
  */
-export type DegradedReason = 'timeout' | 'unavailable' | 'out-of-memory' | 'redis-error' | 'misconfigured';
+export type DegradedReason = 'timeout' | 'lost' | 'unavailable' | 'out-of-memory' | 'redis-error' | 'misconfigured';
+
+/**
+ * Whether Redis may have carried the operation out although it was answered
+ * undecided: it was sent and no answer came (`timeout`: it may still run;
+ * `lost`: it may have run before the connection went). What it takes (a
+ * claim, a slot, a reservation) is then given back by its caller. Every
+ * other reason ran nothing: Redis answered an error, refused it whole, or it
+ * was never sent.
+ */
+export function mayHaveRun(reason: DegradedReason): boolean {
+  return reason === 'timeout' || reason === 'lost';
+}
 
 /**
  * Redis could not carry out an operation, and why: the one shape every

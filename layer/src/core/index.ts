@@ -17,6 +17,7 @@ export {
   type Limited,
   type LimitStatus,
   limitedBy,
+  mayHaveRun,
   type Undecided,
 } from './decision.ts';
 export { Limiter, type LimiterInternals } from './limiter.ts';

@@ -31,6 +31,7 @@ import {
   type DegradedReason,
   degradedBy,
   type LimitStatus,
+  mayHaveRun,
 } from './decision.ts';
 import { InvalidCheckError, MisconfiguredCheckError } from './errors.ts';
 import {
@@ -140,6 +141,13 @@ function logDegraded(event: DegradedEvent): void {
  * the hard deadline in redis/deadline.ts, the block cache in
  * block-cache.ts; this class resolves requests and puts them together.
  */
+/**
+ * How long a give-back of what a lost or late operation may have taken has to
+ * reach Redis (a reconnect included): nobody waits for it, so not the
+ * caller's budget.
+ */
+const GIVE_BACK_BUDGET_MS = 2000;
+
 export class Limiter {
   readonly #redis: RedisClient;
   readonly #policies: PolicyResolver;
@@ -477,8 +485,9 @@ export class Limiter {
     );
     if (!result.ok) {
       const degraded = this.#degradedDecision(policies, result.reason);
-      // past its deadline the script may still run (Redis answered nothing); any other reason ran nothing or refused whole
-      if (!degraded.allowed && result.reason === 'timeout') this.#giveBackReservation(s, { ...b, actualUnits: 0 });
+      // no answer (past its deadline, or the connection lost with it sent): the script may run or have run; any
+      // other reason ran nothing or refused whole
+      if (!degraded.allowed && mayHaveRun(result.reason)) this.#giveBackReservation(s, { ...b, actualUnits: 0 });
       return degraded;
     }
     if (result.reply === 'id-used')
@@ -540,7 +549,9 @@ export class Limiter {
   /**
    * A refused reserveInFlight's late effect undone: its reservation settled
    * at nothing and its slot released, sent now and not awaited (the caller
-   * has its answer). Not reported: the reserve's degraded answer was.
+   * has its answer). Not reported: the reserve's degraded answer was. Sent
+   * on the same connection as the reserve, so it runs after a reserve that
+   * runs late; after one whose connection was lost, once it is connected again.
    */
   #giveBackReservation(slot: SlotRequest, settle: SettleRequest): void {
     const call = settleInFlightCall(slot, settle);
@@ -549,7 +560,11 @@ export class Limiter {
     const args = [...call.args, ...this.#timeArgs()];
     // EVAL, not EVALSHA: after a failover or restart (when stalls come) the script may not be cached, and
     // a NOSCRIPT answered past a deadline is not retried; a rare path can afford the source
-    this.#redis.eval(script.source, call.keys.length, ...call.keys, ...args).catch(() => {});
+    void this.#access.within(
+      GIVE_BACK_BUDGET_MS,
+      (client) => client.eval(script.source, call.keys.length, ...call.keys, ...args),
+      { waitForReconnect: true },
+    );
   }
 
   /** The refill rate in force for a key (its runtime rate, or the policy's once lapsed). */

@@ -26,9 +26,17 @@ export class RedisAccess {
     return this.#guard.abandoned;
   }
 
-  /** `work` on the client, answered by `budgetMs` at the latest: its reply, or why there is none. */
-  within<T>(budgetMs: number, work: (client: RedisClient) => Promise<T>): Promise<Guarded<T>> {
-    return this.#guard.within(budgetMs, () => work(this.client));
+  /**
+   * `work` on the client, answered by `budgetMs` at the latest: its reply, or
+   * why there is none. `waitForReconnect`: a connection reconnecting is waited
+   * for within the budget (DeadlineGuard.within).
+   */
+  within<T>(
+    budgetMs: number,
+    work: (client: RedisClient) => Promise<T>,
+    options: { waitForReconnect?: boolean } = {},
+  ): Promise<Guarded<T>> {
+    return this.#guard.within(budgetMs, () => work(this.client), options);
   }
 
   /**

@@ -150,9 +150,10 @@ function mastersReady(cluster: Cluster): Promise<void> {
  * one promise, so a burst of checks adds no listeners. The caller bounds the
  * wait with its own deadline.
  */
-export function whenReady(redis: RedisClient): Promise<void> {
+export function whenReady(redis: RedisClient, waitForReconnect = false): Promise<void> {
   if (isReady(redis)) return Promise.resolve();
   if (redis instanceof Cluster && redis.status === 'ready') return mastersReady(redis);
+  if (waitForReconnect && (redis.status === 'reconnecting' || redis.status === 'close')) return reconnected(redis);
   // Known to be down: answer now rather than spend the budget on a reconnect.
   if (redis.status === 'reconnecting' || redis.status === 'end' || redis.status === 'close') {
     return Promise.reject(new Error(`Redis connection is ${redis.status}`));
@@ -179,6 +180,28 @@ export function whenReady(redis: RedisClient): Promise<void> {
 }
 
 /**
+ * Resolves once a client reconnecting is ready again (its failed attempts in
+ * between do not end the wait; the caller's deadline does), or rejects when
+ * it ends: for what must still reach Redis after a connection was lost (a
+ * give-back of what the lost command may have taken).
+ */
+function reconnected(redis: RedisClient): Promise<void> {
+  return new Promise<void>((resolve, reject) => {
+    const settle = (ended: boolean) => {
+      redis.off('ready', onReady);
+      redis.off('end', onEnd);
+      if (ended) reject(new Error('Redis connection is end'));
+      else if (redis instanceof Cluster) mastersReady(redis).then(resolve, reject);
+      else resolve();
+    };
+    const onReady = () => settle(false);
+    const onEnd = () => settle(true);
+    redis.once('ready', onReady);
+    redis.once('end', onEnd);
+  });
+}
+
+/**
  * Drops the connection(s) at once so every queued command is rejected, then
  * reconnects as usual. `disconnect()` would only half-close the socket, which a
  * stalled server never completes: its queue would stay.
@@ -200,7 +223,7 @@ export function sharedRedis(settings: RedisSettings): RedisClient {
 export function ioredisConnection(redis: RedisClient): GuardedConnection {
   return {
     isReady: () => isReady(redis),
-    whenReady: () => whenReady(redis),
+    whenReady: (waitForReconnect) => whenReady(redis, waitForReconnect),
     reset: () => resetConnection(redis),
   };
 }

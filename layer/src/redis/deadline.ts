@@ -8,8 +8,12 @@ import type { DegradedReason } from '../core/decision.ts';
 export interface GuardedConnection {
   /** Commands can be sent now. */
   isReady(): boolean;
-  /** Resolves once commands can be sent; rejects when the connection is known to be down. */
-  whenReady(): Promise<void>;
+  /**
+   * Resolves once commands can be sent; rejects when the connection is known
+   * to be down, or, with `waitForReconnect`, once it ends (a reconnect is
+   * waited for).
+   */
+  whenReady(waitForReconnect?: boolean): Promise<void>;
   /** Drops the connection at once, so every command queued on it is rejected. */
   reset(): void;
 }
@@ -68,9 +72,18 @@ function warnGiveUpThrew(error: unknown): void {
   console.warn(JSON.stringify({ level: 'WARN', message: 'deadline guard: giving up an operation threw', detail }));
 }
 
-/** The failed outcome of an operation: why, and a detail that never names a key. */
-function failure(error: unknown): { ok: false; reason: DegradedReason; detail: string } {
-  return { ok: false, reason: classify(error), detail: error instanceof Error ? error.message : String(error) };
+/**
+ * The failed outcome of an operation: why, and a detail that never names a
+ * key. An operation `sent` on a ready connection that fails without an
+ * answer from Redis (its connection lost, or reset, before the reply: ioredis
+ * rejects what it had written and does not send it again) is `lost`: Redis
+ * may have carried it out, as after a timeout. Redis' own error replies
+ * (LOADING, READONLY, …) ran nothing and stay `unavailable`.
+ */
+function failure(error: unknown, sent = false): { ok: false; reason: DegradedReason; detail: string } {
+  const reason = classify(error);
+  const lost = sent && reason === 'unavailable' && !(error instanceof Error && error.name === 'ReplyError');
+  return { ok: false, reason: lost ? 'lost' : reason, detail: error instanceof Error ? error.message : String(error) };
 }
 
 /**
@@ -83,12 +96,12 @@ function attemptRepair<Attempt>(
   repair: ((error: unknown) => Attempt | undefined) | undefined,
   error: unknown,
   deadline: number,
-): { again: Attempt | undefined; cause: unknown } {
+): { again: Attempt | undefined; cause: unknown; unsent?: true } {
   if (!repair || performance.now() >= deadline) return { again: undefined, cause: error };
   try {
     return { again: repair(error), cause: error };
   } catch (thrown) {
-    return { again: undefined, cause: thrown };
+    return { again: undefined, cause: thrown, unsent: true }; // the repair sent nothing
   }
 }
 
@@ -100,11 +113,18 @@ function attemptRepair<Attempt>(
  * for good here (its late answer counts it off).
  */
 function sendUnlessGivenUp<Reply>(
-  operation: { readonly isSettled: boolean },
+  operation: { readonly isSettled: boolean; sent: boolean },
   work: () => Promise<Reply>,
 ): Promise<Reply> {
   if (operation.isSettled) return Promise.reject(new Error('not sent: given up before the connection was ready'));
-  return work();
+  return sendMarked(operation, work);
+}
+
+/** The work's promise, the operation marked sent once the work returned one (a throw sent nothing). */
+function sendMarked<Reply>(operation: { sent: boolean }, work: () => Promise<Reply>): Promise<Reply> {
+  const attempt = work();
+  operation.sent = true;
+  return attempt;
 }
 
 /** A reply read: its value, or, when `read` throws (a reply this code cannot read), a failure like any. */
@@ -207,8 +227,18 @@ export class DeadlineGuard {
     return this.#abandoned;
   }
 
-  within<T>(budgetMs: number, work: () => Promise<T>): Promise<Guarded<T>> {
-    return this.run(budgetMs, work, same, same);
+  /**
+   * `work` under the deadline: its reply, or why there is none. With
+   * `waitForReconnect`, a connection reconnecting is waited for within the
+   * budget instead of answered `unavailable` at once (what must still reach
+   * Redis after a lost one: a give-back).
+   */
+  within<T>(
+    budgetMs: number,
+    work: () => Promise<T>,
+    options: { waitForReconnect?: boolean } = {},
+  ): Promise<Guarded<T>> {
+    return this.run(budgetMs, work, same, same, undefined, options.waitForReconnect);
   }
 
   /**
@@ -226,6 +256,7 @@ export class DeadlineGuard {
     read: (reply: Reply) => T,
     answer: (outcome: Guarded<T>) => R,
     recover?: (error: unknown) => Promise<Reply> | undefined,
+    waitForReconnect = false,
   ): Promise<R> {
     const connection = this.#connection;
     return new Promise<R>((resolve, reject) => {
@@ -240,21 +271,27 @@ export class DeadlineGuard {
         }
       };
       // the work's stand-in: the guard gives it up as it gives up a command (its reject, with a DeadlineError)
-      const operation: { isSettled: boolean; resolve: (reply: Reply) => unknown; reject: (error: Error) => unknown } = {
+      const operation: {
+        isSettled: boolean;
+        sent: boolean;
+        resolve: (reply: Reply) => unknown;
+        reject: (error: Error) => unknown;
+      } = {
         isSettled: false,
+        sent: false,
         resolve: (reply) => settle(outcomeOf(read, reply)),
         reject: (error) => {
           // a give-up is never repaired
-          const { again, cause } =
+          const { again, cause, unsent } =
             error instanceof DeadlineError
-              ? { again: undefined, cause: error }
+              ? { again: undefined, cause: error, unsent: undefined }
               : attemptRepair(recovering, error, deadline);
           recovering = undefined;
           if (again) {
             again.then(forward, forwardError);
             return;
           }
-          settle(failure(cause));
+          settle(failure(cause, operation.sent && !unsent));
         },
       };
       // through the stand-in's fields: given up, they are swapped for the late answer's count
@@ -265,7 +302,9 @@ export class DeadlineGuard {
       const list = this.#track(operation, budgetMs, deadline);
       let attempt: Promise<Reply>;
       try {
-        attempt = connection.isReady() ? work() : connection.whenReady().then(() => sendUnlessGivenUp(operation, work));
+        attempt = connection.isReady()
+          ? sendMarked(operation, work)
+          : connection.whenReady(waitForReconnect).then(() => sendUnlessGivenUp(operation, work));
       } catch (error) {
         attempt = Promise.reject(error);
       }
@@ -308,14 +347,14 @@ export class DeadlineGuard {
       list.dropSettled();
       const givenUp = this.#givenUp.get(attempt);
       if (givenUp) return answer(failure(givenUp));
-      const { again, cause } = attemptRepair(resending, error, deadline);
+      const { again, cause, unsent } = attemptRepair(resending, error, deadline);
       resending = undefined;
       if (again) {
         attempt = again;
         this.#track(again, budgetMs, deadline);
         return again.promise.then(onReply, onError);
       }
-      return answer(failure(cause));
+      return answer(failure(cause, !unsent)); // sent: a connection lost before its reply may have run it
     };
     return command.promise.then(onReply, onError);
   }
