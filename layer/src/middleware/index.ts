@@ -12,6 +12,7 @@ export {
   ip48Key,
   ipKey,
   type KeyExtractor,
+  keyedHash,
   MissingKeyError,
   normaliseEmail,
 } from './extractors.ts';
