@@ -29,6 +29,7 @@ import { authenticateFromSecret, ioredisConnection, secretReader } from '@platfo
 import { createRegionalLimiter } from '@platform/rate-limit/regions';
 import { PLATFORM_POLICIES } from '../config/catalogue.ts';
 import { localDataDir, localRedisPortFile, rememberedRedisPort } from '../config/local-data.ts';
+import { secretFolder } from '../config/secrets.ts';
 import { CliError, EXIT, RedisUnavailableError } from './command.ts';
 
 /** Where a run writes: the terminal for `npx ratelimit`, the answer for the admin function. */
@@ -200,7 +201,12 @@ export async function openContext(
     : new FileParameterSource(
         settings.parametersFile ?? new URL('../config/local-parameters.json', import.meta.url).pathname,
       );
-  const store = createPolicyStore({ defaults: PLATFORM_POLICIES, source, prefix: settings.parameterPath });
+  const store = createPolicyStore({
+    defaults: PLATFORM_POLICIES,
+    source,
+    prefix: settings.parameterPath,
+    secretFolder,
+  });
   const refreshed = await store.refresh();
   // shipped defaults shown as "in force", or a reset on them, would be wrong: exit 1 instead
   if (!refreshed.fetched)

@@ -8,6 +8,7 @@ import { createPolicyStore, type PolicyStore, readSettings } from '@platform/rat
 import { powertoolsObserver, type RefusalRecord } from '@platform/rate-limit/middleware';
 import { authenticateFromSecret, ioredisConnection, secretReader } from '@platform/rate-limit/redis';
 import { PLATFORM_POLICIES } from '../../config/catalogue.ts';
+import { secretFolder } from '../../config/secrets.ts';
 import { PLATFORM_METRICS } from './metrics.ts';
 import { AcceptedOnce } from './once.ts';
 import { regionalLimiter } from './regional.ts';
@@ -106,7 +107,8 @@ export function createPlatform(overrides: Partial<Platform> = {}): Platform {
   const settings = readConsumerSettings();
   const logger = overrides.logger ?? new Logger({ serviceName: 'rate-limited-platform' });
   const redis = overrides.redis ?? sharedRedis(readSettings().redis);
-  const policies = overrides.policies ?? createPolicyStore({ defaults: PLATFORM_POLICIES, logger });
+  // each secret from its own consumer's folder only (config/secrets.ts)
+  const policies = overrides.policies ?? createPolicyStore({ defaults: PLATFORM_POLICIES, logger, secretFolder });
   const limiterOptions = {
     redis,
     policies,

@@ -331,6 +331,43 @@ describe('Class: PolicyStore', () => {
   });
 });
 
+describe('Class: PolicyStore, secrets by their folder', () => {
+  it("refuses a secret found in another consumer's folder, logged by name and never by value; its own folder's applies", async () => {
+    // Prepare: the platform's folders (config/secrets.ts); the API team's folder holds an email-pepper too
+    const warnings: { message: string; attributes: Record<string, unknown> }[] = [];
+    const source = new MemorySource();
+    const store = new PolicyStore({
+      prefix: PREFIX,
+      source,
+      defaults,
+      logger: { warn: (message, attributes) => warnings.push({ message, attributes }) },
+      secretFolder: (name) => ({ 'email-pepper': 'login', 'api-key-pepper': 'api' })[name],
+    });
+    source.values = {
+      [param('secrets/login/email-pepper')]: 'the-login-pepper',
+      [param('secrets/api/email-pepper')]: 'planted-by-api-writers',
+      [param('secrets/api/api-key-pepper')]: 'the-api-pepper',
+      [param('secrets/api/not-ours')]: 'planted-too',
+    };
+
+    // Act
+    await store.refresh();
+
+    // Assess: each from its own folder; the others refused, by name, never by value
+    assert.equal(store.secret('email-pepper'), 'the-login-pepper');
+    assert.equal(store.secret('api-key-pepper'), 'the-api-pepper');
+    assert.equal(store.secret('not-ours'), undefined);
+    assert.deepEqual(
+      warnings.map((w) => [w.attributes.parameter, w.attributes.reason]),
+      [
+        [param('secrets/api/email-pepper'), 'a secret outside its folder (its folder is secrets/login)'],
+        [param('secrets/api/not-ours'), 'a secret outside its folder (no secret of the platform)'],
+      ],
+    );
+    assert.ok(!JSON.stringify(warnings).includes('planted'), 'no value logged');
+  });
+});
+
 describe('Class: FileParameterSource', () => {
   it('reads the same names and shapes as SSM from a JSON file, and sees edits', async () => {
     const dir = mkdtempSync(join(tmpdir(), 'rl-params-'));

@@ -61,6 +61,8 @@ export interface PolicyStoreSettings {
   /** @default RATE_LIMIT_CONFIG_TTL_SECONDS × 1000 (settings.ts) */
   readonly ttlMs?: number;
   readonly logger?: ConfigLogger;
+  /** The folder each secret lives in (PolicyStoreOptions.secretFolder). @default any folder */
+  readonly secretFolder?: (name: string) => string | undefined;
 }
 
 /**
@@ -95,6 +97,7 @@ export function createPolicyStore(
     defaults: settings.defaults,
     ttlMs: settings.ttlMs ?? fromEnv.configTtlMs,
     ...(settings.logger ? { logger: settings.logger } : {}),
+    ...(settings.secretFolder ? { secretFolder: settings.secretFolder } : {}),
     ...(fromEnv.readPaths ? { readPaths: fromEnv.readPaths } : {}),
   });
 }

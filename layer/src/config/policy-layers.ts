@@ -17,8 +17,11 @@ export const isPlain = (value: unknown): value is Plain =>
   typeof value === 'object' && value !== null && !Array.isArray(value);
 
 /** One fetched parameter, by what its name says it is. */
-export type ClassifiedParameter = { readonly name: string; readonly raw: string } & (
-  | { readonly kind: 'secret'; readonly secret: string }
+export type ClassifiedParameter = {
+  readonly name: string;
+  readonly raw: string;
+} /** A secret, by its name; `folder`: the consumer folder it was found in (none: the flat layout as first deployed). */ & (
+  | { readonly kind: 'secret'; readonly secret: string; readonly folder?: string }
   | { readonly kind: 'default'; readonly policy: string }
   | { readonly kind: 'policy override'; readonly policy: string }
   | { readonly kind: 'per-key override'; readonly policy: string; readonly key: string }
@@ -39,8 +42,13 @@ export function classifyParameters(
   const overrides = folderPrefix(prefix, 'overrides');
   const secrets = folderPrefix(prefix, 'secrets');
   return Object.entries(parameters).map(([name, raw]): ClassifiedParameter => {
-    if (name.startsWith(secrets))
-      return { name, raw, kind: 'secret', secret: name.slice(secrets.length).split('/').at(-1) as string };
+    if (name.startsWith(secrets)) {
+      const path = name.slice(secrets.length).split('/');
+      const secret = path.at(-1) as string;
+      return path.length > 1
+        ? { name, raw, kind: 'secret', secret, folder: path.slice(0, -1).join('/') }
+        : { name, raw, kind: 'secret', secret };
+    }
     if (name.startsWith(defaults)) return { name, raw, kind: 'default', policy: name.slice(defaults.length) };
     if (name.startsWith(overrides)) {
       const [policy = '', ...rest] = name.slice(overrides.length).split('/');

@@ -31,6 +31,7 @@ export interface ValidatedOverride extends CompiledOverride {
 /** What the log says of a rejected parameter: its last good value still applies, or nothing of it does. */
 const LAST_GOOD_KEPT = 'rate-limit parameter rejected; its last good value stays in force';
 const NOT_APPLIED = 'rate-limit parameter rejected; it does not apply: the policy in force does';
+const SECRET_REFUSED = 'rate-limit parameter rejected; this secret does not apply';
 
 /** What a refresh did: read the parameters, or not, and why (PolicyStore.refresh). */
 export type RefreshOutcome = { readonly fetched: true } | { readonly fetched: false; readonly reason: string };
@@ -79,6 +80,15 @@ export interface PolicyStoreOptions {
    * granted those alone. @default [''] (everything under `prefix`: local runs, the CLI)
    */
   readonly readPaths?: readonly string[];
+  /**
+   * The folder each secret lives in (the platform's: config/secrets.ts
+   * `secretFolder`): one found under another consumer's folder is refused
+   * (one log line, never its value), so whoever may write one consumer's
+   * folder cannot stand in for another consumer's secret read by name (an
+   * `email-pepper` under `secrets/api/` taking the admin's). @default any
+   * folder (a store that reads one folder only)
+   */
+  readonly secretFolder?: (name: string) => string | undefined;
 }
 
 const consoleLogger: ConfigLogger = {
@@ -114,6 +124,7 @@ export class PolicyStore implements PolicyResolver {
   readonly #ttlMs: number;
   readonly #now: () => number;
   readonly #logger: ConfigLogger;
+  readonly #secretFolder: ((name: string) => string | undefined) | undefined;
   /** The shipped defaults, compiled once. */
   readonly #shipped = new Map<string, CompiledPolicy>();
   #policies = new Map<string, CompiledPolicy>();
@@ -143,6 +154,7 @@ export class PolicyStore implements PolicyResolver {
     this.#ttlMs = options.ttlMs ?? 60_000;
     this.#now = options.now ?? Date.now;
     this.#logger = options.logger ?? consoleLogger;
+    this.#secretFolder = options.secretFolder;
     // The shipped defaults are in force from the first instant; they must be valid.
     for (const [name, config] of Object.entries(this.#defaults)) this.#shipped.set(name, compilePolicy(name, config));
     this.#policies = new Map(this.#shipped);
@@ -343,9 +355,16 @@ export class PolicyStore implements PolicyResolver {
     const secrets = new Map<string, string>();
     for (const parameter of classifyParameters(this.#prefix, parameters)) {
       switch (parameter.kind) {
-        case 'secret':
+        case 'secret': {
+          const home = this.#secretFolder?.(parameter.secret);
+          if (parameter.folder !== undefined && this.#secretFolder && home !== parameter.folder) {
+            const where = home === undefined ? 'no secret of the platform' : `its folder is secrets/${home}`;
+            this.#reject(parameter.name, parameter.raw, `a secret outside its folder (${where})`, SECRET_REFUSED);
+            break;
+          }
           secrets.set(parameter.secret, parameter.raw);
           break;
+        }
         case 'default': {
           const { policy } = parameter;
           const compiled = this.#accepted(parameter, (value) => compilePolicy(policy, value));
