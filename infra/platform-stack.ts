@@ -27,10 +27,10 @@ import {
 import { Queue, QueueEncryption } from 'aws-cdk-lib/aws-sqs';
 import { StringParameter } from 'aws-cdk-lib/aws-ssm';
 import type { Construct } from 'constructs';
+import { inferenceProfileIdOf } from '../config/bedrock-profiles.ts';
 import type { OuterLine } from '../config/outer-line.ts';
 import type { RedisRole } from '../config/redis-roles.ts';
 import { readPaths, type SecretName } from '../config/secrets.ts';
-import { inferenceProfileIdOf } from '../functions/llm/models.ts';
 import { checksOf, type PlatformResource, type Route } from '../functions/routes.ts';
 import { type OperatorFunction, operated, scheduled, services } from '../functions/workers.ts';
 import { StageBudget } from './budget.ts';

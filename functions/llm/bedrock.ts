@@ -12,7 +12,8 @@ import type {
   ConverseCommandOutput,
 } from '@aws-sdk/client-bedrock-runtime';
 import { AWS_CLIENT_OPTIONS } from '@platform/rate-limit/redis';
-import { inferenceProfileIdOf, type Usage } from './models.ts';
+import { inferenceProfileIdOf } from '../../config/bedrock-profiles.ts';
+import type { Usage } from './models.ts';
 import { type Completion, type CompletionRequest, type LlmProvider, ProviderError } from './provider.ts';
 
 /** Bedrock's errors that refuse a call before the model runs: nothing was produced, nothing is charged. */

@@ -16,7 +16,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { API_KEY_PEPPER, hashApiKey, newApiKey } from '../../config/api-key.ts';
-import { inferenceProfileIdOf } from '../../functions/llm/models.ts';
+import { inferenceProfileIdOf } from '../../config/bedrock-profiles.ts';
 import { routes } from '../../functions/routes.ts';
 import { signSlackBody } from '../../functions/slack/signature.ts';
 import { operated } from '../../functions/workers.ts';

@@ -19,15 +19,9 @@ import {
 import { InvalidSettingError } from '@platform/rate-limit';
 import { mockClient } from 'aws-sdk-client-mock';
 import fc from 'fast-check';
+import { inferenceProfileIdOf } from '../../config/bedrock-profiles.ts';
 import { BedrockProvider, bedrockClient } from '../../functions/llm/bedrock.ts';
-import {
-  costOf,
-  inferenceProfileIdOf,
-  MODELS,
-  type ModelEntry,
-  promptTokenBound,
-  reservationOf,
-} from '../../functions/llm/models.ts';
+import { costOf, MODELS, type ModelEntry, promptTokenBound, reservationOf } from '../../functions/llm/models.ts';
 import { ProviderError } from '../../functions/llm/provider.ts';
 import { readLlmProvider } from '../../functions/shared/settings.ts';
 
