@@ -40,10 +40,6 @@ export const SHARED_OPTIONS = {
     type: 'string',
     help: '--api-key <key>     the key is this API key (rk_…), hashed with the pepper as the API does',
   },
-  'telegram-chat': {
-    type: 'string',
-    help: "--telegram-chat <id> the key is this Telegram chat (or user) id, hashed with the bot's secret token as the webhook does (with --scope <bot>; a group's: --telegram-chat=-100…)",
-  },
   scope: { type: 'string', help: '--scope <id>        the hash tag of a grouped policy (a workspace, a bot)' },
   ssm: {
     type: 'boolean',

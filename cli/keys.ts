@@ -1,9 +1,9 @@
 /**
- * The key a command acts on: given as stored, or raw (--email, --api-key,
- * --telegram-chat) and then hashed with the pepper exactly as the consumers
- * hash it, so a raw secret or personal id is never printed back nor written.
+ * The key a command acts on: given as stored, or raw (--email, --api-key)
+ * and then hashed with the pepper exactly as the consumers hash it, so a raw
+ * secret is never printed back nor written.
  */
-import { hashEmail, keyedHash } from '@platform/rate-limit/middleware';
+import { hashEmail } from '@platform/rate-limit/middleware';
 import { API_KEY_PEPPER, hashApiKey, isApiKey } from '../config/api-key.ts';
 import { CliError, EXIT } from './command.ts';
 import type { Context } from './context.ts';
@@ -12,16 +12,10 @@ import type { Context } from './context.ts';
 export function keyOf(
   context: Context,
   given: string | undefined,
-  values: {
-    readonly email?: string;
-    readonly 'api-key'?: string;
-    readonly 'telegram-chat'?: string;
-    readonly scope?: string;
-  },
+  values: { readonly email?: string; readonly 'api-key'?: string },
 ): string {
-  const raw = [values.email, values['api-key'], values['telegram-chat']].filter((v) => v !== undefined).length;
-  if (raw > 1 || (given !== undefined && raw > 0))
-    throw new CliError(EXIT.usage, 'the key is given twice: a key, --email, --api-key or --telegram-chat');
+  if (given !== undefined && (values.email !== undefined || values['api-key'] !== undefined))
+    throw new CliError(EXIT.usage, 'the key is given twice: a key and --email/--api-key');
   // a raw API key would be written into a parameter's name and the audit line, and match nothing (keys are hashed)
   if (given !== undefined && isApiKey(given.trim()))
     throw new CliError(EXIT.usage, 'that is a raw API key: pass it as --api-key (it is hashed as the API hashes it)');
@@ -31,32 +25,13 @@ export function keyOf(
     return hashEmail(values.email, pepper);
   }
   if (values['api-key'] !== undefined) return apiKeyHashOf(context, values['api-key']);
-  if (values['telegram-chat'] !== undefined) return telegramChatKeyOf(context, values['telegram-chat'], values.scope);
-  if (given === undefined) throw new CliError(EXIT.usage, 'a key is needed (or --email / --api-key / --telegram-chat)');
+  if (given === undefined) throw new CliError(EXIT.usage, 'a key is needed (or --email / --api-key)');
   return given;
 }
 
 /** The hash tag of a grouped check: --scope, else the account's own key for --email (group login-user is scoped by it). */
 export function scopeOf(key: string, values: { readonly scope?: string; readonly email?: string }): string | undefined {
   return values.scope ?? (values.email ? key : undefined);
-}
-
-/**
- * A Telegram chat's (or, for an update in no chat, its user's) key in the
- * bot's windows: the keyed hash the webhook counts it under, the bot's
- * secret token the key (functions/telegram/handler.ts).
- */
-function telegramChatKeyOf(context: Context, chat: string, bot: string | undefined): string {
-  if (bot === undefined)
-    throw new CliError(EXIT.usage, "--telegram-chat needs --scope <bot>: the chat's windows are the bot's");
-  const secret = context.store.secret(`telegram-bot-${bot}`);
-  if (!secret) {
-    throw new CliError(
-      EXIT.unavailable,
-      `no secret token for bot ${bot} in the parameters (secrets/telegram/telegram-bot-${bot})`,
-    );
-  }
-  return keyedHash(chat.trim(), secret);
 }
 
 /** An API key's keyed hash, as the API knows it; a key of the wrong shape is a usage error, never hashed. */

@@ -51,11 +51,7 @@ export const override = defineCommand({
     if (!policy || text === undefined || tail.length > 2)
       throw new CliError(EXIT.usage, "override <policy> [<key> | --email <email> | --api-key <key>] '<json>'");
     // --email/--api-key name the key as for inspect and reset: without them this was a policy-wide override
-    const keyed =
-      given !== undefined ||
-      values.email !== undefined ||
-      values['api-key'] !== undefined ||
-      values['telegram-chat'] !== undefined;
+    const keyed = given !== undefined || values.email !== undefined || values['api-key'] !== undefined;
     const key = keyed ? keyOf(context, given, values) : undefined;
     const now = Date.now();
     const until = overrideEnd(values, now);

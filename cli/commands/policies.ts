@@ -16,9 +16,7 @@ export const policies = defineCommand({
   options: {},
   async run(context, rest, values) {
     const key =
-      rest[0] === undefined && !values.email && !values['api-key'] && !values['telegram-chat']
-        ? undefined
-        : keyOf(context, rest[0], values);
+      rest[0] === undefined && !values.email && !values['api-key'] ? undefined : keyOf(context, rest[0], values);
     const names = context.store.policyNames();
     const all = Object.fromEntries(names.map((name) => [name, context.store.explain(name, key)]));
     const human = names

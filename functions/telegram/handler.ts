@@ -11,15 +11,14 @@
  *    bot: 401, counted in the per-IP window `telegram-ip` (429 past it). Only
  *    such requests spend it: Telegram sends every bot's updates from a few
  *    shared addresses, where one bot's traffic would refuse the others'.
- * 3. Per-bot and per-chat windows, all-or-nothing, scoped by the bot (the
- *    chat under a keyed hash: a private chat's id is its user's). An
+ * 3. Per-bot and per-chat windows, all-or-nothing, scoped by the bot. An
  *    `update_id` already accepted answers 200 and is not counted again.
  *
  * A refusal is 429 with Retry-After: Telegram keeps the update (24 h) and
  * redelivers it later, so a refusal is back-pressure without loss.
  */
 import { createHash, timingSafeEqual } from 'node:crypto';
-import { header, keyedHash } from '@platform/rate-limit/middleware';
+import { header } from '@platform/rate-limit/middleware';
 import * as v from 'valibot';
 import { secretValueProblem } from '../../config/secrets.ts';
 import { httpError, jsonObjectBody, parseBody, routeHandler, SenderId, safeId } from '../shared/http.ts';
@@ -151,17 +150,14 @@ export const handler = routeHandler(
     const secret = platform().policies.secret(secretName);
     if (secret) warnIfWeak(secretName, secret);
     if (!secret || !sameSecret(header(event, 'X-Telegram-Bot-Api-Secret-Token'), secret)) {
-      return refuseUnverified(
+      await refuseUnverified(
         event,
         UNVERIFIED_IP,
         httpError(401, 'bad_secret_token', 'The secret token does not match.'),
       );
     }
     const update = parseBody(event, Update);
-    // a private chat's id is its user's Telegram id: counted under a keyed hash (the bot's own secret token
-    // the key), never raw in Redis or a refusal log; `ratelimit … --telegram-chat <id> --scope <bot>` finds it
-    const chatId = chatOf(update);
-    const chat = chatId === undefined ? undefined : keyedHash(chatId, secret);
+    const chat = chatOf(update);
     return acceptOnce({
       source: 'telegram',
       id: update.update_id,

@@ -94,14 +94,8 @@ const HASH_BYTES = 16;
 const sha256 = (text: string) =>
   createHash('sha256').update(text).digest().subarray(0, HASH_BYTES).toString('base64url');
 
-/**
- * HMAC-SHA-256 of a secret or a person's identifier with the pepper, 128
- * bits of base64url (a safe key part: no brace, no colon, so it can neither
- * move a hash tag nor name another key's state): a dump cannot be matched
- * against guessed values, which a plain hash of a small id space (a chat id,
- * an email) could.
- */
-export function keyedHash(text: string, pepper: string): string {
+/** HMAC-SHA-256 of a secret with the pepper, 128 bits: a dump cannot be matched against guessed secrets. */
+function keyedHash(text: string, pepper: string): string {
   return createHmac('sha256', pepper).update(text).digest().subarray(0, HASH_BYTES).toString('base64url');
 }
 

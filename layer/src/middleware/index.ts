@@ -12,7 +12,6 @@ export {
   ip48Key,
   ipKey,
   type KeyExtractor,
-  keyedHash,
   MissingKeyError,
   normaliseEmail,
 } from './extractors.ts';
