@@ -485,7 +485,12 @@ export class PlatformStack extends Stack {
         }),
       );
       const actions = ['bedrock:InvokeModel', 'bedrock:InvokeModelWithResponseStream'];
-      fn.addToRolePolicy(new PolicyStatement({ actions, resources: profiles }));
+      // and each model in this region directly, as before the profiles: the role changes before the alias moves,
+      // so over a canary the previous version, which calls the model itself, still runs (one release; then drop)
+      const direct = bedrockModelIds().map((model) =>
+        this.formatArn({ service: 'bedrock', account: '', resource: 'foundation-model', resourceName: model }),
+      );
+      fn.addToRolePolicy(new PolicyStatement({ actions, resources: [...profiles, ...direct] }));
       fn.addToRolePolicy(
         new PolicyStatement({
           actions,

@@ -1697,7 +1697,10 @@ describe('A first deploy into a fresh account (issue 27)', () => {
       (id) => `arn:aws:bedrock:eu-west-1:222222222222:inference-profile/${inferenceProfileIdOf(id, 'eu-west-1')}`,
     );
     assert.ok(profiles.every((arn) => arn.includes('inference-profile/eu.amazon.')));
-    assert.deepEqual(statements[0]?.st.Resource, profiles);
+    // …and, for the release that brings them, each model in the region directly: the version before, still
+    // serving over the canary, calls it so
+    const direct = bedrockModelIds().map((id) => `arn:aws:bedrock:eu-west-1::foundation-model/${id}`);
+    assert.deepEqual(statements[0]?.st.Resource, [...profiles, ...direct]);
     assert.equal(statements[0]?.st.Condition, undefined);
     assert.deepEqual(
       statements[1]?.st.Resource,
