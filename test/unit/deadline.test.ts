@@ -110,6 +110,10 @@ describe('Class: DeadlineGuard', () => {
         Object.assign(new Error('LOADING Redis is loading the dataset in memory'), { name: 'ReplyError' }),
       );
     assert.equal(((await guard.within(1000, loading)) as { reason: string }).reason, 'unavailable');
+    // ioredis refusing to write it (its stream gone while the client still counts as ready): nothing sent
+    const unwritable = () =>
+      Promise.reject(new Error("Stream isn't writeable and enableOfflineQueue options is false"));
+    assert.equal(((await guard.within(1000, unwritable)) as { reason: string }).reason, 'unavailable');
     const down = connection(false);
     down.state.whenReady = () => Promise.reject(new Error('Connection is closed.'));
     const waiting = new DeadlineGuard(down.fake, 10);

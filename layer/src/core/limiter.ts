@@ -487,7 +487,12 @@ export class Limiter {
       const degraded = this.#degradedDecision(policies, result.reason);
       // no answer (past its deadline, or the connection lost with it sent): the script may run or have run; any
       // other reason ran nothing or refused whole
-      if (!degraded.allowed && mayHaveRun(result.reason)) this.#giveBackReservation(s, { ...b, actualUnits: 0 });
+      if (!degraded.allowed && mayHaveRun(result.reason)) {
+        const givenBack = this.#giveBackReservation(s, { ...b, actualUnits: 0 });
+        // after a lost connection it waits for the reconnect: awaited, or a Lambda frozen once answered never sends
+        // it (after a timeout it is already written, behind the reserve, on the ready connection)
+        if (result.reason === 'lost') await givenBack;
+      }
       return degraded;
     }
     if (result.reply === 'id-used')
@@ -548,19 +553,19 @@ export class Limiter {
 
   /**
    * A refused reserveInFlight's late effect undone: its reservation settled
-   * at nothing and its slot released, sent now and not awaited (the caller
-   * has its answer). Not reported: the reserve's degraded answer was. Sent
-   * on the same connection as the reserve, so it runs after a reserve that
-   * runs late; after one whose connection was lost, once it is connected again.
+   * at nothing and its slot released; its outcome never fails and is not
+   * reported (the reserve's degraded answer was). Sent on the same
+   * connection as the reserve, so it runs after a reserve that runs late;
+   * after one whose connection was lost, once it is connected again.
    */
-  #giveBackReservation(slot: SlotRequest, settle: SettleRequest): void {
+  #giveBackReservation(slot: SlotRequest, settle: SettleRequest): Promise<unknown> {
     const call = settleInFlightCall(slot, settle);
     const script = this.#scripts.named(call.script);
-    if (!script) return;
+    if (!script) return Promise.resolve();
     const args = [...call.args, ...this.#timeArgs()];
     // EVAL, not EVALSHA: after a failover or restart (when stalls come) the script may not be cached, and
     // a NOSCRIPT answered past a deadline is not retried; a rare path can afford the source
-    void this.#access.within(
+    return this.#access.within(
       GIVE_BACK_BUDGET_MS,
       (client) => client.eval(script.source, call.keys.length, ...call.keys, ...args),
       { waitForReconnect: true },

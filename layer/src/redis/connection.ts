@@ -153,7 +153,8 @@ function mastersReady(cluster: Cluster): Promise<void> {
 export function whenReady(redis: RedisClient, waitForReconnect = false): Promise<void> {
   if (isReady(redis)) return Promise.resolve();
   if (redis instanceof Cluster && redis.status === 'ready') return mastersReady(redis);
-  if (waitForReconnect && (redis.status === 'reconnecting' || redis.status === 'close')) return reconnected(redis);
+  // a reconnect under way (its attempts failing in between) waited for; a client never connected, or ended, not
+  if (waitForReconnect && redis.status !== 'wait' && redis.status !== 'end') return reconnected(redis);
   // Known to be down: answer now rather than spend the budget on a reconnect.
   if (redis.status === 'reconnecting' || redis.status === 'end' || redis.status === 'close') {
     return Promise.reject(new Error(`Redis connection is ${redis.status}`));
@@ -186,20 +187,30 @@ export function whenReady(redis: RedisClient, waitForReconnect = false): Promise
  * give-back of what the lost command may have taken).
  */
 function reconnected(redis: RedisClient): Promise<void> {
-  return new Promise<void>((resolve, reject) => {
-    const settle = (ended: boolean) => {
-      redis.off('ready', onReady);
-      redis.off('end', onEnd);
-      if (ended) reject(new Error('Redis connection is end'));
-      else if (redis instanceof Cluster) mastersReady(redis).then(resolve, reject);
-      else resolve();
-    };
-    const onReady = () => settle(false);
-    const onEnd = () => settle(true);
-    redis.once('ready', onReady);
-    redis.once('end', onEnd);
-  });
+  let pending = reconnecting.get(redis);
+  if (!pending) {
+    // one pair of listeners per client, however many wait: a cut with many give-backs in flight adds no more
+    pending = new Promise<void>((resolve, reject) => {
+      const settle = (ended: boolean) => {
+        redis.off('ready', onReady);
+        redis.off('end', onEnd);
+        reconnecting.delete(redis);
+        if (ended) reject(new Error('Redis connection is end'));
+        else if (redis instanceof Cluster) mastersReady(redis).then(resolve, reject);
+        else resolve();
+      };
+      const onReady = () => settle(false);
+      const onEnd = () => settle(true);
+      redis.once('ready', onReady);
+      redis.once('end', onEnd);
+    });
+    pending.catch(() => {}); // each waiter observes it through its own deadline
+    reconnecting.set(redis, pending);
+  }
+  return pending;
 }
+
+const reconnecting = new WeakMap<RedisClient, Promise<void>>();
 
 /**
  * Drops the connection(s) at once so every queued command is rejected, then

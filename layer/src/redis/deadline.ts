@@ -66,6 +66,17 @@ export function classify(error: unknown): DegradedReason {
 
 const same = <T>(value: T): T => value;
 
+/**
+ * An error that says the command ran nothing although the connection counted
+ * as ready: Redis' own error reply (LOADING, READONLY …), or ioredis refusing
+ * to write it (its stream already gone, a reset or a FIN not yet seen as a
+ * close: "Stream isn't writeable and enableOfflineQueue options is false").
+ */
+function answeredOrUnsent(error: unknown): boolean {
+  if (!(error instanceof Error)) return false;
+  return error.name === 'ReplyError' || error.message.includes("Stream isn't writeable");
+}
+
 /** One structured line for a give-up that threw (its message is the client's: it names no key). */
 function warnGiveUpThrew(error: unknown): void {
   const detail = error instanceof Error ? error.message : String(error);
@@ -82,7 +93,7 @@ function warnGiveUpThrew(error: unknown): void {
  */
 function failure(error: unknown, sent = false): { ok: false; reason: DegradedReason; detail: string } {
   const reason = classify(error);
-  const lost = sent && reason === 'unavailable' && !(error instanceof Error && error.name === 'ReplyError');
+  const lost = sent && reason === 'unavailable' && !answeredOrUnsent(error);
   return { ok: false, reason: lost ? 'lost' : reason, detail: error instanceof Error ? error.message : String(error) };
 }
 
