@@ -36,7 +36,7 @@ describe('classifyParameters', () => {
         { kind: 'default', policy: 'api-key' },
         { kind: 'policy override', policy: 'api-key' },
         { kind: 'per-key override', policy: 'api-key', key: 'partner/eu' },
-        { kind: 'secret', secret: 'api-key-pepper' },
+        { kind: 'secret', secret: 'api-key-pepper', folder: 'api' },
         { kind: 'secret', secret: 'email-pepper' },
         { kind: 'unknown' },
       ],
