@@ -9,7 +9,6 @@
  */
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
-import { setImmediate } from 'node:timers/promises';
 import { createLimiter, enforceOnce, type RedisClient, type Verdict } from '@platform/rate-limit';
 import {
   type Admission,
@@ -21,9 +20,9 @@ import {
 } from '../../functions/shared/admission.ts';
 import { AcceptedOnce } from '../../functions/shared/once.ts';
 import type { AcceptedEvent } from '../../functions/shared/sink.ts';
-import { startDelayProxy } from '../../scripts/delay-proxy.ts';
 import { type RedisProcess, rawCommand, startRedis } from '../../scripts/redis-process.ts';
 import { agedPastPending, stampedAhead } from '../support/claims.ts';
+import { cutAfterRun, proxiedNode } from '../support/cut-after-run.ts';
 import { connected, policies, targets, unique } from '../support/targets.ts';
 
 const catalogue = (limit: number, timeBudget?: string) =>
@@ -439,31 +438,19 @@ describe('admitOnce when the connection is cut after Redis ran the check, before
   it("gives back the claim the lost check took, once connected again: a kept claim (the listener's) is not left to answer duplicate", async (t) => {
     // Prepare: the client through a proxy whose replies can be held back, an admin client direct; the Mattermost
     // listener's shape: the claim kept on a refusal, no pending time (nothing would ever take it over)
-    const server = await startRedis();
-    const proxy = await startDelayProxy(server.port);
-    const { createRedisClient } = await import('@platform/rate-limit');
-    const redis = createRedisClient({ url: `redis://127.0.0.1:${proxy.port}` });
-    const admin = createRedisClient({ url: server.url });
-    t.after(async () => {
-      redis.disconnect();
-      admin.disconnect();
-      await proxy.close();
-      await server.stop();
-    });
-    await Promise.all([connected(redis), connected(admin)]);
+    const node = await proxiedNode(t);
+    const { redis, admin } = node;
     const h = harness(redis, 10, { timeBudget: '3 s', keepsClaim: true });
     assert.equal((await admitOnce(h.event('warm'), h.admission)).kind, 'admitted'); // the script is loaded
     const claimKey = `wh:{slack:${h.scope}}:seen:Ev1`;
 
     // Act: the check goes out with the replies held back; once Redis ran it (the claim is there) the connection
     // is cut, then taken again
-    proxy.latencyMs = 500;
-    const cut = admitOnce(h.event('Ev1'), h.admission);
-    while ((await admin.exists(claimKey)) === 0) await setImmediate();
-    proxy.partition();
-    proxy.latencyMs = 0;
-    proxy.heal();
-    const first = await cut;
+    const first = await cutAfterRun(
+      node,
+      () => admitOnce(h.event('Ev1'), h.admission),
+      async () => (await admin.exists(claimKey)) === 1,
+    );
 
     // Assess: refused undecided, its claim given back; the retry is admitted and handed on, not a duplicate
     assert.equal(first.kind === 'refused' && first.decided.outcome, 'degraded-closed');

@@ -11,10 +11,8 @@
  * check's ZADD is its first write, and deny-OOM).
  */
 import assert from 'node:assert/strict';
-import { once } from 'node:events';
 import { readFileSync } from 'node:fs';
 import { describe, it, type TestContext } from 'node:test';
-import { setImmediate } from 'node:timers/promises';
 import {
   createLimiter,
   createRedisClient,
@@ -23,8 +21,8 @@ import {
   type RedisClient,
 } from '@platform/rate-limit';
 import { budgetKeys, counterKey } from '@platform/rate-limit/policy';
-import { startDelayProxy } from '../../scripts/delay-proxy.ts';
 import { type RedisProcess, startRedis } from '../../scripts/redis-process.ts';
+import { cutAfterRun, proxiedNode } from '../support/cut-after-run.ts';
 import { connected, policies, targets, unique } from '../support/targets.ts';
 
 /** The LLM's two policies; `timeBudget` (both) when a test stalls Redis past it. */
@@ -244,6 +242,21 @@ function reservingTen(limiter: ReturnType<typeof createLimiter>, tenant: string)
     );
 }
 
+/** A fresh tenant of the LLM's two policies: its reserve of 300 units under an id, and the keys it writes. */
+function llmTenant(limiter: ReturnType<typeof createLimiter>, catalogued: ReturnType<typeof catalogue>) {
+  const tenant = unique('tenant');
+  const compiled = (name: string) => catalogued.resolve(name) as NonNullable<ReturnType<typeof catalogued.resolve>>;
+  const leasesKey = counterKey(compiled('llm-in-flight'), tenant, tenant);
+  const [, holdsKey] = budgetKeys(counterKey(compiled('llm-budget'), tenant, tenant));
+  const take = (id: string) =>
+    limiter.reserveInFlight(
+      { policy: 'llm-in-flight', key: tenant },
+      { policy: 'llm-budget', key: tenant, units: 300, id },
+      { scope: tenant },
+    );
+  return { tenant, take, leasesKey, holdsKey };
+}
+
 /** A private single node (these tests set its maxmemory, or stall it): the limiter's client and an admin one, stopped after the test. */
 async function privateNode(t: TestContext): Promise<{ redis: RedisClient; admin: RedisClient; server: RedisProcess }> {
   const server = await startRedis();
@@ -264,16 +277,7 @@ describe('an LLM admission answered degraded at its deadline (a private single n
     const { redis, admin, server } = await privateNode(t);
     const catalogued = catalogue(4, 1000, '100 ms');
     const limiter = createLimiter({ redis, policies: catalogued, onDegraded: () => {} });
-    const tenant = unique('tenant');
-    const compiled = (name: string) => catalogued.resolve(name) as NonNullable<ReturnType<typeof catalogued.resolve>>;
-    const leasesKey = counterKey(compiled('llm-in-flight'), tenant, tenant);
-    const [, holdsKey] = budgetKeys(counterKey(compiled('llm-budget'), tenant, tenant));
-    const take = (id: string) =>
-      limiter.reserveInFlight(
-        { policy: 'llm-in-flight', key: tenant },
-        { policy: 'llm-budget', key: tenant, units: 300, id },
-        { scope: tenant },
-      );
+    const { take, leasesKey, holdsKey, tenant } = llmTenant(limiter, catalogued);
     // the reserve's script loaded first (one EVALSHA on the wire); the settle that undoes it is not (a failover)
     await admin.script('FLUSH'); // as after a failover: no script cached
     const warm = await take(unique('call')); // caches the reserve's script (its EVAL after NOSCRIPT), and only it
@@ -443,48 +447,26 @@ describe('the LLM handler takes its slot and its reservation only together', () 
 describe('an LLM admission whose connection is cut after Redis ran it, before its reply (a private single node, behind a proxy)', () => {
   it('gives back the slot and the estimate the reserve took once the client is connected again', async (t) => {
     // Prepare: the limiter's client through a proxy, whose replies can be held back; an admin client direct
-    const server = await startRedis();
-    const proxy = await startDelayProxy(server.port);
-    const redis = createRedisClient({ url: `redis://127.0.0.1:${proxy.port}` });
-    const admin = createRedisClient({ url: server.url });
-    t.after(async () => {
-      redis.disconnect();
-      admin.disconnect();
-      await proxy.close();
-      await server.stop();
-    });
-    await Promise.all([connected(redis), connected(admin)]);
+    const node = await proxiedNode(t);
+    const { redis, admin } = node;
     const catalogued = catalogue(4, 1000, '3 s');
     const limiter = createLimiter({ redis, policies: catalogued, onDegraded: () => {} });
-    const tenant = unique('tenant');
-    const compiled = (name: string) => catalogued.resolve(name) as NonNullable<ReturnType<typeof catalogued.resolve>>;
-    const leasesKey = counterKey(compiled('llm-in-flight'), tenant, tenant);
-    const [, holdsKey] = budgetKeys(counterKey(compiled('llm-budget'), tenant, tenant));
-    const take = (id: string) =>
-      limiter.reserveInFlight(
-        { policy: 'llm-in-flight', key: tenant },
-        { policy: 'llm-budget', key: tenant, units: 300, id },
-        { scope: tenant },
-      );
+    const { take, leasesKey, holdsKey, tenant } = llmTenant(limiter, catalogued);
     assert.equal((await take(unique('warm'))).outcome, 'allowed'); // its scripts cached
 
-    // Act: the reserve goes out with the proxy's replies held back (500 ms each way); once Redis has run it
-    // (its slot is there), the connection is cut, then taken again
-    proxy.latencyMs = 500;
-    const cut = take('cut');
-    while ((await admin.zscore(leasesKey, 'cut')) === null) await setImmediate();
-    proxy.partition();
-    proxy.latencyMs = 0;
-    proxy.heal();
-    const answered = await cut;
+    // Act: the reserve goes out with the replies held back; once Redis has run it (its slot is there), the
+    // connection is cut, then taken again
+    const answered = await cutAfterRun(
+      node,
+      () => take('cut'),
+      async () => (await admin.zscore(leasesKey, 'cut')) !== null,
+    );
 
     // Assess: undecided, with the reason that says it may have run; once the client answers again, the give-back
     // sent after it has run: no slot kept for the lease's 95 s, no estimate charged
     assert.equal(answered.outcome, 'degraded');
     assert.equal(answered.outcome === 'degraded' && answered.reason, 'lost');
     assert.equal(answered.allowed, false, 'the LLM policies fail closed');
-    if (redis.status !== 'ready') await once(redis, 'ready'); // reconnected: the give-back, waiting for it, went first
-    await redis.ping();
     assert.equal(await admin.zscore(leasesKey, 'cut'), null, 'no slot kept');
     assert.equal(await admin.zscore(holdsKey, 'cut'), null, 'no hold kept');
     const standing = await limiter.peek([{ policy: 'llm-budget', key: tenant }], { scope: tenant });
