@@ -87,7 +87,12 @@ const Update = v.looseObject({
   shipping_query: FromBearing,
   pre_checkout_query: FromBearing,
   purchased_paid_media: FromBearing,
-  poll_answer: UserBearing,
+  poll_answer: v.optional(
+    v.looseObject({
+      user: v.optional(v.looseObject({ id: SenderId })),
+      voter_chat: v.optional(v.looseObject({ id: SenderId })),
+    }),
+  ),
   business_connection: UserBearing,
 });
 /** The update types that name a chat (Bot API 9), in the order they are looked at: the chat's window is theirs. */
@@ -129,6 +134,7 @@ function chatOf(update: Update): string | undefined {
     update.pre_checkout_query?.from?.id ??
     update.purchased_paid_media?.from?.id ??
     update.poll_answer?.user?.id ??
+    update.poll_answer?.voter_chat?.id ?? // an anonymous vote: the chat it was cast for
     update.business_connection?.user?.id
   );
 }

@@ -24,7 +24,8 @@ class MemorySource implements ParameterSource {
   }
 }
 
-function harness(options: { defaults?: Record<string, unknown>; now?: number } = {}) {
+/** The store over a source in memory and a clock of its own; `random` the retry's jitter (default: none, its whole wait). */
+function harness(options: { defaults?: Record<string, unknown>; now?: number; random?: () => number } = {}) {
   const source = new MemorySource();
   const clock = { now: options.now ?? 1_000 };
   const warnings: { message: string; attributes: Record<string, unknown> }[] = [];
@@ -36,6 +37,7 @@ function harness(options: { defaults?: Record<string, unknown>; now?: number } =
     ttlMs: 60_000,
     now: () => clock.now,
     logger,
+    random: options.random ?? (() => 1 - Number.EPSILON),
   });
   return { source, clock, warnings, store };
 }
@@ -155,6 +157,19 @@ describe('Class: PolicyStore', () => {
       [true, false, true],
     );
     assert.equal(store.secret('email-pepper'), 'pepper');
+  });
+
+  it("jitters a first fetch's retry to half to all of its wait: containers refused together do not ask again together", async () => {
+    const soonest = harness({ random: () => 0 });
+    soonest.source.fail = new Error('Rate exceeded');
+    await soonest.store.ready();
+    soonest.clock.now += 499;
+    soonest.store.secret('email-pepper');
+    assert.equal(soonest.source.fetches, 1, 'not before half the wait');
+    soonest.clock.now += 1;
+    soonest.store.secret('email-pepper');
+    assert.equal(soonest.source.fetches, 2, 'at half of 1 s');
+    await soonest.store.refresh();
   });
 
   it('fetches once per TTL however many requests resolve, and picks up a change', async () => {

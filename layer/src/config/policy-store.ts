@@ -89,6 +89,8 @@ export interface PolicyStoreOptions {
    * folder (a store that reads one folder only)
    */
   readonly secretFolder?: (name: string) => string | undefined;
+  /** [0, 1): the jitter of a first fetch's retry. @default Math.random */
+  readonly random?: () => number;
 }
 
 const consoleLogger: ConfigLogger = {
@@ -114,7 +116,8 @@ const consoleLogger: ConfigLogger = {
  * is reported once and the last good value (or the default) stays in force;
  * a failed fetch keeps everything as it was. Until a first fetch succeeds
  * (a new container: no secrets, no overrides) a failed one is tried again
- * after 1 s, doubling up to the TTL, rather than a whole TTL later.
+ * after 1 s, doubling up to the TTL (each wait jittered to half to all of
+ * it), rather than a whole TTL later.
  */
 export class PolicyStore implements PolicyResolver {
   readonly #prefix: string;
@@ -125,6 +128,7 @@ export class PolicyStore implements PolicyResolver {
   readonly #now: () => number;
   readonly #logger: ConfigLogger;
   readonly #secretFolder: ((name: string) => string | undefined) | undefined;
+  readonly #random: () => number;
   /** The shipped defaults, compiled once. */
   readonly #shipped = new Map<string, CompiledPolicy>();
   #policies = new Map<string, CompiledPolicy>();
@@ -155,6 +159,7 @@ export class PolicyStore implements PolicyResolver {
     this.#now = options.now ?? Date.now;
     this.#logger = options.logger ?? consoleLogger;
     this.#secretFolder = options.secretFolder;
+    this.#random = options.random ?? Math.random;
     // The shipped defaults are in force from the first instant; they must be valid.
     for (const [name, config] of Object.entries(this.#defaults)) this.#shipped.set(name, compilePolicy(name, config));
     this.#policies = new Map(this.#shipped);
@@ -321,9 +326,10 @@ export class PolicyStore implements PolicyResolver {
     } catch (error) {
       // tried again after a TTL, not on every request; before any fetch succeeded, sooner: nothing good is in force
       this.#failedBeforeFirst += this.#everFetched ? 0 : 1;
-      const retryMs = this.#everFetched
-        ? this.#ttlMs
-        : Math.min(this.#ttlMs, 1000 * 2 ** (this.#failedBeforeFirst - 1));
+      // jittered (half to all of it): containers started together by a scale-out, refused together by a throttled
+      // SSM, do not all ask again in the same instant
+      const backoffMs = Math.min(this.#ttlMs, 1000 * 2 ** (this.#failedBeforeFirst - 1));
+      const retryMs = this.#everFetched ? this.#ttlMs : Math.ceil(backoffMs * (0.5 + this.#random() / 2));
       this.#fetchedAt = this.#now() - this.#ttlMs + retryMs;
       const reason = error instanceof Error ? `${error.name}: ${error.message}` : String(error);
       this.#logger.warn('rate-limit parameters could not be read; the last good values stay in force', {
