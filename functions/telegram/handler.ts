@@ -133,8 +133,9 @@ function chatOf(update: Update): string | undefined {
     update.shipping_query?.from?.id ??
     update.pre_checkout_query?.from?.id ??
     update.purchased_paid_media?.from?.id ??
+    // a chat's anonymous vote names the chat, and a placeholder user (the same for every such vote): the chat first
+    update.poll_answer?.voter_chat?.id ??
     update.poll_answer?.user?.id ??
-    update.poll_answer?.voter_chat?.id ?? // an anonymous vote: the chat it was cast for
     update.business_connection?.user?.id
   );
 }

@@ -310,13 +310,16 @@ describe('Telegram webhook (POST /webhooks/telegram/{bot})', () => {
     assert.equal(other.status, 200);
   });
 
-  it("limits a business chat's updates and a chat-less update's user (an inline query) each to a chat's window", async () => {
+  it("limits a business chat's updates, a chat-less update's user (an inline query) and a channel's anonymous vote each to a chat's window", async () => {
     // Prepare: two kinds of update Telegram sends outside `message`: a business chat's, and an inline query
     // (no chat: its user's window, the id of their private chat with the bot)
     const base = Date.now() * 10;
+    const vote = (channel: number) => ({ poll_id: 'p', voter_chat: { id: channel }, user: { id: 136817688 } });
     const kinds = [
       (i: number) => ({ update_id: base + i, business_message: { chat: { id: 5001 } } }),
       (i: number) => ({ update_id: base + 100 + i, inline_query: { id: `q${i}`, from: { id: 5002 }, query: 'x' } }),
+      // a channel's anonymous vote: its chat, not the placeholder user every such vote carries
+      (i: number) => ({ update_id: base + 200 + i, poll_answer: vote(-1005003) }),
     ];
     for (const update of kinds) {
       // Act
@@ -326,6 +329,9 @@ describe('Telegram webhook (POST /webhooks/telegram/{bot})', () => {
       // Assess: 60 a minute (telegram-chat), then refused, though the bot's window (300) has room
       assert.deepEqual(statuses, [...Array(60).fill(200), 429], JSON.stringify(update(0)));
     }
+    // another channel's vote, with the same placeholder user, is in its own chat's window
+    const other = await telegram('updates', { update_id: base + 300, poll_answer: vote(-1005004) }, UPDATES_BOT_SECRET);
+    assert.equal(other.status, 200);
   });
 
   it('keeps accepting a stored secret token shorter than the rule, and warns once by its name, never its value', async () => {
