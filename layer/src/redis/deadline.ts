@@ -86,8 +86,9 @@ function warnGiveUpThrew(error: unknown): void {
 /**
  * The failed outcome of an operation: why, and a detail that never names a
  * key. An operation `sent` on a ready connection that fails without an
- * answer from Redis (its connection lost, or reset, before the reply: ioredis
- * rejects what it had written and does not send it again) is `lost`: Redis
+ * answer from Redis (its connection lost, or reset, before the reply: a
+ * single-node client rejects what it had written and does not send it again;
+ * a cluster's resends it, docs/manual.md) is `lost`: Redis
  * may have carried it out, as after a timeout. Redis' own error replies
  * (LOADING, READONLY, …) ran nothing and stay `unavailable`.
  */
