@@ -472,12 +472,13 @@ export class PlatformStack extends Stack {
       );
     }
     if (route.uses.includes('llmProvider')) {
-      // the route invokes its region's cross-region inference profile of each model (functions/llm/models.ts),
+      // the route invokes its region's cross-region inference profile of each model (config/bedrock-profiles.ts),
       // which Bedrock serves from any region of the geography: the profile here, and the model itself only
       // through it (any region: the geography's destinations are Bedrock's to choose and to extend)
       if (Token.isUnresolved(this.region))
         throw new InvalidContextError('the LLM route needs a stage bound to a region');
-      const profiles = bedrockModelIds().map((model) =>
+      const models = bedrockModelIds();
+      const profiles = models.map((model) =>
         this.formatArn({
           service: 'bedrock',
           resource: 'inference-profile',
@@ -487,14 +488,14 @@ export class PlatformStack extends Stack {
       const actions = ['bedrock:InvokeModel', 'bedrock:InvokeModelWithResponseStream'];
       // and each model in this region directly, as before the profiles: the role changes before the alias moves,
       // so over a canary the previous version, which calls the model itself, still runs (one release; then drop)
-      const direct = bedrockModelIds().map((model) =>
+      const direct = models.map((model) =>
         this.formatArn({ service: 'bedrock', account: '', resource: 'foundation-model', resourceName: model }),
       );
       fn.addToRolePolicy(new PolicyStatement({ actions, resources: [...profiles, ...direct] }));
       fn.addToRolePolicy(
         new PolicyStatement({
           actions,
-          resources: bedrockModelIds().map((model) =>
+          resources: models.map((model) =>
             this.formatArn({
               service: 'bedrock',
               region: '*',

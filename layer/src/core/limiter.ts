@@ -135,19 +135,19 @@ function logDegraded(event: DegradedEvent): void {
 }
 
 /**
+ * How long a give-back of what a lost or late operation may have taken has to
+ * reach Redis, a reconnect included: not the caller's budget (the caller
+ * waits for it only after a lost connection, its answer already decided).
+ */
+const GIVE_BACK_BUDGET_MS = 2000;
+
+/**
  * The limiter: checks limits atomically in Redis and answers with a
  * `Decision` value. Its parts live apart: the check's script contract in
  * lua/contract.ts, each strategy's operations in its module (strategies/),
  * the hard deadline in redis/deadline.ts, the block cache in
  * block-cache.ts; this class resolves requests and puts them together.
  */
-/**
- * How long a give-back of what a lost or late operation may have taken has to
- * reach Redis (a reconnect included): nobody waits for it, so not the
- * caller's budget.
- */
-const GIVE_BACK_BUDGET_MS = 2000;
-
 export class Limiter {
   readonly #redis: RedisClient;
   readonly #policies: PolicyResolver;
