@@ -6,9 +6,10 @@
  *
  * A page taken is finished by its worker (handed on, or given up and
  * reported) or put back for another: a throttled page, a page the sink
- * refused, or one whose fetch failed (a 5xx, a network error; up to
- * PAGE_RETRIES times) is fetched again at the worker's next turn, and goes
- * back to the scope's retry set in Redis if the run ends first. Workers take
+ * refused, or one whose fetch failed (a 5xx, a network error; after a wait
+ * that doubles, up to PAGE_RETRIES times in a run, then set aside) is fetched
+ * again at the worker's next turn, and goes back to the scope's retry set in
+ * Redis if the run ends first. Workers take
  * from that set before the cursor, each page by one worker at a time.
  * A page taken is leased in Redis until its run's end (and a grace): a
  * worker that crashed, was killed at its timeout, or never got the answer to
@@ -54,8 +55,26 @@ export interface HarvestReport {
   readonly givenUpPages: readonly number[];
 }
 
-/** Retries of a page whose fetch failed in a way a retry may mend (5xx, network): past them it is given up. */
+/**
+ * A page's retries: a page whose fetch failed in a way a retry may mend (5xx, network) is fetched again
+ * PAGE_RETRIES times in its run, then set aside; it counts one failure per run that could not fetch it
+ * (and per holder that crashed on it), and is given up past PAGE_RETRIES of them.
+ */
 export const PAGE_RETRIES = 3;
+
+/**
+ * The wait before fetching again after a failure a retry may mend: RETRY_BACKOFF_MS, doubled for each
+ * failure in a row (whatever the page), at most MAX_RETRY_BACKOFF_MS. A source that fails for a while
+ * (a 502 from its CDN, a refused connection) is not asked again at once, and its outage is outwaited,
+ * not counted against each page in milliseconds.
+ */
+export const RETRY_BACKOFF_MS = 1000;
+export const MAX_RETRY_BACKOFF_MS = 30_000;
+
+/** The wait after the `streak`th failure in a row (1 for the first). */
+export function retryBackoffMs(streak: number): number {
+  return Math.min(MAX_RETRY_BACKOFF_MS, RETRY_BACKOFF_MS * 2 ** Math.min(Math.max(0, streak - 1), 30));
+}
 
 /** How many given-up pages a report names (it counts them all). */
 export const GIVEN_UP_LISTED = 100;
@@ -221,6 +240,8 @@ export async function harvest(
     redis: RedisClient;
     sink: EventSink;
     fetch?: (url: string) => Promise<SourceAnswer>;
+    /** Resolves after `ms`, or early once `signal` is aborted (the wait after a failure). */
+    sleep?: (ms: number, signal?: AbortSignal) => Promise<void>;
   },
   /**
    * `final: false` for a round another round of the same run follows unless stopped (`harvestInRounds`);
@@ -241,9 +262,22 @@ export async function harvest(
     if (givenUpPages.length < GIVEN_UP_LISTED) givenUpPages.push(page);
   };
   let taken: TakenPage | undefined = round.carry?.held;
-  /** Whether the page held was throttled at its last fetch. */
-  let throttledLast = round.carry?.heldThrottled ?? false;
+  /** Whether the page held was not served at its last fetch (throttled, or failed in a way a retry may mend). */
+  let unservedLast = round.carry?.heldUnserved ?? false;
   let last = round.carry?.last ?? 0;
+  const sleep = parts.sleep ?? abortableSleep;
+  /** Failed fetches in a row, whatever the page: what the wait before the next one doubles by. */
+  let streak = 0;
+  /** Fetches of the page held that failed in this run. */
+  let attempts = 0;
+  /**
+   * Pages this run failed PAGE_RETRIES + 1 times and set aside, still leased to it (nobody else takes them
+   * in this run): each counts one failure at the run's end. The run goes on with other pages: a page the
+   * source always fails does not stall its scope, and a second page set aside with none served between
+   * means the source is failing, not the page: the run ends (nothing more is counted against its pages).
+   */
+  const setAside: TakenPage[] = [];
+  let setAsideInARow = 0;
   /** A page handed on or given up: its lease ends (a failure to end it only lets the page be taken again). */
   const finish = async (page: TakenPage) => {
     await finishPage(parts.redis, job.scope, page, budgetMs());
@@ -251,18 +285,19 @@ export async function harvest(
   /** A page taken, kept unless its holders kept failing (or crashing) on it: then given up, not fetched again. */
   const keep = async (next: TakenPage): Promise<TakenPage | undefined> => {
     last = Math.max(last, next.page);
+    attempts = 0;
     if (next.failures <= PAGE_RETRIES) return next;
     giveUp(next.page);
     await finish(next);
     return undefined;
   };
-  // The run's last round takes the page the round before put back throttled before its turn: if no turn comes
+  // The run's last round takes the page the round before put back unserved before its turn: if no turn comes
   // (the source's retry-after outlasts the round), the run's end still counts that page's failure
-  const throttledBefore = round.final ? round.carry?.throttledPage : undefined;
-  if (taken === undefined && throttledBefore !== undefined) {
+  const unservedBefore = round.final ? round.carry?.unservedPage : undefined;
+  if (taken === undefined && unservedBefore !== undefined) {
     const first = await takePage(parts.redis, job.scope, leaseMs(job.until), budgetMs());
     taken = first && (await keep(first));
-    throttledLast = taken?.page === throttledBefore;
+    unservedLast = taken?.page === unservedBefore;
   }
   // The turn comes first: a worker waiting for it holds no fresh page (only one it must fetch again).
   while ((await parts.pacer.turn(job.scope, job)) !== 'over') {
@@ -275,9 +310,11 @@ export async function harvest(
     }
     const { page } = taken;
     const answer = await fetchOne(job.pageUrl(page));
-    throttledLast = false;
+    unservedLast = false;
     await parts.pacer.answered(job.scope, answer);
     if (answer.kind === 'page') {
+      streak = 0;
+      setAsideInARow = 0;
       try {
         await parts.sink.put({
           source: 'harvester',
@@ -294,27 +331,47 @@ export async function harvest(
       }
     } else if (answer.kind === 'throttled') {
       throttled++;
-      throttledLast = true;
+      unservedLast = true;
     } else {
       failed++;
-      taken = { ...taken, failures: taken.failures + 1 };
-      if (!mendable(answer.status) || taken.failures > PAGE_RETRIES) {
+      if (!mendable(answer.status)) {
         giveUp(page);
         await finish(taken);
         taken = undefined;
+        continue;
       }
+      unservedLast = true;
+      streak++;
+      attempts++;
+      if (attempts > PAGE_RETRIES) {
+        setAside.push(taken);
+        taken = undefined;
+        unservedLast = false;
+        if (++setAsideInARow >= 2) break;
+      }
+      const waitMs = retryBackoffMs(streak);
+      if (Date.now() + waitMs >= job.until) break;
+      await sleep(waitMs, job.stop);
     }
   }
-  // A page still throttled when its run ends counts a failure: one the source always throttles is given up
-  // after PAGE_RETRIES runs, instead of being taken first by every run forever (a round's end is not a
-  // run's; a stop is)
-  if (taken && throttledLast && (round.final || job.stop?.aborted)) {
-    taken = { ...taken, failures: taken.failures + 1 };
-    if (taken.failures > PAGE_RETRIES) {
-      giveUp(taken.page);
-      await finish(taken);
-      taken = undefined;
-    }
+  // A page still unserved when its run ends counts a failure: one the source always throttles (or fails) is
+  // given up after PAGE_RETRIES runs, instead of being taken first by every run forever (a round's end is
+  // not a run's; a stop is). A page set aside counts its failure at any round's end: its round gave up on it.
+  const counted = (held: TakenPage): TakenPage | undefined => {
+    const next = { ...held, failures: held.failures + 1 };
+    if (next.failures <= PAGE_RETRIES) return next;
+    giveUp(next.page);
+    return undefined;
+  };
+  if (taken && unservedLast && (round.final || job.stop?.aborted)) {
+    const next = counted(taken);
+    if (next === undefined) await finish(taken);
+    taken = next;
+  }
+  for (const aside of setAside) {
+    const next = counted(aside);
+    if (next === undefined) await finish(aside);
+    else if (!(await putBack(parts.redis, job.scope, next, budgetMs())) && next.lease === undefined) giveUp(next.page);
   }
   // a leased page not put back is taken again once its lease lapses; one taken without Redis is lost to this
   // run, unless another round of it follows: the next round goes on with it (nobody else was told of it,
@@ -328,8 +385,8 @@ export async function harvest(
   if (carry) {
     carry.last = last;
     carry.held = held;
-    carry.heldThrottled = held !== undefined && throttledLast;
-    carry.throttledPage = taken !== undefined && held === undefined && throttledLast ? taken.page : undefined;
+    carry.heldUnserved = held !== undefined && unservedLast;
+    carry.unservedPage = taken !== undefined && held === undefined && unservedLast ? taken.page : undefined;
   }
   return { pages, throttled, failed, notHandedOn, givenUp, givenUpPages };
 }
@@ -339,7 +396,7 @@ export async function harvest(
  * most `roundMs`, one `harvest` each: a lease covers its round only (no
  * renewal to forget), so a page is never taken by another worker while its
  * holder still runs. A page held at a round's end is put back and taken
- * first by the next (a throttled one counts its failure at the run's end
+ * first by the next (an unserved one counts its failure at the run's end
  * only, as at a Lambda run's end). A round the pacer ended early (a pause
  * past the round's end) waits out the round before the next asks again, not
  * in a loop; the last round returns when the pacer ends it.
@@ -353,7 +410,7 @@ export async function harvestInRounds(
   if (!(roundMs >= MIN_ROUND_MS))
     throw new RangeError(`a harvest round is at least ${MIN_ROUND_MS} ms, not ${roundMs}`);
   let total: HarvestReport = { pages: 0, throttled: 0, failed: 0, notHandedOn: 0, givenUp: 0, givenUpPages: [] };
-  const carry: RoundCarry = { last: 0, heldThrottled: false };
+  const carry: RoundCarry = { last: 0, heldUnserved: false };
   while (Date.now() < job.until && !job.stop?.aborted) {
     const roundUntil = Math.min(job.until, Date.now() + roundMs);
     const final = roundUntil >= job.until;
@@ -378,10 +435,10 @@ export interface RoundCarry {
   last: number;
   /** A page taken while Redis could not answer and not put back at the round's end: the next round fetches it. */
   held?: TakenPage;
-  /** Whether `held` was throttled at its last fetch (its failure is counted at the run's end). */
-  heldThrottled: boolean;
-  /** The page put back throttled at the round's end: the run's last round takes it before its turn. */
-  throttledPage?: number;
+  /** Whether `held` was unserved at its last fetch (throttled, or failed): its failure is counted at the run's end. */
+  heldUnserved: boolean;
+  /** The page put back unserved at the round's end: the run's last round takes it before its turn. */
+  unservedPage?: number;
 }
 
 /** The shortest round `harvestInRounds` takes. */

@@ -76,17 +76,21 @@ for (const target of targets) {
     /** The pages a worker holds, as `<page>:<failures>`. */
     const leased = (scope: string) => redis.zrangebyscore(`hv:{${scope}}:leased`, '-inf', '+inf');
 
-    /** One run on `scope` until `stop` is aborted (by the test's source or sink). */
+    /**
+     * One run on `scope` until `stop` is aborted (by the test's source or sink). The waits after a failure
+     * are recorded in `waits` and not waited (the source's answers are the test's, not a clock's).
+     */
     function run(
       scope: string,
       stop: AbortController,
       fetch: (url: string) => Promise<SourceAnswer>,
       sink: EventSink,
       until = Number.POSITIVE_INFINITY,
+      waits: number[] = [],
     ): Promise<HarvestReport> {
       return harvest(
         { scope, pageUrl: (page) => `/sites/${scope}/pages/${page}`, until, stop: stop.signal },
-        { pacer: pacer(), redis, sink, fetch },
+        { pacer: pacer(), redis, sink, fetch, sleep: async (ms) => void waits.push(ms) },
       );
     }
 
@@ -179,37 +183,92 @@ for (const target of targets) {
       assert.deepEqual({ failed: report.failed, givenUp: report.givenUp }, { failed: 1, givenUp: 0 });
     });
 
-    it(`gives a page up after ${PAGE_RETRIES} retries, counted across runs, and reports it`, async () => {
+    it(`sets a page the source keeps failing aside and goes on; gives it up after ${PAGE_RETRIES + 1} runs failed it`, {
+      timeout: 30_000,
+    }, async () => {
       const scope = unique('hv-given-up');
       const sink = memorySink();
       let fetchesOfPage1 = 0;
-      const broken = (serve: () => Promise<SourceAnswer>) => async (url: string) => {
-        if (pageOf(url) !== 1) return serve();
-        fetchesOfPage1++;
-        return { kind: 'failed', status: 'network' } as const;
-      };
-      // the first run ends on page 1's first failure: the page goes back with it
-      const first = new AbortController();
-      const endingRun = broken(async () => PAGE);
-      await run(
-        scope,
-        first,
-        (url) => {
-          first.abort();
-          return endingRun(url);
-        },
-        sink,
-      );
-      assert.deepEqual(await waiting(scope), ['1:1']);
-      const second = new AbortController();
-      const report = await run(scope, second, broken(servesUntil(sink, 2, second)), sink);
-      assert.equal(fetchesOfPage1, PAGE_RETRIES + 1, 'one fetch and its retries');
+      const reports: HarvestReport[] = [];
+      for (let r = 0; r <= PAGE_RETRIES; r++) {
+        const stop = new AbortController();
+        const served = sink.pages.length;
+        const waits: number[] = [];
+        const report = await run(
+          scope,
+          stop,
+          async (url) => {
+            if (pageOf(url) === 1) {
+              fetchesOfPage1++;
+              return { kind: 'failed', status: 'network' };
+            }
+            if (sink.pages.length >= served + 1) stop.abort();
+            return PAGE;
+          },
+          sink,
+          Number.POSITIVE_INFINITY,
+          waits,
+        );
+        reports.push(report);
+        assert.deepEqual(waits, [1000, 2000, 4000, 8000], `run ${r}: a wait before each fetch again, doubling`);
+        assert.equal(report.pages, 2, `run ${r}: the scope goes on past the page set aside`);
+        if (r < PAGE_RETRIES) assert.deepEqual(await waiting(scope), [`1:${r + 1}`], `run ${r}: one failure counted`);
+      }
+      assert.equal(fetchesOfPage1, (PAGE_RETRIES + 1) ** 2, 'each run fetched it once and retried it');
       assert.deepEqual(
-        { failed: report.failed, givenUp: report.givenUp, givenUpPages: report.givenUpPages },
-        { failed: PAGE_RETRIES, givenUp: 1, givenUpPages: [1] },
+        reports.map((r) => r.givenUpPages),
+        [[], [], [], [1]],
       );
-      assert.deepEqual(sink.pages, [2, 3]);
+      assert.deepEqual(sink.pages, [2, 3, 4, 5, 6, 7, 8, 9]);
       assert.deepEqual(await waiting(scope), []);
+      assert.deepEqual(await leased(scope), []);
+    });
+
+    it('outwaits a source that fails every page for a while: no page is given up, none skipped', {
+      timeout: 30_000,
+    }, async () => {
+      // Prepare: the source's CDN answers 502 to its first 8 requests, whatever the page, then serves
+      const scope = unique('hv-outage');
+      const sink = memorySink();
+      let requests = 0;
+      const outage = (serve: () => Promise<SourceAnswer>) => async (): Promise<SourceAnswer> =>
+        ++requests <= 8 ? { kind: 'failed', status: 502 } : serve();
+
+      // Act: a run during the outage, then one after it
+      const waits: number[] = [];
+      const during = await run(
+        scope,
+        new AbortController(),
+        outage(async () => PAGE),
+        sink,
+        Infinity,
+        waits,
+      );
+      const afterStop = new AbortController();
+      const afterwards = await run(scope, afterStop, outage(servesUntil(sink, 4, afterStop)), sink);
+
+      // Assess: the run during it waited longer after each failure and ended once a second page failed too
+      assert.deepEqual(waits, [1000, 2000, 4000, 8000, 16_000, 30_000, 30_000]);
+      assert.deepEqual(
+        { failed: during.failed, givenUp: during.givenUp, pages: during.pages },
+        { failed: 8, givenUp: 0, pages: 0 },
+      );
+      assert.equal(afterwards.givenUp, 0);
+      assert.deepEqual(sink.pages, [1, 2, 3, 4], 'every page handed on, in order, none skipped');
+      assert.deepEqual(await waiting(scope), []);
+    });
+
+    it("ends the run rather than wait past its end after a failure; the page counts its run's failure", async () => {
+      const scope = unique('hv-failed-at-end');
+      const report = await run(
+        scope,
+        new AbortController(),
+        async () => ({ kind: 'failed', status: 503 + 1 }),
+        memorySink(),
+        Date.now() + 500,
+      );
+      assert.equal(report.failed, 1, 'fetched once: the wait after it would outlast the run');
+      assert.deepEqual(await waiting(scope), ['1:1']);
     });
 
     it('gives a page up at once for an answer a retry would not change (404)', async () => {
@@ -488,7 +547,7 @@ for (const target of targets) {
         sink: memorySink(),
         fetch: async (): Promise<SourceAnswer> => ({ kind: 'throttled', status: 429, retryAfterMs: 120_000 }),
       };
-      const carry = { last: 0, heldThrottled: false };
+      const carry = { last: 0, heldUnserved: false };
       const job = (ms: number) => ({ scope, pageUrl: (page: number) => `/p/${page}`, until: Date.now() + ms });
       await harvest(job(300), parts, { final: false, carry });
       assert.deepEqual(await waiting(scope), ['1:0'], 'put back between rounds, no failure yet');
