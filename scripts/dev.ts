@@ -171,7 +171,7 @@ for (const route of routes) {
 }
 console.log(`
 try (events land in ${process.env.EVENT_SINK_FILE}):
-  curl -i -X POST ${base}/auth/login -d '{"email":"alice@example.com","password":"correct horse battery staple"}'
+  curl -i -X POST ${base}/auth/login -H 'content-type: application/json' -d '{"email":"alice@example.com","password":"correct horse battery staple"}'
   curl -i ${base}/v1/whoami -H 'x-api-key: rk_localDemoPartnerKeyNotASecret000'
   curl -i -X POST ${base}/webhooks/telegram/demo -H 'X-Telegram-Bot-Api-Secret-Token: local-only-telegram-secret-token' -d '{"update_id":${Date.now()},"message":{"chat":{"id":42}}}'
   curl -i -X POST ${base}/webhooks/slack -H 'X-Slack-Request-Timestamp: ${slackHeaders['X-Slack-Request-Timestamp']}' -H 'X-Slack-Signature: ${slackHeaders['X-Slack-Signature']}' -d '${slackBody}'

@@ -27,6 +27,10 @@ export function loopbackAddress(): string {
   return `127.${randomInt(1, 255)}.${randomInt(0, 256)}.${randomInt(1, 255)}`;
 }
 
+const JSON_TYPE = 'application/json';
+const saysItsType = (headers: Record<string, string> | undefined) =>
+  Object.keys(headers ?? {}).some((name) => name.toLowerCase() === 'content-type');
+
 export function call(base: string, c: Call): Promise<Answer> {
   const url = new URL(base);
   return new Promise((resolve, reject) => {
@@ -36,7 +40,12 @@ export function call(base: string, c: Call): Promise<Answer> {
         port: url.port,
         path: c.path, // sent as is: a fuzzed path must reach the server unparsed
         method: c.method ?? 'GET',
-        headers: { ...(c.body === undefined ? {} : { 'content-length': Buffer.byteLength(c.body) }), ...c.headers },
+        headers: {
+          ...(c.body === undefined ? {} : { 'content-length': Buffer.byteLength(c.body) }),
+          // a body is JSON unless the call says otherwise (login takes nothing else)
+          ...(c.body === undefined || saysItsType(c.headers) ? {} : { 'content-type': JSON_TYPE }),
+          ...c.headers,
+        },
         ...(c.from ? { localAddress: c.from } : {}),
       },
       (res) => {

@@ -2,6 +2,9 @@
  * POST /auth/login — docs/design.md, "The limits" (Auth — login), fail-closed;
  * docs/consumers.md, "Login", says what an attacker can and cannot do.
  *
+ * 0. A body not sent as JSON is a 415, counted nowhere (`jsonRequestsOnly`):
+ *    a page on another site cannot make the visitor's browser spend its IP
+ *    windows or device, nor replace its device cookie by a login it posts.
  * 1. Before anything is parsed: the exact sliding windows per client IP
  *    (`login-ip`, per IPv4 address or IPv6 /64) and per IPv6 /48
  *    (`login-ip48`), one check (the route's middleware), counted for every
@@ -34,7 +37,7 @@ import {
 } from '@platform/rate-limit';
 import { hashEmail, header, normaliseEmail, rateLimitRefusal } from '@platform/rate-limit/middleware';
 import * as v from 'valibot';
-import { httpError, json, parseBody, type RestEvent, rawBody, routeHandler } from '../shared/http.ts';
+import { httpError, json, jsonRequestsOnly, parseBody, type RestEvent, rawBody, routeHandler } from '../shared/http.ts';
 import { platform } from '../shared/platform.ts';
 import { readLoginSettings } from '../shared/settings.ts';
 import { CognitoCredentialStore } from './cognito.ts';
@@ -122,83 +125,87 @@ async function admit(accountKey: string, deviceKey: string | undefined): Promise
   return verdict;
 }
 
-export const handler = routeHandler(route, async (event) => {
-  const { limiter, policies, observer } = platform();
-  const { email, password } = parse(event);
-  const pepper = policies.secret('email-pepper');
-  const cookieKey = policies.secret('device-cookie-key');
-  if (!pepper || !cookieKey) {
-    const missing = pepper ? 'device-cookie-key' : 'email-pepper';
-    const request = { policy: ACCOUNT, key: '-' };
-    const problem = new MisconfiguredCheckError(`no ${missing} (secrets/login/${missing})`);
-    throw rateLimitRefusal(misconfiguredVerdict(limiter, [request], problem, { observer }));
-  }
-  const accountKey = hashEmail(email, pepper);
-  const nowS = Math.floor(Date.now() / 1000);
-  const cookie = deviceCookieOf(header(event, 'cookie'));
-  // a cookie's lifetime is its policy's memory: read for any well-formed cookie, account known or not
-  const device =
-    cookie === undefined ? undefined : verifyDeviceCookie(cookie, cookieKey, email, nowS, deviceLifetimeS());
-  const verdict = await admit(accountKey, device?.key);
-  if (!verdict.proceed) throw rateLimitRefusal(verdict);
-
-  const verification = await credentialStore().verify(email, password);
-  switch (verification.outcome) {
-    case 'rejected':
-      // the attempt was counted as a failure when it was admitted: nothing to write
-      return json(401, WRONG);
-    case 'locked':
-      // The directory's own lockout, which anyone guessing at the account's pace can keep engaged. Untrusted:
-      // answered as a wrong password (counted), which reveals neither the account nor the password. Trusted:
-      // not the cookie holder's failure, so its device's is forgiven (as through an outage: ten such answers
-      // would revoke the device and hand the victim to the account's backoff), and it is told to wait.
-      if (!(device && verdict.policy === DEVICE && verdict.decision.outcome === 'allowed')) return json(401, WRONG);
-      await limiter.forgiveFailure(DEVICE, device.key, { scope: accountKey });
-      // shaped as the limiter's 429s (retryAfterSeconds in the body too), but no policy of ours refused it
-      return json(
-        429,
-        {
-          error: 'directory_lockout',
-          message:
-            'The user directory holds sign-ins to this account for now, after repeated failed attempts (not necessarily yours); this device stays trusted: try again in a minute.',
-          retryAfterSeconds: DIRECTORY_LOCKOUT_RETRY_S,
-        },
-        { 'Retry-After': String(DIRECTORY_LOCKOUT_RETRY_S) },
-      );
-    case 'unavailable':
-      // An account's pending failure stays: refunding it would let anyone who can make the directory throttle
-      // (a flood of logins) take back their slots. A device's is forgiven (a third round trip, on this path
-      // only): only the cookie's holder spends that backoff, and a browser retrying through an outage as told
-      // (Retry-After: 1) would otherwise revoke its own device in ten tries, and fall back to the account's
-      // backoff an attacker can hold at its cap.
-      if (device && verdict.policy === DEVICE && verdict.decision.outcome === 'allowed') {
-        await limiter.forgiveFailure(DEVICE, device.key, { scope: accountKey });
-      }
-      throw httpError(503, 'unavailable', 'The user directory did not answer; try again shortly.', {
-        'Retry-After': String(Math.max(1, Math.ceil(verification.retryAfterMs / 1000))),
-      });
-    case 'challenge':
-      // the password was right, but no session and no device cookie: its counted attempt stays, as a success's
-      // (a clear would be a third round trip; this endpoint cannot complete a challenge anyway)
-      return json(403, {
-        error: 'challenge_required',
-        challenge: verification.challenge,
-        message:
-          'The password is right, but the account must complete another step (such as setting a new password) that this endpoint does not offer.',
-      });
-    case 'accepted': {
-      // no clear (two round trips, cookie or not): the pending failure stays where it was counted. On a trusted
-      // attempt that is the device the new cookie replaces (a fresh device id: this browser does not present the
-      // old one again); on an untrusted one the account, whose backoff forgets it 15 minutes after its last
-      // attempt (4 attempts, successes included, pass before any wait), while the new cookie takes this browser
-      // off the account's backoff: what an attacker pushed up there cannot delay it
-      const value = issueDeviceCookie(cookieKey, email, nowS);
-      const tokens = verification.tokens ?? {};
-      return json(
-        200,
-        { authenticated: true, email, ...tokens },
-        { 'Set-Cookie': deviceCookieHeader(value, deviceLifetimeS()), 'Cache-Control': 'no-store' },
-      );
+export const handler = routeHandler(
+  route,
+  async (event) => {
+    const { limiter, policies, observer } = platform();
+    const { email, password } = parse(event);
+    const pepper = policies.secret('email-pepper');
+    const cookieKey = policies.secret('device-cookie-key');
+    if (!pepper || !cookieKey) {
+      const missing = pepper ? 'device-cookie-key' : 'email-pepper';
+      const request = { policy: ACCOUNT, key: '-' };
+      const problem = new MisconfiguredCheckError(`no ${missing} (secrets/login/${missing})`);
+      throw rateLimitRefusal(misconfiguredVerdict(limiter, [request], problem, { observer }));
     }
-  }
-});
+    const accountKey = hashEmail(email, pepper);
+    const nowS = Math.floor(Date.now() / 1000);
+    const cookie = deviceCookieOf(header(event, 'cookie'));
+    // a cookie's lifetime is its policy's memory: read for any well-formed cookie, account known or not
+    const device =
+      cookie === undefined ? undefined : verifyDeviceCookie(cookie, cookieKey, email, nowS, deviceLifetimeS());
+    const verdict = await admit(accountKey, device?.key);
+    if (!verdict.proceed) throw rateLimitRefusal(verdict);
+
+    const verification = await credentialStore().verify(email, password);
+    switch (verification.outcome) {
+      case 'rejected':
+        // the attempt was counted as a failure when it was admitted: nothing to write
+        return json(401, WRONG);
+      case 'locked':
+        // The directory's own lockout, which anyone guessing at the account's pace can keep engaged. Untrusted:
+        // answered as a wrong password (counted), which reveals neither the account nor the password. Trusted:
+        // not the cookie holder's failure, so its device's is forgiven (as through an outage: ten such answers
+        // would revoke the device and hand the victim to the account's backoff), and it is told to wait.
+        if (!(device && verdict.policy === DEVICE && verdict.decision.outcome === 'allowed')) return json(401, WRONG);
+        await limiter.forgiveFailure(DEVICE, device.key, { scope: accountKey });
+        // shaped as the limiter's 429s (retryAfterSeconds in the body too), but no policy of ours refused it
+        return json(
+          429,
+          {
+            error: 'directory_lockout',
+            message:
+              'The user directory holds sign-ins to this account for now, after repeated failed attempts (not necessarily yours); this device stays trusted: try again in a minute.',
+            retryAfterSeconds: DIRECTORY_LOCKOUT_RETRY_S,
+          },
+          { 'Retry-After': String(DIRECTORY_LOCKOUT_RETRY_S) },
+        );
+      case 'unavailable':
+        // An account's pending failure stays: refunding it would let anyone who can make the directory throttle
+        // (a flood of logins) take back their slots. A device's is forgiven (a third round trip, on this path
+        // only): only the cookie's holder spends that backoff, and a browser retrying through an outage as told
+        // (Retry-After: 1) would otherwise revoke its own device in ten tries, and fall back to the account's
+        // backoff an attacker can hold at its cap.
+        if (device && verdict.policy === DEVICE && verdict.decision.outcome === 'allowed') {
+          await limiter.forgiveFailure(DEVICE, device.key, { scope: accountKey });
+        }
+        throw httpError(503, 'unavailable', 'The user directory did not answer; try again shortly.', {
+          'Retry-After': String(Math.max(1, Math.ceil(verification.retryAfterMs / 1000))),
+        });
+      case 'challenge':
+        // the password was right, but no session and no device cookie: its counted attempt stays, as a success's
+        // (a clear would be a third round trip; this endpoint cannot complete a challenge anyway)
+        return json(403, {
+          error: 'challenge_required',
+          challenge: verification.challenge,
+          message:
+            'The password is right, but the account must complete another step (such as setting a new password) that this endpoint does not offer.',
+        });
+      case 'accepted': {
+        // no clear (two round trips, cookie or not): the pending failure stays where it was counted. On a trusted
+        // attempt that is the device the new cookie replaces (a fresh device id: this browser does not present the
+        // old one again); on an untrusted one the account, whose backoff forgets it 15 minutes after its last
+        // attempt (4 attempts, successes included, pass before any wait), while the new cookie takes this browser
+        // off the account's backoff: what an attacker pushed up there cannot delay it
+        const value = issueDeviceCookie(cookieKey, email, nowS);
+        const tokens = verification.tokens ?? {};
+        return json(
+          200,
+          { authenticated: true, email, ...tokens },
+          { 'Set-Cookie': deviceCookieHeader(value, deviceLifetimeS()), 'Cache-Control': 'no-store' },
+        );
+      }
+    }
+  },
+  { before: [jsonRequestsOnly] },
+);

@@ -98,6 +98,26 @@ export function outOfBounds(event: RestEvent, bounds: JsonBounds): 'too-large' |
   return nestsDeeperThan(body, bounds.maxDepth) ? 'too-deep' : undefined;
 }
 
+/** `application/json`, with or without parameters (`; charset=utf-8`), in any case. */
+const JSON_MEDIA_TYPE = /^application\/json\s*(;.*)?$/i;
+
+/**
+ * A body sent as JSON, or a 415 before anything is counted. A page on
+ * another site can make a browser send a "simple" request (text/plain, a
+ * form) with no CORS preflight, carrying the visitor's IP and cookies; a
+ * JSON one needs a preflight, which no route answers. So a route that counts
+ * the visitor's own limits (login: its IP windows, its device) takes only
+ * JSON: a drive-by page cannot spend them, nor set a cookie through them.
+ */
+export const jsonRequestsOnly: MiddlewareObj<HttpEvent> = {
+  before: function jsonRequestsOnlyBefore(request) {
+    const type = header(request.event, 'content-type');
+    if (type === undefined || !JSON_MEDIA_TYPE.test(type.trim())) {
+      throw httpError(415, 'unsupported_media_type', 'Send the body as JSON (Content-Type: application/json).');
+    }
+  },
+};
+
 /** The body as a JSON object, or a 400 saying it is not one. */
 export function jsonObjectBody(event: RestEvent): Record<string, unknown> {
   let value: unknown;

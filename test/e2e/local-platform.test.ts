@@ -61,7 +61,11 @@ function cli(args: string[], dataDir: string): Promise<{ code: number; stdout: s
 }
 
 const login = (base: string) =>
-  fetch(`${base}/auth/login`, { method: 'POST', body: JSON.stringify({ email: 'x@example.com', password: 'nope' }) });
+  fetch(`${base}/auth/login`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify({ email: 'x@example.com', password: 'nope' }),
+  });
 
 describe('The local platform (npm start)', () => {
   const dataDir = mkdtempSync(join(tmpdir(), 'rl-dev-'));

@@ -53,6 +53,31 @@ describe('Login (POST /auth/login)', () => {
     assert.equal(refused.json().policy, 'login-ip');
   });
 
+  it("takes only JSON: a page on another site (a form, text/plain) spends none of the visitor's limits and sets no cookie", async () => {
+    // Act: what a cross-site page can make the visitor's browser post without a preflight, 25 times: a login
+    // to the attacker's own account (whose success would set its device cookie in the visitor's browser)
+    const from = loopbackAddress();
+    const drive = JSON.stringify({ email: 'alice@example.com', password: 'correct horse battery staple', x: '=' });
+    const answers: Answer[] = [];
+    for (const type of ['text/plain', 'application/x-www-form-urlencoded', 'multipart/form-data; boundary=b']) {
+      for (let i = 0; i < 8; i++) {
+        const headers = { 'Content-Type': type, 'Sec-Fetch-Site': 'cross-site' };
+        answers.push(await call(platform.base, { method: 'POST', path: '/auth/login', from, body: drive, headers }));
+      }
+    }
+    const untyped = { 'Content-Type': '' };
+    answers.push(
+      await call(platform.base, { method: 'POST', path: '/auth/login', from, body: drive, headers: untyped }),
+    );
+    // Assess: each refused as it was sent, nothing counted, no cookie set
+    assert.deepEqual([...new Set(answers.map((a) => a.status))], [415]);
+    assert.ok(answers.every((a) => a.headers['set-cookie'] === undefined && a.headers.ratelimit === undefined));
+    assert.equal(answers[0]?.json().error, 'unsupported_media_type');
+    const next = await attempt(from, 'nobody-typed@example.com', 'x');
+    assert.equal(next.status, 401);
+    assert.equal(next.headers.ratelimit, '"login-ip";r=19;t=900, "login-ip48";r=199;t=900', 'its JSON attempt only');
+  });
+
   it("makes an account wait longer after each failure past the free ones; a success's new cookie counts that browser's next attempts on its own device", async () => {
     const from = loopbackAddress();
     const email = 'alice@example.com';
