@@ -24,7 +24,7 @@ export const SECRET_HEADERS = [
 ] as const;
 
 /** Headers a consumer reads that are not secrets (WAF logs them as sent). */
-export const PLAIN_HEADERS = ['x-slack-request-timestamp'] as const;
+export const PLAIN_HEADERS = ['x-slack-request-timestamp', 'content-type'] as const;
 
 /** The secret headers, with every API key header the routes name (a route's key from an API key header). */
 export function secretHeadersOf(routes: readonly Route[]): string[] {

@@ -27,12 +27,12 @@ import { SnsAction } from 'aws-cdk-lib/aws-cloudwatch-actions';
 import { PolicyStatement, ServicePrincipal } from 'aws-cdk-lib/aws-iam';
 import { Key } from 'aws-cdk-lib/aws-kms';
 import type { IFunction } from 'aws-cdk-lib/aws-lambda';
-import type { ILogGroup } from 'aws-cdk-lib/aws-logs';
+import { FilterPattern, type ILogGroup, MetricFilter } from 'aws-cdk-lib/aws-logs';
 import { Topic } from 'aws-cdk-lib/aws-sns';
 import { EmailSubscription, UrlSubscription } from 'aws-cdk-lib/aws-sns-subscriptions';
 import type { IQueue } from 'aws-cdk-lib/aws-sqs';
 import { Construct } from 'constructs';
-import { PLATFORM_METRICS } from '../functions/shared/metrics.ts';
+import { PLATFORM_METRICS, UNHANDLED_ERROR } from '../functions/shared/metrics.ts';
 import type { DurableStore, StoreMetric } from './durable-store.ts';
 
 /** Where the consumers' metrics land: the names the functions' observer publishes under (functions/shared/metrics.ts). */
@@ -55,6 +55,7 @@ export const ALARMS = {
   evictions: { above: 0, minutes: 1, outOf: 1 },
   checkLatencyP99Ms: { above: 20, minutes: 5, outOf: 5 },
   functionErrors: { above: 0, minutes: 3, outOf: 5 },
+  unhandledErrors: { above: 0, minutes: 3, outOf: 5 },
   functionThrottles: { above: 0, minutes: 3, outOf: 5 },
   api5xx: { above: 0, minutes: 3, outOf: 5 },
   apiLatencyP99Ms: { above: 2000, minutes: 5, outOf: 5 },
@@ -95,6 +96,8 @@ export interface ObservabilityProps {
   readonly policies: readonly ObservedPolicy[];
   /** Every deployed function, by its id (errors and throttles). */
   readonly functions: ReadonlyMap<string, IFunction>;
+  /** The HTTP routes' log groups, by route id: where the house handler logs the 500s it answers (UNHANDLED_ERROR). */
+  readonly routeLogGroups: ReadonlyMap<string, ILogGroup>;
   /** The log groups the consumers write their refusal lines to (REFUSAL_LOG): the top-offenders rule reads them. */
   readonly refusalLogGroups: readonly ILogGroup[];
   /** The REST API's name and stage (5XX, latency). */
@@ -378,7 +381,7 @@ function functionAlarms(alarm: AlarmMaker, functions: ReadonlyMap<string, IFunct
   for (const [functionId, fn] of functions) {
     alarm(
       `FunctionErrors-${functionId}`,
-      `"Function errors": ${functionId} failed invocations (an answer of 5xx, a crash, a timeout).`,
+      `"Function errors": ${functionId} failed invocations (a crash, a timeout, a failed init; a 500 it answered is UnhandledErrors).`,
       fn.metricErrors({ period: MINUTE, statistic: 'Sum' }),
       ALARMS.functionErrors,
     );
@@ -387,6 +390,32 @@ function functionAlarms(alarm: AlarmMaker, functions: ReadonlyMap<string, IFunct
       `"Function throttles": ${functionId} hit its reserved concurrency or the account's.`,
       fn.metricThrottles({ period: MINUTE, statistic: 'Sum' }),
       ALARMS.functionThrottles,
+    );
+  }
+}
+
+/**
+ * Per route: the 500s its handler answered for an error it did not expect.
+ * Lambda's Errors count none of them (the invocation succeeded), so a
+ * release that throws on every request would pass its canary on
+ * FunctionErrors alone; a metric filter counts the line the house handler
+ * logs for each (UNHANDLED_ERROR) instead.
+ */
+function unhandledErrorAlarms(scope: Construct, alarm: AlarmMaker, logGroups: ReadonlyMap<string, ILogGroup>): void {
+  for (const [routeId, logGroup] of logGroups) {
+    const filter = new MetricFilter(scope, `UnhandledErrorLines-${routeId}`, {
+      logGroup,
+      metricNamespace: PLATFORM_METRICS.namespace,
+      metricName: UNHANDLED_ERROR.metric,
+      filterPattern: FilterPattern.stringValue('$.message', '=', UNHANDLED_ERROR.message),
+      metricValue: '1',
+      dimensions: { route: '$.route' },
+    });
+    alarm(
+      `UnhandledErrors-${routeId}`,
+      `"Unhandled errors": ${routeId} answered 500 for an error its handler did not expect (its log says which).`,
+      filter.metric({ dimensionsMap: { route: routeId }, statistic: 'Sum', period: MINUTE }),
+      ALARMS.unhandledErrors,
     );
   }
 }
@@ -453,6 +482,7 @@ export class Observability extends Construct {
     policyAlarms(alarm, props.policies);
     storeAlarms(alarm, props.store);
     functionAlarms(alarm, props.functions);
+    unhandledErrorAlarms(this, alarm, props.routeLogGroups);
     edgeAlarms(alarm, Stack.of(this).region, props);
     queueAlarms(alarm, props);
   }

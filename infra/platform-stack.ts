@@ -605,6 +605,12 @@ export class PlatformStack extends Stack {
         ...this.functions,
         ...(this.streamConsumers?.harvester ? [['harvester', this.streamConsumers.harvester] as const] : []),
       ]),
+      routeLogGroups: new Map(
+        props.routes.flatMap((route) => {
+          const fn = this.functions.get(route.id);
+          return fn ? [[route.id, fn.logGroup] as const] : [];
+        }),
+      ),
       refusalLogGroups: [
         ...[...this.functions.values()].map((fn) => fn.logGroup),
         // every stream consumer's log group: each writes its refusals (the harvester's, the listener's)

@@ -84,6 +84,7 @@ export function rollbackAlarmIds(
 ): string[] {
   const wanted = [
     `FunctionErrors-${functionId}`,
+    `UnhandledErrors-${functionId}`,
     ...policies.flatMap((p) => [`DegradedClosed-${p}`, `DegradedOpen-${p}`]),
     ...policies.map((p) => `CheckLatencyP99-${p}`),
   ];

@@ -17,6 +17,7 @@ import * as v from 'valibot';
 import { API_KEY_PEPPER, hashApiKey, isApiKey } from '../../config/api-key.ts';
 import type { RoleLimits } from '../../config/api-roles.ts';
 import type { KeySource, Route } from '../route.ts';
+import { UNHANDLED_ERROR } from './metrics.ts';
 import { platform } from './platform.ts';
 
 export type HttpResponse = APIGatewayProxyResult;
@@ -240,7 +241,7 @@ export function routeHandler<C extends Context = Context>(
         logger: (error: Error) => {
           const http = error as Error & { statusCode?: number; expose?: boolean };
           if (!http.statusCode || !http.expose) {
-            p.logger.error('unhandled error', { route: id, error: String(error) });
+            p.logger.error(UNHANDLED_ERROR.message, { route: id, error: String(error) });
           }
         },
         fallbackMessage: JSON.stringify({ error: 'internal', message: 'Something went wrong.' }),

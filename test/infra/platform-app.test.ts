@@ -13,6 +13,7 @@ import { compilePolicy } from '@platform/rate-limit';
 import { OBSERVER_METRICS } from '@platform/rate-limit/middleware';
 import { Stack } from 'aws-cdk-lib';
 import { Match, Template } from 'aws-cdk-lib/assertions';
+import { FilterPattern } from 'aws-cdk-lib/aws-logs';
 import { Queue } from 'aws-cdk-lib/aws-sqs';
 import { inferenceProfileIdOf } from '../../config/bedrock-profiles.ts';
 import { PLATFORM_POLICIES } from '../../config/catalogue.ts';
@@ -26,6 +27,7 @@ import { LISTENER_METRICS } from '../../functions/mattermost-listener/metrics.ts
 import { GATEWAY_TIMEOUT_MS } from '../../functions/route.ts';
 import { routes } from '../../functions/routes.ts';
 import { PLAIN_HEADERS, SECRET_HEADERS, secretHeadersOf } from '../../functions/secret-headers.ts';
+import { UNHANDLED_ERROR } from '../../functions/shared/metrics.ts';
 import { platform as sharedPlatform } from '../../functions/shared/platform.ts';
 import { signSlackBody } from '../../functions/slack/signature.ts';
 import { operated } from '../../functions/workers.ts';
@@ -1252,6 +1254,39 @@ describe('The alarms (all consumers deployed)', () => {
       for (const { namespace, metric, d } of metricsOf(alarm)) {
         switch (namespace) {
           case 'RateLimit': {
+            if (metric === UNHANDLED_ERROR.metric) {
+              // the line the house handler logs for a 500 it answers (test/integration/unhandled-error.test.ts),
+              // counted by a metric filter on that route's own log group, by the route the line names
+              const route = routes.find((r) => r.id === d.route);
+              // the route's own log group (infra/consumer-function.ts: `Logs-<id>`, a logical id `Logs<id><hash>`)
+              const logGroup =
+                route &&
+                [...refs('AWS::Logs::LogGroup')].find((id) => new RegExp(`^Logs${route.id}[0-9A-F]{8}$`).test(id));
+              const pattern = FilterPattern.stringValue('$.message', '=', UNHANDLED_ERROR.message).logPatternString;
+              const filtered = ofType('AWS::Logs::MetricFilter').some(([, r]) => {
+                const f = props(r) as {
+                  LogGroupName: unknown;
+                  FilterPattern: string;
+                  MetricTransformations: {
+                    MetricNamespace: string;
+                    MetricName: string;
+                    MetricValue: string;
+                    Dimensions?: unknown;
+                  }[];
+                };
+                const [t] = f.MetricTransformations;
+                return (
+                  refOf(f.LogGroupName) === logGroup &&
+                  f.FilterPattern === pattern &&
+                  t?.MetricNamespace === namespace &&
+                  t.MetricName === metric &&
+                  t.MetricValue === '1' &&
+                  JSON.stringify(t.Dimensions) === JSON.stringify([{ Key: 'route', Value: '$.route' }])
+                );
+              });
+              if (!logGroup || !filtered) unwatchable.push(`${name} (no filter counts ${String(d.route)}'s line)`);
+              break;
+            }
             if (d.service === LISTENER_METRICS.service) {
               // the listener's own health metric, seen published by the running listener
               if (!emitted.get(`RateLimit|${LISTENER_METRICS.service}|undefined`)?.has(metric)) unwatchable.push(name);
@@ -1754,10 +1789,12 @@ describe('A first deploy into a fresh account (issue 27)', () => {
     const degraded = [...named('DegradedOpen-'), ...named('DegradedClosed-')];
     assert.equal(new Set(degraded).size, degraded.length, 'at most one degraded alarm a policy');
     assert.ok(degraded.every((p) => policies.includes(p)) && degraded.length < policies.length);
-    const stage = alarmNames.length - 2 * functions.length - policies.length - degraded.length;
+    const routeAlarms = named('UnhandledErrors-');
+    assert.deepEqual(routeAlarms.sort(), routes.map((r) => r.id).sort(), 'each route: the 500s it answers');
+    const stage = alarmNames.length - 2 * functions.length - routeAlarms.length - policies.length - degraded.length;
     const docs = readFileSync(new URL('../../docs/deploy.md', import.meta.url), 'utf8');
     for (const line of [
-      `CloudWatch dashboard, ${count('AWS::CloudWatch::InsightRule')} Contributor Insights rule, alarms: 2 a function, 1–2 a policy, ${stage} for the stage`,
+      `CloudWatch dashboard, ${count('AWS::CloudWatch::InsightRule')} Contributor Insights rule, alarms: 2 a function, 1 more a route, 1–2 a policy, ${stage} for the stage`,
       `WAF web ACL + ${wafRules} rules`,
       `${count('AWS::KMS::Key')} KMS keys`,
       `${count('AWS::SecretsManager::Secret')} Secrets Manager secret`,

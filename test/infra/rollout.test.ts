@@ -141,6 +141,9 @@ describe('Safe rollout (stage prod: Canary10Percent5Minutes)', () => {
       assert.ok(watched.length <= MAX_ROLLBACK_ALARMS);
       for (const name of watched) assert.ok(alarmNames.has(name), `${id} rolls back on an alarm that exists: ${name}`);
       assert.ok(watched.includes(`ratelimit-prod FunctionErrors-${id}`), `${id} rolls back on its errors`);
+      // a route answers its faults as 500s (the invocation succeeds): those roll it back too
+      if (routes.some((r) => r.id === id))
+        assert.ok(watched.includes(`ratelimit-prod UnhandledErrors-${id}`), `${id} rolls back on the 500s it answers`);
     }
     // a route rolls back on its policies' degraded and latency alarms too (login: its IP window, closed)
     const login = routes.find((r) => r.id === 'login') ?? assert.fail('no login route');
@@ -162,7 +165,7 @@ describe('Safe rollout (stage prod: Canary10Percent5Minutes)', () => {
     assert.equal(picked[0], 'FunctionErrors-api');
     assert.deepEqual(
       rollbackAlarmIds('x', ['a'], (id) => id !== 'DegradedOpen-a'),
-      ['FunctionErrors-x', 'DegradedClosed-a', 'CheckLatencyP99-a'],
+      ['FunctionErrors-x', 'UnhandledErrors-x', 'DegradedClosed-a', 'CheckLatencyP99-a'],
     );
   });
 
