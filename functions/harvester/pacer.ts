@@ -201,7 +201,11 @@ export class AdaptivePacer {
     const policy = this.#limiter.policyFor(this.#policy, scope);
     const most = policy.strategy === 'tokenBucket' ? (policy.adaptive?.slowStartSteps ?? 1) : 1;
     if (seen.slowStart) return most;
-    const doublings = Math.floor((this.#now() - seen.calmSince) / PROBE_DOUBLING_MS);
+    const now = this.#now();
+    // A clock stepped back (NTP) would make the calm negative, a fraction of a
+    // step that changeRate refuses: the calm counts again from the new time.
+    if (now < seen.calmSince) seen.calmSince = now;
+    const doublings = Math.floor((now - seen.calmSince) / PROBE_DOUBLING_MS);
     return Math.min(most, 2 ** Math.min(doublings, 7));
   }
 }
