@@ -3,7 +3,9 @@
  * cdk.json) and validated here: a bad value stops the synth with its name and
  * the reason, before any construct exists.
  */
+import { InvalidSettingError } from '@platform/rate-limit';
 import * as v from 'valibot';
+import { readHarvesterSettings } from '../functions/harvester/settings.ts';
 import { DEPLOYMENT_CONFIGS, type DeploymentConfigName } from './rollout.ts';
 import { HYGIENE_ENTRIES, type HygieneContext, objectOrJson } from './stage-hygiene.ts';
 
@@ -226,6 +228,17 @@ export function readDeployContext(get: (name: string) => unknown): DeployContext
     throw new InvalidContextError('context harvesterSource: give it with harvesterSites, or neither');
   }
   const harvester = harvesterSource && harvesterSites ? { source: harvesterSource, sites: harvesterSites } : undefined;
+  // what the deployed harvester will read at its start, refused at synth by the same reader
+  if (harvester) {
+    try {
+      readHarvesterSettings({ HARVESTER_SOURCE_URL: harvester.source, HARVESTER_SITES: harvester.sites });
+    } catch (error) {
+      if (!(error instanceof InvalidSettingError)) throw error;
+      throw new InvalidContextError(
+        `context harvester${error.setting === 'HARVESTER_SITES' ? 'Sites' : 'Source'}: ${error.message}`,
+      );
+    }
+  }
   if ((harvester || mattermostUrl) && rest.egress !== 'nat') {
     throw new InvalidContextError(
       'context egress: the harvester and the Mattermost listener call outside AWS: add -c egress=nat',

@@ -132,6 +132,13 @@ describe('Function: readDeployContext', () => {
       () => readDeployContext(placed({ harvesterSource: 'https://x.example', egress: 'nat' })),
       InvalidContextError,
     );
+    // what the deployed harvester would refuse at its start, refused at synth (its own settings reader)
+    for (const [source, reason] of [
+      ['https://u:tok@example.com/api', /harvesterSource: .*credentials/],
+      ['https://example.com/api?k=v', /harvesterSource: .*query/],
+    ] as const)
+      assert.throws(() => readDeployContext(placed({ ...withNat, harvesterSource: source })), reason);
+    assert.throws(() => readDeployContext(placed({ ...withNat, harvesterSites: 'a b' })), /harvesterSites: /);
   });
 
   it('answers any context values with a context or an InvalidContextError', () => {

@@ -37,7 +37,7 @@ const isPackage = (t: string) =>
   !t.includes('/') || !/^(layer|functions|config|infra|cli|scripts|bench|test|lua)\//.test(t);
 const inside = (t: string, ...dirs: string[]) => dirs.some((d) => t.startsWith(`${d}/`));
 /** The route data a deployment may read (no handler, no layer runtime beyond the package). */
-const ROUTE_DATA = /^functions\/((routes|route|workers|secret-headers)\.ts|[a-z-]+\/(route|metrics)\.ts)$/;
+const ROUTE_DATA = /^functions\/((routes|route|workers|secret-headers)\.ts|[a-z-]+\/(route|metrics|settings)\.ts)$/;
 
 describe('Import rules (docs/architecture.md)', () => {
   it('the layer imports only itself, its Lua package and libraries', () => {
