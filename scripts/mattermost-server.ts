@@ -14,7 +14,9 @@
  *   (here: every channel that has a post), each with `last_post_at` and
  *   `total_msg_count`; and `POST /api/v4/posts` `{channel_id, message}` to
  *   post (and broadcast) one.
- * - For tests: `post()` creates and broadcasts a post, `dropConnections()`
+ * - For tests: `post()` creates and broadcasts a post (`{ live: false }`:
+ *   created, its event never sent, as one still on its way when the socket
+ *   drops), `dropConnections()`
  *   cuts every socket without a close frame, as a network failure does;
  *   `failRequests(n, how)` makes the next n REST reads fail (a 503, or a
  *   connection reset: "fetch failed"); `delayRequests(ms)` slows every REST
@@ -54,7 +56,8 @@ export interface MattermostServer {
   /** http://127.0.0.1:<port> */
   readonly url: string;
   readonly token: string;
-  post(channelId: string, message: string): MattermostPost;
+  /** Creates a post and sends its event (`live: false`: none, the post is only in the REST answers). */
+  post(channelId: string, message: string, options?: { live?: boolean }): MattermostPost;
   /** Terminates every socket (no close frame): the listener must notice and reconnect. */
   dropConnections(): void;
   /** The next `count` REST reads fail: a 503 answer, or the connection reset before any answer. */
@@ -90,7 +93,7 @@ export async function startMattermostServer(
 
   const authorized = (req: IncomingMessage) => req.headers.authorization === `Bearer ${token}`;
 
-  let post: (channelId: string, message: string) => MattermostPost = () => {
+  let post: (channelId: string, message: string, live: boolean) => MattermostPost = () => {
     throw new Error('not started');
   };
   const http = createServer((req, res) => {
@@ -110,7 +113,7 @@ export async function startMattermostServer(
         try {
           const input = JSON.parse(text) as { channel_id?: unknown; message?: unknown };
           if (typeof input.channel_id !== 'string' || !/^[a-z0-9]{1,64}$/.test(input.channel_id)) throw new Error();
-          answer(201, post(input.channel_id, String(input.message ?? '')));
+          answer(201, post(input.channel_id, String(input.message ?? ''), true));
         } catch {
           answer(400, { id: 'api.context.invalid_body_param.app_error', status_code: 400 });
         }
@@ -183,7 +186,7 @@ export async function startMattermostServer(
   await new Promise<void>((resolve) => http.listen(options.port ?? 0, '127.0.0.1', resolve));
   const { port } = http.address() as AddressInfo;
 
-  post = (channelId, message) => {
+  post = (channelId, message, live) => {
     // Strictly increasing create_at, as posts of one server are ordered.
     lastCreateAt = Math.max(Date.now(), lastCreateAt + 1);
     const created: MattermostPost = {
@@ -213,6 +216,7 @@ export async function startMattermostServer(
     }
     channel.last_post_at = lastCreateAt;
     channel.total_msg_count++;
+    if (!live) return created;
     for (const [ws, state] of clients) {
       if (!state.authenticated || ws.readyState !== WebSocket.OPEN) continue;
       ws.send(
@@ -230,7 +234,7 @@ export async function startMattermostServer(
   return {
     url: `http://127.0.0.1:${port}`,
     token,
-    post: (channelId, message) => post(channelId, message),
+    post: (channelId, message, options = {}) => post(channelId, message, options.live ?? true),
     dropConnections() {
       for (const ws of clients.keys()) ws.terminate();
     },

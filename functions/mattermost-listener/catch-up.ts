@@ -15,6 +15,10 @@
  * may have expired, and it would be decided, and handed on, a second time.
  * A mark older than that (a channel refused for a day, an outage longer
  * than the claims) leaves those posts out, and says so in a warning.
+ * Posts do not arrive in `create_at` order (B live before A, created just
+ * earlier, then the socket drops before A comes): each channel is asked from
+ * its mark less CATCH_UP_OVERLAP_MS, and what is asked again is decided once
+ * by the listener (the post ids in hand, the claim per post id).
  */
 import { jitteredBackoffMs } from './backoff.ts';
 import type { Post } from './posts.ts';
@@ -22,6 +26,16 @@ import { CatchUpRefused, type MattermostRest } from './rest.ts';
 
 /** Channels asked at once: a slow one holds one of these, not the catch-up of the others. */
 const CHANNELS_AT_ONCE = 4;
+
+/**
+ * How far before its mark a channel is asked from. A post's `create_at` is
+ * set when the server starts creating it, its event sent once it is stored:
+ * two posts made at once (in a cluster, on two nodes whose clocks differ)
+ * may come in either order, a few milliseconds to seconds apart. 30 s is far
+ * above that, and costs a catch-up the posts of the 30 s before each mark
+ * again, each answered `duplicate` by its claim.
+ */
+export const CATCH_UP_OVERLAP_MS = 30_000;
 
 /** A channel of a catch-up still to be asked for its posts. */
 interface Pending {
@@ -69,7 +83,7 @@ export interface CatchUpOptions {
 
 export class ChannelMarks {
   readonly #options: CatchUpOptions;
-  /** Per channel: every post created up to this time (ms, the server's) is in hand. */
+  /** Per channel: every post created up to this time (ms, the server's; less the overlap: posts come out of order) is in hand. */
   readonly #marks = new Map<string, number>();
   /** Authentications so far: a catch-up whose connection is no longer the current one stops. */
   #epoch = 0;
@@ -144,7 +158,8 @@ export class ChannelMarks {
     const queue: Pending[] = [];
     for (const { id, last_post_at: lastPostAt } of channels) {
       const since = marks.get(id) ?? this.#coveredFrom;
-      if (lastPostAt >= since) queue.push({ id, since, lastPostAt, attempt: 0, notBefore: 0 });
+      // a post in the overlap is older than the channel's last, whichever post `last_post_at` counts
+      if (lastPostAt >= since - CATCH_UP_OVERLAP_MS) queue.push({ id, since, lastPostAt, attempt: 0, notBefore: 0 });
       else this.#covered(id);
     }
     const asked = queue.length;
@@ -212,7 +227,8 @@ export class ChannelMarks {
   }
 
   /**
-   * Where a channel is asked from: its mark, or, when that is older, the
+   * Where a channel is asked from: its mark less the overlap (a post made
+   * before the mark may not have come yet), or, when that is older, the
    * oldest post whose claim is surely still there (made at or after this
    * time, a post was decided at or after it less the skew between the
    * server's clock and ours; its claim lasts `recallMs` from then).
@@ -220,7 +236,10 @@ export class ChannelMarks {
   #recalled(channel: Pending): number {
     const { recallMs, clockSkewMs, logger } = this.#options;
     const oldest = Date.now() - recallMs + 2 * clockSkewMs;
-    if (channel.since >= oldest) return channel.since;
+    const from = channel.since - CATCH_UP_OVERLAP_MS;
+    if (from >= oldest) return from;
+    // the overlap alone cut short: posts asked again there are not known to be missing, nothing to warn of
+    if (channel.since >= oldest) return oldest;
     // posts are left out only when the channel got one after its mark (its mark is the post in hand at it)
     if (channel.attempt === 0 && channel.lastPostAt > channel.since) {
       logger.warn('mattermost catch-up: posts older than their claims are not asked for', {

@@ -47,7 +47,7 @@ export interface ListenerLogger {
 }
 
 export interface ListenerOptions {
-  /** The server's base URL, http(s)://host[:port]. */
+  /** The server's base URL, http(s)://host[:port][/path] (server-url.ts's readMattermostUrl). */
   readonly url: string;
   /** The bot's access token. */
   readonly token: string;
@@ -55,7 +55,7 @@ export interface ListenerOptions {
   readonly once: AcceptedOnce;
   readonly sink: EventSink;
   readonly logger: ListenerLogger;
-  /** @default 15000 */
+  /** The heartbeat; also how long the upgrade, then the authentication's answer, may take. @default 15000 */
   readonly pingIntervalMs?: number;
   /** First reconnect delay; doubles up to `maxReconnectMs`, with full jitter. @default 100 */
   readonly reconnectBaseMs?: number;

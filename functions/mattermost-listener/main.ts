@@ -2,16 +2,23 @@
  * The listener as a long-running process (ECS Fargate in AWS, `npm start`
  * locally):
  *   MATTERMOST_URL=http://127.0.0.1:8065 node functions/mattermost-listener/main.ts
+ * (a sub-path install: MATTERMOST_URL=https://example.com/mattermost; a bad
+ * value is refused, its reason on stderr, exit 2).
  * The bot token is the SecureString `<parameter path>/secrets/mattermost-listener/mattermost-bot-token`.
  * SIGTERM (how Fargate stops a task) and SIGINT stop it cleanly: exit 0.
  */
+import { InvalidSettingError } from '@platform/rate-limit';
 import { closePlatform, platform } from '../shared/platform.ts';
 import { catchUpPublisher } from './catch-up-metrics.ts';
 import { MattermostListener } from './listener.ts';
+import { readMattermostUrl } from './server-url.ts';
 
-const url = process.env.MATTERMOST_URL;
-if (!url || !/^https?:\/\/[^\s/]+/.test(url)) {
-  console.error('MATTERMOST_URL must be the server, http(s)://host[:port]');
+let url: string;
+try {
+  url = readMattermostUrl(process.env.MATTERMOST_URL);
+} catch (error) {
+  if (!(error instanceof InvalidSettingError)) throw error;
+  console.error(error.message);
   process.exit(2);
 }
 const { limiter, acceptedOnce, sink, logger, policies, ready, observer } = platform();

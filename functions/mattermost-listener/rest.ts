@@ -1,6 +1,7 @@
 /** The two REST requests of the catch-up (`GET /api/v4/users/me/channels`, `GET /api/v4/channels/{id}/posts`). */
 import * as v from 'valibot';
 import { ChannelList, deleted, Post, PostList } from './posts.ts';
+import { serverUrl } from './server-url.ts';
 
 /** A request of the catch-up that should be tried again (a network failure, a 5xx, a 408 or 429, a malformed answer). */
 export class CatchUpError extends Error {}
@@ -30,10 +31,10 @@ export class MattermostRest {
     this.#token = token;
   }
 
-  async #get(path: string): Promise<unknown> {
+  async #get(path: string, query: Readonly<Record<string, string>> = {}): Promise<unknown> {
     let response: Response;
     try {
-      response = await fetch(new URL(path, this.#url), {
+      response = await fetch(serverUrl(this.#url, path, query), {
         headers: { Authorization: `Bearer ${this.#token}` },
         signal: AbortSignal.timeout(10_000),
       });
@@ -51,7 +52,7 @@ export class MattermostRest {
 
   /** The channels the bot is a member of, with when each last got a post. */
   async memberChannels(): Promise<v.InferOutput<typeof ChannelList>> {
-    const list = v.safeParse(ChannelList, await this.#get('/api/v4/users/me/channels'));
+    const list = v.safeParse(ChannelList, await this.#get('api/v4/users/me/channels'));
     if (!list.success) throw new CatchUpError('channels: unexpected answer');
     return list.output;
   }
@@ -61,7 +62,7 @@ export class MattermostRest {
     // `since - 1`: a post in the very millisecond of the mark is asked for whether the server counts from it or after it
     const list = v.safeParse(
       PostList,
-      await this.#get(`/api/v4/channels/${channel}/posts?since=${Math.max(0, since - 1)}`),
+      await this.#get(`api/v4/channels/${channel}/posts`, { since: String(Math.max(0, since - 1)) }),
     );
     if (!list.success) throw new CatchUpError(`${channel}: unexpected answer`);
     return Object.values(list.output.posts)

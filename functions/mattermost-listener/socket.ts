@@ -2,17 +2,23 @@
  * The listener's WebSocket (`/api/v4/websocket`) and its lifecycle:
  * authentication, a heartbeat (a ping every `pingIntervalMs`; no pong by the
  * next one and the socket is dropped: a half-open TCP connection never says
- * so), and reconnecting with capped, jittered exponential backoff. What a
- * connection means for the posts is the listener's.
+ * so), and reconnecting with capped, jittered exponential backoff. Before the
+ * heartbeat starts, the same bound holds each step: the HTTP upgrade, then the
+ * answer to the authentication challenge, each within `pingIntervalMs`, or
+ * the socket is dropped and a reconnect follows. What a connection means for
+ * the posts is the listener's.
  */
 import * as v from 'valibot';
 import { WebSocket } from 'ws';
 import { jitteredBackoffMs } from './backoff.ts';
 import { Posted } from './posts.ts';
+import { serverUrl } from './server-url.ts';
 
 export interface SocketOptions {
+  /** The server's base URL (its path kept: a sub-path install). */
   readonly url: string;
   readonly token: string;
+  /** The heartbeat's interval, and the bound on the upgrade and on the authentication's answer. */
   readonly pingIntervalMs: number;
   readonly reconnectBaseMs: number;
   readonly maxReconnectMs: number;
@@ -39,6 +45,8 @@ export class MattermostSocket {
   #authenticatedOnce = false;
   #awaitingPong = false;
   #pingTimer: NodeJS.Timeout | undefined;
+  /** Until the authentication's answer: none in time and the socket is dropped (no heartbeat runs yet). */
+  #authTimer: NodeJS.Timeout | undefined;
   #reconnectTimer: NodeJS.Timeout | undefined;
 
   constructor(options: SocketOptions, events: SocketEvents) {
@@ -52,14 +60,17 @@ export class MattermostSocket {
   }
 
   open(): void {
-    const url = new URL('/api/v4/websocket', this.#options.url);
+    const url = serverUrl(this.#options.url, 'api/v4/websocket');
     url.protocol = url.protocol === 'https:' ? 'wss:' : 'ws:';
-    const socket = new WebSocket(url);
+    // a server that accepts the connection and never answers the upgrade: ws aborts it (error, then close)
+    const socket = new WebSocket(url, { handshakeTimeout: this.#options.pingIntervalMs });
     this.#socket = socket;
     socket.on('open', () => {
       socket.send(
         JSON.stringify({ seq: this.#seq++, action: 'authentication_challenge', data: { token: this.#options.token } }),
       );
+      // a half-open connection never answers the challenge, and the heartbeat starts only once it has
+      this.#authTimer = setTimeout(() => socket.terminate(), this.#options.pingIntervalMs);
     });
     socket.on('message', (raw) => this.#onFrame(String(raw)));
     socket.on('pong', () => {
@@ -68,6 +79,7 @@ export class MattermostSocket {
     socket.on('error', () => {}); // a close follows; that is where we act
     socket.on('close', () => {
       clearInterval(this.#pingTimer);
+      clearTimeout(this.#authTimer);
       if (this.#socket !== socket || this.#closed) return;
       this.#events.lost();
       this.#scheduleReconnect();
@@ -78,6 +90,7 @@ export class MattermostSocket {
   close(): void {
     this.#closed = true;
     clearInterval(this.#pingTimer);
+    clearTimeout(this.#authTimer);
     clearTimeout(this.#reconnectTimer);
     this.#socket?.close(1000, 'shutting down');
   }
@@ -122,6 +135,9 @@ export class MattermostSocket {
     const first = !this.#authenticatedOnce;
     this.#authenticatedOnce = true;
     this.#awaitingPong = false;
+    clearTimeout(this.#authTimer);
+    // a second OK reply on this socket: one heartbeat still (two would leak one, and drop the socket on each other's ping)
+    clearInterval(this.#pingTimer);
     this.#pingTimer = setInterval(() => {
       if (this.#awaitingPong) {
         this.#socket?.terminate();

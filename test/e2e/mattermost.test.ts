@@ -233,8 +233,8 @@ describe('The Mattermost listener', () => {
     );
     assert.equal(
       listener.summary.get(room)?.duplicates,
-      1,
-      'the catch-up asks from the last post seen, which comes back once and is skipped',
+      before.length,
+      'the catch-up asks from 30 s before the last post seen: the posts seen come back once and are skipped',
     );
   });
 
@@ -586,6 +586,29 @@ describe('The Mattermost listener with the limiter down', () => {
 });
 
 describe('The Mattermost listener process', () => {
+  it('refuses a bad MATTERMOST_URL before it starts (exit 2, the reason on stderr)', async () => {
+    const child = spawn(
+      process.execPath,
+      [new URL('../../functions/mattermost-listener/main.ts', import.meta.url).pathname],
+      {
+        env: { PATH: process.env.PATH ?? '', MATTERMOST_URL: 'https://bot:secret@chat.example.com' },
+        stdio: ['ignore', 'pipe', 'pipe'],
+      },
+    );
+    let errors = '';
+    child.stderr.on('data', (chunk) => {
+      errors += chunk;
+    });
+    const code = await within(
+      new Promise<number | null>((resolve) => child.on('exit', (exit) => resolve(exit))),
+      30_000,
+      'the listener process',
+    );
+    assert.equal(code, 2, errors);
+    assert.match(errors, /invalid setting MATTERMOST_URL: must not hold credentials/);
+    assert.doesNotMatch(errors, /bot:secret/, 'the credentials given are not echoed');
+  });
+
   it('stops cleanly on SIGTERM (exit 0)', async () => {
     const server = await startMattermostServer();
     const dir = mkdtempSync(join(tmpdir(), 'rl-mm-'));

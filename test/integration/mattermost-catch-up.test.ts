@@ -1,13 +1,21 @@
 /**
  * The Mattermost listener's catch-up (functions/mattermost-listener/catch-up.ts)
  * against a stand-in for its two REST requests, so a test decides when each
- * answer comes and what it is.
+ * answer comes and what it is; and, for posts that come out of order, the
+ * whole listener against the local server (scripts/mattermost-server.ts) with
+ * its claims in real Redis, which decide once what a catch-up asks again.
  */
 import assert from 'node:assert/strict';
-import { describe, it } from 'node:test';
-import { type CatchUpReport, ChannelMarks } from '../../functions/mattermost-listener/catch-up.ts';
+import { after, before, describe, it } from 'node:test';
+import { compilePolicies, createLimiter, type RedisClient, staticPolicies } from '@platform/rate-limit';
+import { CATCH_UP_OVERLAP_MS, type CatchUpReport, ChannelMarks } from '../../functions/mattermost-listener/catch-up.ts';
+import { MattermostListener } from '../../functions/mattermost-listener/listener.ts';
 import type { Post } from '../../functions/mattermost-listener/posts.ts';
 import { CatchUpError, CatchUpRefused, type MattermostRest } from '../../functions/mattermost-listener/rest.ts';
+import { AcceptedOnce } from '../../functions/shared/once.ts';
+import type { AcceptedEvent } from '../../functions/shared/sink.ts';
+import { type MattermostServer, startMattermostServer } from '../../scripts/mattermost-server.ts';
+import { clusterSettings, testRedisClient } from '../support/targets.ts';
 
 const quiet = { info: () => {}, warn: () => {} };
 const SKEW_MS = 60_000;
@@ -96,8 +104,8 @@ describe('The Mattermost catch-up', () => {
     await until(() => reports.length === 2);
     assert.deepEqual(
       asked.filter((a) => a.channel === 'gone').map((a) => a.since),
-      [t, t],
-      'asked again from its mark',
+      [t - CATCH_UP_OVERLAP_MS, t - CATCH_UP_OVERLAP_MS],
+      'asked again from its mark (less the overlap)',
     );
   });
 
@@ -173,7 +181,29 @@ describe('The Mattermost catch-up', () => {
       since('stale') >= before - RECALL_MS + 2 * SKEW_MS && since('stale') <= after - RECALL_MS + 2 * SKEW_MS,
       `asked from the oldest post whose claim is surely kept, not from its mark (asked from ${t - since('stale')} ms ago)`,
     );
-    assert.equal(since('fresh'), t - 3_600_000, 'a mark within the claims is asked from as it is');
+    assert.equal(
+      since('fresh'),
+      t - 3_600_000 - CATCH_UP_OVERLAP_MS,
+      'a mark within the claims is asked from as it is (less the overlap)',
+    );
+  });
+
+  it('asks from before its mark: a post created before the newest one seen live, its event never come, is caught up', async () => {
+    const t = Date.now();
+    // A created first, B just after; B's event came, then the socket dropped before A's
+    const a: Post = { id: 'a', channel_id: 'room', create_at: t + 100 };
+    const b: Post = { id: 'b', channel_id: 'room', create_at: t + 101 };
+    const { rest, asked } = restOf({ room: async (since) => [a, b].filter((p) => p.create_at >= since) }, b.create_at);
+    const { marks, received, reports } = marksOn(rest);
+    seenThenLost(marks, [b]);
+    void marks.connected(false);
+    await until(() => reports.length === 1);
+    assert.deepEqual(
+      received.map((p) => p.id),
+      ['a', 'b'],
+      'A caught up; B asked again (the listener decides it once: below)',
+    );
+    assert.equal(asked[0]?.since, b.create_at - CATCH_UP_OVERLAP_MS, 'asked from the mark less the overlap');
   });
 
   /** The warnings that posts were left out as too old for their claims. */
@@ -211,5 +241,69 @@ describe('The Mattermost catch-up', () => {
     await until(() => reports.length === 2);
     assert.equal(leftOut(warnings).length, 1, 'told once: the next catch-up does not leave the same posts out again');
     assert.equal(asked.length, 1, 'nothing of the channel is asked for again');
+  });
+});
+
+describe('The Mattermost listener, posts out of order across a reconnect', () => {
+  let server: MattermostServer;
+  let redis: RedisClient;
+  before(async () => {
+    server = await startMattermostServer();
+    // the production shape: TLS cluster, the functions' ACL user
+    redis = testRedisClient(clusterSettings());
+  });
+  after(async () => {
+    await server.close();
+    redis.disconnect();
+  });
+
+  it('decides once a post whose event never came, created before the newest seen live, and that one not twice', async () => {
+    const handedOn: AcceptedEvent[] = [];
+    const reports: CatchUpReport[] = [];
+    const limiter = createLimiter({
+      redis,
+      policies: staticPolicies(
+        compilePolicies({
+          'mattermost-channel': {
+            strategy: 'slidingWindow',
+            limit: 100,
+            window: '1 m',
+            group: 'mattermost',
+            failureMode: 'closed',
+            timeBudget: '300 ms',
+          },
+        }),
+      ),
+    });
+    const listener = new MattermostListener({
+      url: server.url,
+      token: server.token,
+      limiter,
+      once: new AcceptedOnce(redis),
+      sink: { put: async (event) => void handedOn.push(event) },
+      logger: quiet,
+      pingIntervalMs: 200,
+      reconnectBaseMs: 50,
+      maxReconnectMs: 400,
+      onCaughtUp: (report) => reports.push(report),
+    });
+    await listener.start();
+    const room = `order${process.pid}${Date.now().toString(36)}`;
+    const ids = () => handedOn.filter((e) => e.scope === room).map((e) => e.id);
+    // A is created first, B just after; B's event comes first (A's is still on its way)
+    const a = server.post(room, 'A', { live: false });
+    const b = server.post(room, 'B');
+    assert.ok(a.create_at < b.create_at);
+    await until(() => ids().length === 1); // B decided: its channel's mark is B's create_at
+    server.dropConnections(); // A's event is lost with the socket
+    await until(() => reports.length === 1);
+    await listener.stop(); // what the catch-up handed over is decided by now
+    assert.deepEqual(ids(), [b.id, a.id], 'A decided once, by the catch-up; B handed on once');
+    const summary = listener.summary.get(room);
+    assert.deepEqual(
+      { admitted: summary?.admitted, duplicates: summary?.duplicates },
+      { admitted: 2, duplicates: 1 },
+      'B, asked again, answered duplicate by its claim',
+    );
   });
 });
