@@ -33,6 +33,7 @@ import { EmailSubscription, UrlSubscription } from 'aws-cdk-lib/aws-sns-subscrip
 import type { IQueue } from 'aws-cdk-lib/aws-sqs';
 import { Construct } from 'constructs';
 import { PLATFORM_METRICS, UNHANDLED_ERROR } from '../functions/shared/metrics.ts';
+import { scheduled } from '../functions/workers.ts';
 import type { DurableStore, StoreMetric } from './durable-store.ts';
 
 /** Where the consumers' metrics land: the names the functions' observer publishes under (functions/shared/metrics.ts). */
@@ -376,14 +377,27 @@ function storeAlarms(alarm: AlarmMaker, store: DurableStore): void {
   }
 }
 
+/**
+ * The errors alarm of a function run on a schedule every `everyMinutes`
+ * (functions/workers.ts): "3 of 5 one-minute periods" needs three failed
+ * runs within five minutes, which a function run every 5 minutes never has;
+ * one period of its schedule, one failed run in it, alarms.
+ */
+export function scheduledErrorsAlarm(everyMinutes: number): { period: Duration; when: Threshold } {
+  return { period: Duration.minutes(everyMinutes), when: { above: 0, minutes: 1, outOf: 1 } };
+}
+
 /** Per function: failed invocations and throttles. */
 function functionAlarms(alarm: AlarmMaker, functions: ReadonlyMap<string, IFunction>): void {
   for (const [functionId, fn] of functions) {
+    const every = scheduled.find((w) => w.id === functionId)?.everyMinutes;
+    const errors =
+      every !== undefined && every > 1 ? scheduledErrorsAlarm(every) : { period: MINUTE, when: ALARMS.functionErrors };
     alarm(
       `FunctionErrors-${functionId}`,
       `"Function errors": ${functionId} failed invocations (a crash, a timeout, a failed init; a 500 it answered is UnhandledErrors).`,
-      fn.metricErrors({ period: MINUTE, statistic: 'Sum' }),
-      ALARMS.functionErrors,
+      fn.metricErrors({ period: errors.period, statistic: 'Sum' }),
+      errors.when,
     );
     alarm(
       `FunctionThrottles-${functionId}`,

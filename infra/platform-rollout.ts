@@ -46,6 +46,10 @@ export function platformRollout(
   const rollout = new Rollout(scope, 'Rollout', {
     name: props.name,
     deploymentConfig: props.deploymentConfig,
+    // A canary shifts invocations: a function run on a schedule gets one every few minutes, so 10 % of five
+    // minutes would most often run no new version at all, and promote it untried. All at once instead: its
+    // next run is the new version, and its errors alarm (one failed run) pages (docs/runbook.md).
+    deploymentConfigOf: (id) => (scheduled.some((w) => w.id === id) ? 'AllAtOnce' : props.deploymentConfig),
     functions,
     alarmOf: (id) => props.observability.node.tryFindChild(id) as IAlarm | undefined,
   });

@@ -70,6 +70,8 @@ export interface RolloutProps {
   /** `ratelimit-<stage>`: the CodeDeploy application's name, and the groups' prefix. */
   readonly name: string;
   readonly deploymentConfig: DeploymentConfigName;
+  /** A function's own traffic shift, when not `deploymentConfig` (a scheduled function's: AllAtOnce). */
+  readonly deploymentConfigOf?: (functionId: string) => DeploymentConfigName;
   /** Each deployed function by id, with its alias and the policies it checks. */
   readonly functions: ReadonlyMap<string, { readonly alias: Alias; readonly policies: readonly string[] }>;
   /** The alarms by id (infra/observability.ts names them `FunctionErrors-<id>`, `DegradedOpen-<policy>`, …). */
@@ -98,8 +100,8 @@ export class Rollout {
 
   constructor(scope: Construct, id: string, props: RolloutProps) {
     this.application = new LambdaApplication(scope, id, { applicationName: props.name });
-    const config = DEPLOYMENT_CONFIGS[props.deploymentConfig];
     for (const [functionId, { alias, policies }] of props.functions) {
+      const config = DEPLOYMENT_CONFIGS[props.deploymentConfigOf?.(functionId) ?? props.deploymentConfig];
       const alarms = rollbackAlarmIds(functionId, policies, (a) => props.alarmOf(a) !== undefined).map(
         (a) => props.alarmOf(a) as Alarm,
       );

@@ -30,5 +30,16 @@ export async function handler(_event: unknown, context: Pick<Context, 'getRemain
   const bySite = Object.fromEntries(reports);
   platform().observer.flush(); // the run's metrics, before the container may be frozen
   platform().logger.info('harvest run', { sites: bySite });
+  // A run in which no site could be harvested fails the invocation: Lambda's Errors is what its alarm (and its
+  // deploy's rollback) watches. One site failing among others does not: the others' run is not lost with it.
+  if (reports.every(([, report]) => 'error' in report)) throw new HarvestRunFailed(sites.length);
   return bySite;
+}
+
+/** Every site's run of an invocation failed (each logged with its reason). */
+export class HarvestRunFailed extends Error {
+  override name = 'HarvestRunFailed';
+  constructor(sites: number) {
+    super(`the harvest run of every site (${sites}) failed; each is logged`);
+  }
 }

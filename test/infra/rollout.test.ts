@@ -14,6 +14,7 @@ import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { Template } from 'aws-cdk-lib/assertions';
 import { checksOf, routes } from '../../functions/routes.ts';
+import { scheduled } from '../../functions/workers.ts';
 import { createPlatformApp } from '../../infra/app.ts';
 import { InvalidContextError } from '../../infra/context.ts';
 import { MAX_ROLLBACK_ALARMS, rollbackAlarmIds } from '../../infra/rollout.ts';
@@ -132,7 +133,19 @@ describe('Safe rollout (stage prod: Canary10Percent5Minutes)', () => {
       const group = resources[groupId ?? ''];
       assert.equal(group?.Type, 'AWS::CodeDeploy::DeploymentGroup', `${id}: CodeDeploy updates its alias`);
       assert.equal(group?.Properties?.DeploymentGroupName, `ratelimit-prod-${id}`);
-      assert.equal(group?.Properties?.DeploymentConfigName, 'CodeDeployDefault.LambdaCanary10Percent5Minutes');
+      // a scheduled function runs every few minutes: a canary would most often shift no invocation at all
+      const every = scheduled.find((w) => w.id === id)?.everyMinutes;
+      assert.equal(
+        group?.Properties?.DeploymentConfigName,
+        every === undefined ? 'CodeDeployDefault.LambdaCanary10Percent5Minutes' : 'CodeDeployDefault.LambdaAllAtOnce',
+        id,
+      );
+      if (every !== undefined) {
+        // and its errors alarm fires on one failed run: one period of its schedule, one datapoint
+        const errors = alarmNames.get(`ratelimit-prod FunctionErrors-${id}`)?.Properties ?? {};
+        assert.ok(Number(errors.Period) >= every * 60, `${id}: a period of its schedule`);
+        assert.equal(errors.DatapointsToAlarm, 1, `${id}: one failed run alarms`);
+      }
       assert.deepEqual(group?.Properties?.AutoRollbackConfiguration, {
         Enabled: true,
         Events: ['DEPLOYMENT_FAILURE', 'DEPLOYMENT_STOP_ON_REQUEST', 'DEPLOYMENT_STOP_ON_ALARM'],

@@ -7,7 +7,7 @@ import { after, before, describe, it } from 'node:test';
 import { Logger } from '@aws-lambda-powertools/logger';
 import { createLimiter, createRedisClient, type Limiter, type RedisClient } from '@platform/rate-limit';
 import { PLATFORM_POLICIES } from '../../config/catalogue.ts';
-import { handler, STOP_BEFORE_TIMEOUT_MS } from '../../functions/harvester/handler.ts';
+import { HarvestRunFailed, handler, STOP_BEFORE_TIMEOUT_MS } from '../../functions/harvester/handler.ts';
 import { AcceptedOnce } from '../../functions/shared/once.ts';
 import { createPlatform, type Platform, usePlatform } from '../../functions/shared/platform.ts';
 import type { AcceptedEvent } from '../../functions/shared/sink.ts';
@@ -77,5 +77,28 @@ describe('The harvester Lambda handler, one site failing', () => {
     assert.equal(source.stats('fine').served, sunk.length);
     assert.equal(flushes, 1, 'the metrics flushed');
     assert.match(JSON.stringify(errors), /broken/, 'the failed run logged as an error');
+  });
+
+  it('fails the invocation when no site could be harvested (its Errors alarm sees the run), metrics flushed first', async () => {
+    const limiter = createLimiter({ redis, policies: policies({}) });
+    let flushes = 0;
+    usePlatform(
+      createPlatform({
+        logger: new Logger({ serviceName: 'harvester-test', logLevel: 'SILENT' }),
+        redis,
+        limiter: failingFor(failingFor(limiter, 'broken'), 'also-broken'),
+        acceptedOnce: new AcceptedOnce(redis),
+        observer: { observe: () => {}, flush: () => void flushes++ } as unknown as Platform['observer'],
+        sink: { put: async () => {} },
+        ready: Promise.resolve(),
+      }),
+    );
+    process.env.HARVESTER_SOURCE_URL = source.url;
+    process.env.HARVESTER_SITES = 'broken,also-broken';
+    await assert.rejects(
+      handler({}, { getRemainingTimeInMillis: () => STOP_BEFORE_TIMEOUT_MS + 1000 }),
+      HarvestRunFailed,
+    );
+    assert.equal(flushes, 1, 'the metrics flushed before it failed');
   });
 });
