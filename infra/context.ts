@@ -102,6 +102,14 @@ export const STAGE_NAME_RULES = [
 
 const stageName = v.pipe(v.string(), ...STAGE_NAME_RULES.map(([rule, message]) => v.regex(rule, message)));
 
+/**
+ * The incoming webhooks of chat services: an SNS HTTPS subscription stays
+ * pending until the endpoint follows the SubscribeURL SNS posts to it, which
+ * these never do (and they would not read SNS's envelope either).
+ */
+const CHAT_WEBHOOK =
+  /^https:\/\/(hooks\.slack\.com|[^/]*\.webhook\.office\.com|chat\.googleapis\.com|(?:[^/]*\.)?discord(?:app)?\.com\/api\/webhooks)(?:[/:?]|$)/i;
+
 const Schema = v.object({
   stage: v.optional(stageName, 'prod'),
   account: v.pipe(
@@ -159,7 +167,17 @@ const Schema = v.object({
   ),
   mattermostUrl: v.optional(v.pipe(v.string(), v.url(), v.regex(/^https:/, 'an https URL'))),
   alarmEmails: commaList(v.pipe(v.string(), v.email('an e-mail address'))),
-  alarmUrls: commaList(v.pipe(v.string(), v.url(), v.regex(/^https:/, 'an https URL'))),
+  alarmUrls: commaList(
+    v.pipe(
+      v.string(),
+      v.url(),
+      v.regex(/^https:/, 'an https URL'),
+      v.check(
+        (url) => !CHAT_WEBHOOK.test(url),
+        "an endpoint that speaks SNS: a chat's incoming webhook cannot confirm an SNS subscription, so it would never get an alarm (subscribe AWS Chatbot to the topic instead; docs/runbook.md)",
+      ),
+    ),
+  ),
   deploymentConfig: v.optional(
     v.picklist(Object.keys(DEPLOYMENT_CONFIGS) as DeploymentConfigName[], 'a CodeDeploy Lambda deployment config'),
     'Canary10Percent5Minutes',

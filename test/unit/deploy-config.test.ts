@@ -76,6 +76,11 @@ describe('Function: readDeployContext', () => {
       { egress: 'nat', harvesterSource: 'http://source.example.com', harvesterSites: 'a' },
       { alarmEmails: 'oncall' },
       { alarmUrls: 'http://hooks.example.com/x' },
+      // a chat's incoming webhook never confirms an SNS subscription: it would never get an alarm
+      { alarmUrls: 'https://hooks.slack.com/services/T0/B0/x' },
+      { alarmUrls: 'https://events.pagerduty.com/x, https://acme.webhook.office.com/webhookb2/x' },
+      { alarmUrls: 'https://chat.googleapis.com/v1/spaces/x/messages?key=k' },
+      { alarmUrls: 'https://discord.com/api/webhooks/1/x' },
     ] as Record<string, string>[]) {
       assert.throws(() => readDeployContext(placed(context)), InvalidContextError, JSON.stringify(context));
     }
@@ -83,12 +88,16 @@ describe('Function: readDeployContext', () => {
       placed({
         nodeType: 'cache.c7gn.large',
         alarmEmails: 'a@example.com, b@example.com',
-        alarmUrls: 'https://h.example/x',
+        alarmUrls: 'https://h.example/x, https://events.pagerduty.com/integration/k/enqueue',
       }),
     );
     assert.deepEqual(
       [ok.nodeType, ok.alarmEmails, ok.alarmUrls],
-      ['cache.c7gn.large', ['a@example.com', 'b@example.com'], ['https://h.example/x']],
+      [
+        'cache.c7gn.large',
+        ['a@example.com', 'b@example.com'],
+        ['https://h.example/x', 'https://events.pagerduty.com/integration/k/enqueue'],
+      ],
     );
   });
 
