@@ -32,6 +32,7 @@ import { Topic } from 'aws-cdk-lib/aws-sns';
 import { EmailSubscription, UrlSubscription } from 'aws-cdk-lib/aws-sns-subscriptions';
 import type { IQueue } from 'aws-cdk-lib/aws-sqs';
 import { Construct } from 'constructs';
+import type { Route } from '../functions/route.ts';
 import { PLATFORM_METRICS, UNHANDLED_ERROR } from '../functions/shared/metrics.ts';
 import { scheduled } from '../functions/workers.ts';
 import type { DurableStore, StoreMetric } from './durable-store.ts';
@@ -103,6 +104,8 @@ export interface ObservabilityProps {
   readonly refusalLogGroups: readonly ILogGroup[];
   /** The REST API's name and stage (5XX, latency). */
   readonly api: { readonly name: string; readonly stage: string };
+  /** The routes the API serves (each route's own latency alarm, per method: API Gateway's per-method metrics). */
+  readonly routes: readonly Pick<Route, 'id' | 'path' | 'methods' | 'timeoutSeconds'>[];
   /** The WAF web ACL's metric name (blocked requests). */
   readonly webAclMetricName: string;
   readonly events: IQueue;
@@ -445,7 +448,36 @@ function edgeAlarms(alarm: AlarmMaker, region: string, props: ObservabilityProps
       period: MINUTE,
     });
   alarm('Api5xx', '"API 5XX": callers got server errors.', apiMetric('5XXError', 'Sum'), ALARMS.api5xx);
-  alarm('ApiLatencyP99', '"API latency p99 > 2 s".', apiMetric('Latency', 'p99'), ALARMS.apiLatencyP99Ms);
+  // Per route, not the stage's: one route slow by design (the LLM's, waiting on its provider for up to the
+  // gateway's 29 s) would hold a stage-wide p99 over 2 s and hide every other route's regression. A route with
+  // a timeout of its own answers as slowly as its upstream does: no latency alarm (its checks' latency is
+  // CheckLatencyP99's); every other route's p99 over 2 s, its slowest method's.
+  for (const route of props.routes) {
+    if (route.timeoutSeconds !== undefined) continue;
+    const usingMetrics = Object.fromEntries(
+      route.methods.map((method, i) => [
+        `m${i}`,
+        new Metric({
+          namespace: 'AWS/ApiGateway',
+          metricName: 'Latency',
+          dimensionsMap: { ApiName: props.api.name, Stage: props.api.stage, Resource: route.path, Method: method },
+          statistic: 'p99',
+          period: MINUTE,
+        }),
+      ]),
+    );
+    alarm(
+      `ApiLatencyP99-${route.id}`,
+      `"API latency p99 > 2 s": ${route.id} (${route.methods.join(', ')} ${route.path}), its slowest method.`,
+      new MathExpression({
+        expression: `MAX([${Object.keys(usingMetrics).join(',')}])`,
+        usingMetrics,
+        period: MINUTE,
+        label: `${route.id} latency p99`,
+      }),
+      ALARMS.apiLatencyP99Ms,
+    );
+  }
   alarm(
     'WafBlocked',
     '"WAF blocks > 1000 a minute": a flood at the outer line (or a rule blocking real callers).',

@@ -617,6 +617,7 @@ export class PlatformStack extends Stack {
         ...(this.streamConsumers?.logGroups ?? []),
       ],
       api: { name, stage: context.stage },
+      routes: props.routes,
       webAclMetricName: name,
       events: this.events,
       deadLetters,

@@ -1311,9 +1311,18 @@ describe('The alarms (all consumers deployed)', () => {
           case 'AWS/Lambda':
             if (!refs('AWS::Lambda::Function').has(refOf(d.FunctionName))) unwatchable.push(name);
             break;
-          case 'AWS/ApiGateway':
-            if (d.ApiName !== restApiName || d.Stage !== 'prod') unwatchable.push(name);
+          case 'AWS/ApiGateway': {
+            // a per-method metric: a method the API has, on the resource whose path the metric names
+            const method =
+              d.Resource === undefined ||
+              ofType('AWS::ApiGateway::Method').some(
+                ([, m]) =>
+                  props(m).HttpMethod === d.Method &&
+                  resourcePath(resources, String(refOf(props(m).ResourceId))) === d.Resource,
+              );
+            if (d.ApiName !== restApiName || d.Stage !== 'prod' || !method) unwatchable.push(name);
             break;
+          }
           case 'AWS/WAFV2':
             if (d.WebACL !== webAclMetric) unwatchable.push(name);
             break;
@@ -1487,12 +1496,27 @@ describe('The alarms (all consumers deployed)', () => {
     assert.equal(closed?.EvaluationPeriods, 5);
     assert.equal(closed?.DatapointsToAlarm, 3);
     assert.ok(byName.has('ratelimit-prod DegradedOpen-api-key'), 'the API key limits failing open are watched');
+    // each route's latency on its own (a slow-by-design route would hide the others' in a stage-wide p99),
+    // but the route that waits on its upstream (its own timeout): not against the others' 2 s
+    for (const route of routes) {
+      const latency = byName.get(`ratelimit-prod ApiLatencyP99-${route.id}`);
+      assert.equal(latency !== undefined, route.timeoutSeconds === undefined, route.id);
+      if (!latency) continue;
+      const watched = metricsOf({ Properties: latency } as AlarmResource).map((m) => `${m.d.Method} ${m.d.Resource}`);
+      assert.deepEqual(
+        watched,
+        route.methods.map((m) => `${m} ${route.path}`),
+        route.id,
+      );
+    }
+    assert.ok(!byName.has('ratelimit-prod ApiLatencyP99'), 'no stage-wide p99: the LLM route held it over 2 s');
     for (const name of [
       'FunctionErrors-login',
       'FunctionThrottles-slack',
       'FunctionErrors-harvester',
       'Api5xx',
-      'ApiLatencyP99',
+      'ApiLatencyP99-login',
+      'ApiLatencyP99-slack',
       'WafBlocked',
       'DeadLetters',
       'QueueAge',
@@ -1791,10 +1815,18 @@ describe('A first deploy into a fresh account (issue 27)', () => {
     assert.ok(degraded.every((p) => policies.includes(p)) && degraded.length < policies.length);
     const routeAlarms = named('UnhandledErrors-');
     assert.deepEqual(routeAlarms.sort(), routes.map((r) => r.id).sort(), 'each route: the 500s it answers');
-    const stage = alarmNames.length - 2 * functions.length - routeAlarms.length - policies.length - degraded.length;
+    const latency = named('ApiLatencyP99-');
+    assert.ok(latency.every((id) => routeAlarms.includes(id)) && latency.length < routeAlarms.length);
+    const stage =
+      alarmNames.length -
+      2 * functions.length -
+      routeAlarms.length -
+      latency.length -
+      policies.length -
+      degraded.length;
     const docs = readFileSync(new URL('../../docs/deploy.md', import.meta.url), 'utf8');
     for (const line of [
-      `CloudWatch dashboard, ${count('AWS::CloudWatch::InsightRule')} Contributor Insights rule, alarms: 2 a function, 1 more a route, 1–2 a policy, ${stage} for the stage`,
+      `CloudWatch dashboard, ${count('AWS::CloudWatch::InsightRule')} Contributor Insights rule, alarms: 2 a function, 1–2 more a route, 1–2 a policy, ${stage} for the stage`,
       `WAF web ACL + ${wafRules} rules`,
       `${count('AWS::KMS::Key')} KMS keys`,
       `${count('AWS::SecretsManager::Secret')} Secrets Manager secret`,
