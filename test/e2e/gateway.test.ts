@@ -306,7 +306,12 @@ describe('Local gateway', () => {
       const client = loopbackAddress();
       const viaSocket = await new Promise<string>((resolve, reject) => {
         const req = httpRequest(
-          { socketPath, method: 'POST', path: '/auth/login', headers: { 'X-Real-IP': client, 'content-length': 2 } },
+          {
+            socketPath,
+            method: 'POST',
+            path: '/auth/login',
+            headers: { 'X-Real-IP': client, 'content-length': 2, 'content-type': 'application/json' },
+          },
           (res) => {
             res.resume();
             resolve(String(res.headers.ratelimit));
