@@ -26,6 +26,7 @@ import {
   type KeyOwner,
   type KeyRegistry,
   KeyRegistryUnavailableError,
+  type RegistryLogger,
   SsmKeyRegistry,
 } from './registry.ts';
 
@@ -42,12 +43,14 @@ export function useRegistry(replacement: KeyRegistry): void {
 /**
  * The registry the settings name. A deployed API never reads the
  * repository's demo keys: without its registry's path (unset in Lambda) it
- * is an InvalidSettingError naming the variable.
+ * is an InvalidSettingError naming the variable. The SSM registry logs its
+ * failed reads and bad entries to `logger` (the 503 and 401 they cause are
+ * answers, which the error handler does not log).
  */
-export function keyRegistryFor(source: ConsumerSettings['apiKeys']): KeyRegistry {
+export function keyRegistryFor(source: ConsumerSettings['apiKeys'], logger?: RegistryLogger): KeyRegistry {
   if (source.kind === 'unset')
     throw new InvalidSettingError(source.variable, 'must be set in Lambda to look up API keys');
-  return source.kind === 'ssm' ? new SsmKeyRegistry(source.path) : new FileKeyRegistry(source.file);
+  return source.kind === 'ssm' ? new SsmKeyRegistry(source.path, { logger }) : new FileKeyRegistry(source.file);
 }
 
 /**
@@ -63,8 +66,8 @@ function markerBudgetMs(limiter: Limiter, key: string): number {
   }
 }
 
-function keyRegistry(): KeyRegistry {
-  registry ??= keyRegistryFor(readConsumerSettings().apiKeys);
+function keyRegistry(logger: RegistryLogger): KeyRegistry {
+  registry ??= keyRegistryFor(readConsumerSettings().apiKeys, logger);
   return registry;
 }
 
@@ -88,7 +91,7 @@ export const apiKeyAuth: MiddlewareObj<HttpEvent, unknown, Error, AuthenticatedC
     const keyHash = isApiKey(apiKey) ? hashApiKey(apiKey, pepper) : undefined;
     let keys: KeyRegistry;
     try {
-      keys = keyRegistry();
+      keys = keyRegistry(logger);
     } catch (error) {
       if (!(error instanceof InvalidSettingError)) throw error;
       logger.error('the API key registry is not configured', { setting: error.setting });
@@ -129,6 +132,7 @@ export const apiKeyAuth: MiddlewareObj<HttpEvent, unknown, Error, AuthenticatedC
       found = keyHash === undefined ? undefined : await keys.lookup(keyHash);
     } catch (error) {
       // the SSM registry's breaker says how long it will refuse keys not in memory: a retry before then is refused too
+      // (the SSM registry logged the failed read or the bad entry, rate-limited: this answer is not logged)
       const seconds =
         error instanceof KeyRegistryUnavailableError ? Math.max(1, Math.ceil(error.retryAfterMs / 1000)) : 1;
       throw httpError(503, 'key_registry_unavailable', 'Try again shortly.', { 'Retry-After': String(seconds) });

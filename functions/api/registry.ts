@@ -66,6 +66,71 @@ export class FileKeyRegistry implements KeyRegistry {
 /** How many key hashes a container remembers, of found and of not-found keys each. */
 const REMEMBERED = 10_000;
 
+/** How long a key's registry read is answered from memory, found or not found, before it is read again. */
+const TTL_MS = 60_000;
+
+/**
+ * How long past its TTL a found key is still served from memory while SSM
+ * cannot be read (throttled, which a flood of lookups can help cause; down;
+ * access denied): without it every key would be a 503 within a minute of SSM
+ * failing. The price: a key revoked (its parameter deleted) keeps working
+ * for at most this long past its TTL, and only while SSM cannot be read. The
+ * first read that succeeds answers the key as it now is ("not found": revoked).
+ */
+const LAPSED_GRACE_MS = 15 * 60_000;
+
+/**
+ * At most one warning per reason per container in this long (the lines in
+ * between are counted in the next one's `suppressed`): an SSM outage, or one
+ * bad entry its key's client keeps retrying, would otherwise be a log line
+ * per request, a log volume (and bill) the callers choose.
+ */
+const WARN_EVERY_MS = 60_000;
+
+/** Where the registry's warnings go (the platform's logger in the API). */
+export interface RegistryLogger {
+  warn(message: string, attributes: Record<string, unknown>): void;
+}
+
+/** Why the registry warned: its log line's `reason`. */
+export type RegistryProblem = 'registry_read_failed' | 'entry_not_json' | 'entry_not_an_owner';
+
+/**
+ * The registry's warnings, at most one per reason per WARN_EVERY_MS. What
+ * they carry is chosen by the caller: never a key, its hash, or an entry's
+ * value (an SDK error's message may name the parameter, so only its name).
+ */
+class Warnings {
+  readonly #logger: RegistryLogger | undefined;
+  readonly #now: () => number;
+  readonly #last = new Map<RegistryProblem, { at: number; suppressed: number }>();
+
+  constructor(logger: RegistryLogger | undefined, now: () => number) {
+    this.#logger = logger;
+    this.#now = now;
+  }
+
+  warn(reason: RegistryProblem, message: string, attributes: Record<string, unknown> = {}): void {
+    const now = this.#now();
+    const last = this.#last.get(reason);
+    if (last && now - last.at < WARN_EVERY_MS) {
+      last.suppressed++;
+      return;
+    }
+    this.#last.set(reason, { at: now, suppressed: 0 });
+    this.#logger?.warn(message, {
+      reason,
+      ...attributes,
+      ...(last?.suppressed ? { suppressed: last.suppressed } : {}),
+    });
+  }
+}
+
+/** An error's name alone (its message may name the parameter, i.e. the key hash). */
+function errorName(error: unknown): string {
+  return error instanceof Error ? error.name : typeof error;
+}
+
 /**
  * At most `capacity` entries, the least recently used forgotten first (a Map
  * iterates in insertion order: an entry used is moved to its end).
@@ -115,7 +180,8 @@ export class KeyRegistryUnavailableError extends Error {
   constructor(retryAfterMs: number, options?: { cause?: unknown }) {
     const cause = options?.cause;
     super(
-      `the key registry is unavailable${cause instanceof Error ? ` (${cause.name}: ${cause.message})` : ''}`,
+      // the cause's name only: an SDK error's message may name the parameter, i.e. the key hash
+      `the key registry is unavailable${cause instanceof Error ? ` (${cause.name})` : ''}`,
       options,
     );
     this.name = 'KeyRegistryUnavailableError';
@@ -124,15 +190,20 @@ export class KeyRegistryUnavailableError extends Error {
 }
 
 /**
- * One GetParameter per key hash, remembered for `ttlMs` per container (found
- * and not found alike, so guessing keys does not become SSM traffic). Found
- * and not-found keys are remembered apart, 10 000 of each, the least recently
- * used forgotten first: a churn of random keys never pushes a real one out
- * (back to an SSM read, and to the guessing window's check). After a failed
- * read, a key not in memory is answered unavailable for `breakMs` (2 s)
- * without a read: a 503 is not counted as a guess, so without this one IP's
- * random keys would each cost a GetParameter for as long as SSM throttles
- * (keeping it throttled); keys in memory keep working. The SDK module is
+ * One GetParameter per key hash, remembered for `ttlMs` (TTL_MS) per
+ * container (found and not found alike, so guessing keys does not become SSM
+ * traffic). Found and not-found keys are remembered apart, 10 000 of each,
+ * the least recently used forgotten first: a churn of random keys never
+ * pushes a real one out (back to an SSM read, and to the guessing window's
+ * check). After a failed read, a key not in memory is answered unavailable
+ * for `breakMs` (2 s) without a read: a 503 is not counted as a guess, so
+ * without this one IP's random keys would each cost a GetParameter for as
+ * long as SSM throttles (keeping it throttled). Keys in memory keep working:
+ * a found key whose TTL is over is read again, and while that read fails (or
+ * the breaker spares it) it is served as last read for up to `graceMs`
+ * (LAPSED_GRACE_MS) past its TTL; only "not found" from a read that succeeds
+ * revokes it. A failed read and an entry that is no owner are logged as
+ * warnings (Warnings: rate-limited, never the key's hash). The SDK module is
  * imported when the registry is made (see SqsEventSink), so a function
  * reading the file registry never loads it.
  */
@@ -143,6 +214,8 @@ export class SsmKeyRegistry implements KeyRegistry {
   readonly #ttlMs: number;
   readonly #now: () => number;
   readonly #breakMs: number;
+  readonly #graceMs: number;
+  readonly #warnings: Warnings;
   readonly #found = new LruMap<{ owner: KeyOwner; until: number }>(REMEMBERED);
   readonly #notFound = new LruMap<{ until: number }>(REMEMBERED);
   /** Until when a key not in memory is answered unavailable without a read (after a failed one). */
@@ -150,7 +223,14 @@ export class SsmKeyRegistry implements KeyRegistry {
 
   constructor(
     path: string,
-    options: { client?: SSMClient; ttlMs?: number; breakMs?: number; now?: () => number } = {},
+    options: {
+      client?: SSMClient;
+      ttlMs?: number;
+      breakMs?: number;
+      graceMs?: number;
+      now?: () => number;
+      logger?: RegistryLogger;
+    } = {},
   ) {
     this.#sdk = import('@aws-sdk/client-ssm');
     const given = options.client;
@@ -158,14 +238,19 @@ export class SsmKeyRegistry implements KeyRegistry {
       ? Promise.resolve(given)
       : this.#sdk.then(({ SSMClient }) => new SSMClient(AWS_CLIENT_OPTIONS));
     this.#path = path.replace(/\/+$/, '');
-    this.#ttlMs = options.ttlMs ?? 60_000;
+    this.#ttlMs = options.ttlMs ?? TTL_MS;
     this.#breakMs = options.breakMs ?? 2_000;
+    this.#graceMs = options.graceMs ?? LAPSED_GRACE_MS;
     this.#now = options.now ?? Date.now;
+    this.#warnings = new Warnings(options.logger, this.#now);
   }
 
   remembers(keyHash: string): boolean {
     const now = this.#now();
-    return (this.#found.peek(keyHash)?.until ?? 0) > now || (this.#notFound.peek(keyHash)?.until ?? 0) > now;
+    const found = this.#found.peek(keyHash);
+    // a found key past its TTL is answered without a read while the breaker is open, within the grace
+    if (found && (found.until > now || (now < this.#brokenUntil && now < found.until + this.#graceMs))) return true;
+    return (this.#notFound.peek(keyHash)?.until ?? 0) > now;
   }
 
   async lookup(keyHash: string): Promise<KeyOwner | undefined> {
@@ -174,19 +259,52 @@ export class SsmKeyRegistry implements KeyRegistry {
     if (known && known.until > now) return known.owner;
     const unknown = this.#notFound.use(keyHash);
     if (unknown && unknown.until > now) return undefined;
-    if (now < this.#brokenUntil) throw new KeyRegistryUnavailableError(this.#brokenUntil - now);
-    const [{ GetParameterCommand, ParameterNotFound }, client] = await Promise.all([this.#sdk, this.#client]);
+    // a found key past its TTL: what it is served as while SSM cannot say otherwise, within the grace
+    // (as held when asked: a concurrent read may have found it revoked meanwhile)
+    const lapsed = (at: number) => {
+      const held = this.#found.peek(keyHash);
+      return held && at < held.until + this.#graceMs ? held.owner : undefined;
+    };
+    if (now < this.#brokenUntil) {
+      const served = lapsed(now);
+      if (served) return served;
+      throw new KeyRegistryUnavailableError(this.#brokenUntil - now);
+    }
+    let sdk: typeof import('@aws-sdk/client-ssm') | undefined;
     let value: string | undefined;
     try {
-      value = (await client.send(new GetParameterCommand({ Name: `${this.#path}/${keyHash}` }))).Parameter?.Value;
+      const [loaded, client] = await Promise.all([this.#sdk, this.#client]);
+      sdk = loaded;
+      value = (await client.send(new sdk.GetParameterCommand({ Name: `${this.#path}/${keyHash}` }))).Parameter?.Value;
     } catch (error) {
-      if (!(error instanceof ParameterNotFound)) {
-        this.#brokenUntil = this.#now() + this.#breakMs;
+      if (!(sdk && error instanceof sdk.ParameterNotFound)) {
+        const failedAt = this.#now();
+        this.#brokenUntil = failedAt + this.#breakMs;
+        const served = lapsed(failedAt);
+        this.#warnings.warn('registry_read_failed', 'the API key registry could not be read', {
+          error: errorName(error),
+          servedLapsed: served !== undefined,
+        });
+        if (served) return served;
         throw new KeyRegistryUnavailableError(this.#breakMs, { cause: error });
       }
     }
     // parsed outside the try: one entry that is not JSON is that key's 503 (as before), not a breaker for every key
-    const found = value === undefined ? undefined : owner(JSON.parse(value));
+    let entry: unknown;
+    try {
+      entry = value === undefined ? undefined : JSON.parse(value);
+    } catch (error) {
+      this.#found.delete(keyHash); // read, and no key as it now is: not served from memory in an outage either
+      this.#warnings.warn('entry_not_json', 'an API key registry entry is not JSON; its key is answered 503', {});
+      throw error;
+    }
+    const found = owner(entry);
+    if (value !== undefined && !found)
+      this.#warnings.warn(
+        'entry_not_an_owner',
+        'an API key registry entry has no owner that can name a counter, or no role; its key is answered 401',
+        {},
+      );
     const until = this.#now() + this.#ttlMs;
     // in one map only: a key created, or revoked, since its last read holds no stale entry in the other
     if (found) {

@@ -255,6 +255,171 @@ describe('Class: SsmKeyRegistry', () => {
       ssm.restore();
     }
   });
+
+  it('serves a found key past its TTL while SSM throttles, for 15 minutes past it, then answers unavailable', async () => {
+    const ssm = mockClient(SSMClient);
+    const throttled = Object.assign(new Error('Rate exceeded'), { name: 'ThrottlingException' });
+    ssm
+      .on(GetParameterCommand, { Name: '/platform/api-keys/known' })
+      .resolves({ Parameter: { Value: JSON.stringify({ owner: 'acme', role: 'partner' }) } });
+    const clock = { ms: 0 };
+    const registry = new SsmKeyRegistry('/platform/api-keys', { client: new SSMClient({}), now: () => clock.ms });
+    const reads = () => ssm.commandCalls(GetParameterCommand).length;
+    const acme = { owner: 'acme', role: 'partner' };
+    const grace = 15 * 60_000; // past the 60 s TTL
+    try {
+      assert.deepEqual(await registry.lookup('known'), acme);
+      ssm.on(GetParameterCommand).rejects(throttled);
+      clock.ms = 61_000; // its TTL is over: read again, and the read fails
+      assert.ok(!registry.remembers('known'), 'lapsed: it costs a read');
+      assert.deepEqual(await registry.lookup('known'), acme, 'a key in memory keeps working while SSM throttles');
+      assert.equal(reads(), 2);
+      clock.ms = 62_000; // the breaker is open: served as last read, without a read
+      assert.ok(registry.remembers('known'), 'answered from memory while the breaker is open');
+      assert.deepEqual(await registry.lookup('known'), acme);
+      assert.equal(reads(), 2, 'no read while the breaker is open');
+      clock.ms = 60_000 + grace - 1;
+      assert.deepEqual(await registry.lookup('known'), acme, 'the last millisecond of the grace');
+      assert.equal(reads(), 3);
+      clock.ms = 60_000 + grace + 5_000; // past the grace, breaker over: read, failed, and refused
+      await assert.rejects(registry.lookup('known'), (error) => {
+        assert.ok(error instanceof KeyRegistryUnavailableError, String(error));
+        assert.equal(error.retryAfterMs, 2_000);
+        return true;
+      });
+      clock.ms += 1_000; // past the grace, breaker open: refused without a read
+      assert.ok(!registry.remembers('known'));
+      await assert.rejects(registry.lookup('known'), KeyRegistryUnavailableError);
+      assert.equal(reads(), 4);
+      ssm
+        .on(GetParameterCommand)
+        .resolves({ Parameter: { Value: JSON.stringify({ owner: 'acme', role: 'partner' }) } });
+      clock.ms += 2_000; // SSM is back: read, and remembered anew
+      assert.deepEqual(await registry.lookup('known'), acme);
+      assert.ok(registry.remembers('known'));
+    } finally {
+      ssm.restore();
+    }
+  });
+
+  it('never serves from the grace a key a successful read found revoked (not found) or no longer JSON', async () => {
+    const ssm = mockClient(SSMClient);
+    const throttled = Object.assign(new Error('Rate exceeded'), { name: 'ThrottlingException' });
+    const entry = { Parameter: { Value: JSON.stringify({ owner: 'acme', role: 'partner' }) } };
+    ssm.on(GetParameterCommand).resolves(entry);
+    const clock = { ms: 0 };
+    const registry = new SsmKeyRegistry('/platform/api-keys', { client: new SSMClient({}), now: () => clock.ms });
+    const acme = { owner: 'acme', role: 'partner' };
+    try {
+      assert.deepEqual(await registry.lookup('revoked'), acme);
+      assert.deepEqual(await registry.lookup('garbled'), acme);
+      ssm.on(GetParameterCommand).rejects(throttled);
+      clock.ms = 61_000;
+      assert.deepEqual(await registry.lookup('revoked'), acme, 'SSM throttles: served from the grace');
+      assert.deepEqual(await registry.lookup('garbled'), acme, 'SSM throttles: served from the grace');
+      ssm.on(GetParameterCommand).rejects(new ParameterNotFound({ message: 'not found', $metadata: {} }));
+      ssm.on(GetParameterCommand, { Name: '/platform/api-keys/garbled' }).resolves({ Parameter: { Value: '{owner' } });
+      clock.ms = 64_000; // SSM answers again: the keys are as they now are
+      assert.equal(await registry.lookup('revoked'), undefined, 'revoked at the first read that succeeds');
+      await assert.rejects(registry.lookup('garbled'), SyntaxError);
+      ssm.on(GetParameterCommand).rejects(throttled);
+      clock.ms = 70_000;
+      assert.equal(await registry.lookup('revoked'), undefined, 'not found, from memory');
+      clock.ms = 130_000; // SSM throttles again, within what would have been their grace: neither is served
+      await assert.rejects(registry.lookup('revoked'), KeyRegistryUnavailableError);
+      await assert.rejects(registry.lookup('garbled'), KeyRegistryUnavailableError);
+    } finally {
+      ssm.restore();
+    }
+  });
+
+  /** A logger that keeps what it is told. */
+  function capturing() {
+    const lines: { message: string; attributes: Record<string, unknown> }[] = [];
+    return {
+      lines,
+      logger: { warn: (message: string, attributes: Record<string, unknown>) => lines.push({ message, attributes }) },
+    };
+  }
+
+  it('warns of a failed read with the error name alone, never the key hash (the registry keyRegistryFor makes)', async () => {
+    const hash = 'q3Xv9y8Zs7bW6cV5dU4eT3fS2gR1hQ0iP9jO8kN7mL6';
+    const ssm = mockClient(SSMClient);
+    const denied = Object.assign(
+      new Error(
+        `User: arn:aws:sts::123456789012:assumed-role/api/fn is not authorized to perform: ssm:GetParameter on resource: arn:aws:ssm:eu-west-1:123456789012:parameter/platform/api-keys/${hash}`,
+      ),
+      { name: 'AccessDeniedException' },
+    );
+    ssm.on(GetParameterCommand).rejects(denied);
+    const { lines, logger } = capturing();
+    const registry = keyRegistryFor({ kind: 'ssm', path: '/platform/api-keys' }, logger);
+    try {
+      await assert.rejects(registry.lookup(hash), (error) => {
+        assert.ok(error instanceof KeyRegistryUnavailableError, String(error));
+        assert.ok(!error.message.includes(hash), `no key hash in the error's own message: ${error.message}`);
+        return true;
+      });
+      assert.equal(lines.length, 1, JSON.stringify(lines));
+      assert.equal(lines[0]?.attributes.error, 'AccessDeniedException');
+      assert.equal(lines[0]?.attributes.reason, 'registry_read_failed');
+      assert.ok(!JSON.stringify(lines).includes(hash), `no key hash in the warning: ${JSON.stringify(lines)}`);
+    } finally {
+      ssm.restore();
+    }
+  });
+
+  it('warns of each reason at most once a minute per container, counting the lines it left out', async () => {
+    const ssm = mockClient(SSMClient);
+    ssm.on(GetParameterCommand).rejects(Object.assign(new Error('Rate exceeded'), { name: 'ThrottlingException' }));
+    const clock = { ms: 0 };
+    const { lines, logger } = capturing();
+    const registry = new SsmKeyRegistry('/platform/api-keys', {
+      client: new SSMClient({}),
+      now: () => clock.ms,
+      logger,
+    });
+    try {
+      for (let i = 0; i < 30; i++, clock.ms += 2_000) {
+        await assert.rejects(registry.lookup(`random${i}`), KeyRegistryUnavailableError); // each after the breaker: a read
+      }
+      assert.equal(ssm.commandCalls(GetParameterCommand).length, 30);
+      assert.equal(lines.length, 1, 'a minute of failed reads: one line');
+      clock.ms = 60_000;
+      await assert.rejects(registry.lookup('random30'), KeyRegistryUnavailableError);
+      assert.equal(lines.length, 2);
+      assert.equal(lines[1]?.attributes.suppressed, 29);
+    } finally {
+      ssm.restore();
+    }
+  });
+
+  it('warns of an entry whose owner cannot name a counter, and of one that is not JSON, without their value', async () => {
+    const ssm = mockClient(SSMClient);
+    ssm
+      .on(GetParameterCommand, { Name: '/platform/api-keys/spaced' })
+      .resolves({ Parameter: { Value: '{"owner":"a b","role":"standard"}' } });
+    ssm.on(GetParameterCommand, { Name: '/platform/api-keys/typo' }).resolves({ Parameter: { Value: '{owner: acme' } });
+    const { lines, logger } = capturing();
+    const registry = new SsmKeyRegistry('/platform/api-keys', { client: new SSMClient({}), now: () => 0, logger });
+    try {
+      assert.equal(await registry.lookup('spaced'), undefined, 'no key (401)');
+      assert.deepEqual(
+        lines.map((l) => l.attributes.reason),
+        ['entry_not_an_owner'],
+      );
+      await assert.rejects(registry.lookup('typo'), SyntaxError);
+      assert.deepEqual(
+        lines.map((l) => l.attributes.reason),
+        ['entry_not_an_owner', 'entry_not_json'],
+      );
+      const logged = JSON.stringify(lines);
+      for (const secret of ['a b', 'acme', 'spaced', 'typo'])
+        assert.ok(!logged.includes(secret), `${secret} in ${logged}`);
+    } finally {
+      ssm.restore();
+    }
+  });
 });
 
 describe('Function: readConsumerSettings', () => {
