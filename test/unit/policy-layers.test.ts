@@ -7,15 +7,18 @@ import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { compilePolicy, InvalidPolicyError } from '@platform/rate-limit';
 import {
+  type ConfigLogger,
   classifyParameters,
   compileOverride,
   inForce,
   mergeOverride,
   overridePatch,
+  PolicyStore,
   parseIsoTime,
   validateParameter,
 } from '@platform/rate-limit/config';
 import fc from 'fast-check';
+import { PLATFORM_POLICIES } from '../../config/catalogue.ts';
 
 const PREFIX = '/ratelimit/test';
 const base = { strategy: 'tokenBucket', capacity: 120, refill: { tokens: 60, every: '1 m' }, failureMode: 'open' };
@@ -113,6 +116,90 @@ describe('compileOverride', () => {
     // a window of another mode is an override's too
     const home = { ...shares, regions: 'home' };
     assert.equal(compileOverride('login-ip', home, { window: '15 m' }).compiled.windowSeconds, 900);
+  });
+});
+
+describe('compileOverride, over the shipped catalogue (a backoff within its memory, blockCache where it is exact)', () => {
+  const shipped = (name: string) => PLATFORM_POLICIES[name];
+
+  it("compiles every shipped policy, and refuses an override cutting login-account's memory under its max (5 m)", () => {
+    for (const [name, config] of Object.entries(PLATFORM_POLICIES)) compilePolicy(name, config);
+    // {"memory": "2 m"} would forget the failures at 2 min: a 5 min lockout silently capped, its Retry-After false
+    for (const key of [undefined, 'abuser']) {
+      assert.throws(
+        () => compileOverride('login-account', shipped('login-account'), { memory: '2 m' }, key),
+        (e: unknown) =>
+          e instanceof InvalidPolicyError &&
+          e.policy === 'login-account' &&
+          e.reason.startsWith('max (5 m) must not exceed memory (2 m): '),
+        key ?? 'policy override',
+      );
+    }
+    // a longer max is an override's when memory follows it
+    const longer = compileOverride('login-account', shipped('login-account'), { max: '1 h', memory: '1 h' }, 'abuser');
+    assert.ok(longer.compiled.strategy === 'failureBackoff');
+    assert.equal(longer.compiled.maxUs, longer.compiled.memoryUs);
+  });
+
+  it('refuses blockCache laid by an override over an in-flight limit, a backoff or an adaptive bucket, and takes it over a window', () => {
+    for (const name of ['llm-in-flight', 'login-account', 'harvester-source']) {
+      for (const key of [undefined, 'k']) {
+        assert.throws(
+          () => compileOverride(name, shipped(name), { blockCache: true }, key),
+          (e: unknown) => e instanceof InvalidPolicyError && e.reason.startsWith('blockCache is not allowed on '),
+          `${name} ${key ?? 'policy override'}`,
+        );
+      }
+    }
+    assert.equal(
+      compileOverride('slack-channel', shipped('slack-channel'), { blockCache: true }, 'k').compiled.blockCache,
+      true,
+    );
+  });
+
+  it('leaves a refused override out of the store, logged once, the policy in force applying (the CLI refuses it too)', async () => {
+    // Prepare
+    const prefix = '/ratelimit/test';
+    const warnings: { message: string; attributes: Record<string, unknown> }[] = [];
+    const logger: ConfigLogger = { warn: (message, attributes) => warnings.push({ message, attributes }) };
+    const values: Record<string, string> = {
+      [`${prefix}/overrides/login-account/abuser`]: JSON.stringify({ memory: '2 m' }),
+      [`${prefix}/overrides/login-account/slow`]: JSON.stringify({ memory: '1 h' }),
+      [`${prefix}/overrides/llm-in-flight`]: JSON.stringify({ blockCache: true }),
+    };
+    const store = new PolicyStore({
+      prefix,
+      source: { fetchAll: async () => values },
+      defaults: { 'login-account': shipped('login-account'), 'llm-in-flight': shipped('llm-in-flight') },
+      logger,
+    });
+    // Act
+    await store.refresh();
+    await store.refresh();
+    // Assess
+    const abuser = store.resolve('login-account', 'abuser');
+    assert.ok(abuser?.strategy === 'failureBackoff');
+    assert.deepEqual([abuser.maxUs, abuser.memoryUs], [300_000_000, 900_000_000], "the policy's 5 m and 15 m");
+    const slow = store.resolve('login-account', 'slow');
+    assert.ok(slow?.strategy === 'failureBackoff');
+    assert.equal(slow.memoryUs, 3_600_000_000, 'a valid override beside it applies');
+    assert.equal(store.resolve('llm-in-flight', 'k')?.blockCache, false);
+    assert.deepEqual(
+      warnings.map((w) => [w.message, w.attributes.parameter, String(w.attributes.reason).split(':')[0]]),
+      [
+        [
+          'rate-limit parameter rejected; it does not apply: the policy in force does',
+          `${prefix}/overrides/llm-in-flight`,
+          'blockCache is not allowed on a concurrency (in-flight) policy',
+        ],
+        [
+          'rate-limit parameter rejected; it does not apply: the policy in force does',
+          `${prefix}/overrides/login-account/abuser`,
+          'max (5 m) must not exceed memory (2 m)',
+        ],
+      ],
+    );
+    assert.throws(() => store.validateOverride('login-account', 'abuser', { memory: '2 m' }), InvalidPolicyError);
   });
 });
 

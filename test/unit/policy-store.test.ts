@@ -270,7 +270,7 @@ describe('Class: PolicyStore', () => {
     const { source, warnings, store } = harness({ defaults: BACKOFF, now: 1_000 });
     // a longer lockout for one account, which fits only under the policy override's longer max
     source.values = {
-      [param('overrides/login-account')]: JSON.stringify({ max: '1 h' }),
+      [param('overrides/login-account')]: JSON.stringify({ max: '1 h', memory: '1 h' }),
       [param('overrides/login-account/abuser')]: JSON.stringify({ base: '30 m' }),
     };
     await store.refresh();
@@ -288,7 +288,7 @@ describe('Class: PolicyStore', () => {
   it('says until when a per-key override fits when it rests on a policy override that ends, and refuses a key SSM cannot name', async () => {
     const { source, store } = harness({ defaults: BACKOFF, now: Date.parse('2030-01-01T00:00:00Z') });
     source.values = {
-      [param('overrides/login-account')]: JSON.stringify({ max: '1 h', until: '2030-01-02T00:00:00Z' }),
+      [param('overrides/login-account')]: JSON.stringify({ max: '1 h', memory: '1 h', until: '2030-01-02T00:00:00Z' }),
     };
     await store.refresh();
     assert.equal(
@@ -306,21 +306,22 @@ describe('Class: PolicyStore', () => {
     assert.equal(store.validateOverride('login-account', 'abuser', brief).fitsUntil, undefined);
     // a policy override written over per-key ones in force: which stop fitting, and when
     source.values = {
-      [param('overrides/login-account')]: JSON.stringify({ max: '1 h' }),
+      [param('overrides/login-account')]: JSON.stringify({ max: '1 h', memory: '1 h' }),
       [param('overrides/login-account/abuser')]: JSON.stringify({ base: '30 m' }),
     };
     await store.refresh();
     assert.deepEqual(store.validateOverride('login-account', undefined, { max: '10 m' }).strands, [{ key: 'abuser' }]);
     assert.deepEqual(
-      store.validateOverride('login-account', undefined, { max: '2 h', until: '2030-01-03T00:00:00Z' }).strands,
+      store.validateOverride('login-account', undefined, { max: '2 h', memory: '2 h', until: '2030-01-03T00:00:00Z' })
+        .strands,
       [{ key: 'abuser', at: Date.parse('2030-01-03T00:00:00Z') }],
     );
-    assert.equal(store.validateOverride('login-account', undefined, { max: '2 h' }).strands, undefined);
+    assert.equal(store.validateOverride('login-account', undefined, { max: '2 h', memory: '2 h' }).strands, undefined);
   });
 
   it('logs a rejected value again when what it means changes: kept first, then not applying', async () => {
     const { source, warnings, store, clock } = harness({ defaults: BACKOFF, now: Date.parse('2030-01-01T00:00:00Z') });
-    const policyOverride = JSON.stringify({ max: '1 h', until: '2030-01-01T01:00:00Z' });
+    const policyOverride = JSON.stringify({ max: '1 h', memory: '1 h', until: '2030-01-01T01:00:00Z' });
     source.values = {
       [param('overrides/login-account')]: policyOverride,
       [param('overrides/login-account/abuser')]: JSON.stringify({ base: '30 m' }),

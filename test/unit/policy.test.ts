@@ -81,6 +81,57 @@ describe('Function: compilePolicy', () => {
     );
   });
 
+  it('refuses a backoff max one µs past its memory, and takes max equal to memory (the wait ends as the failures are forgotten)', () => {
+    // lua/lib/failure_backoff.lua forgets the failures `memory` after the last one: a longer wait is cut short there
+    const backoff = { strategy: 'failureBackoff', freeFailures: 0, base: '1 s', memory: '15 m' };
+    assert.throws(
+      () => compilePolicy('p', { ...backoff, max: '900.000001 s' }),
+      (e: unknown) =>
+        e instanceof InvalidPolicyError && e.reason.startsWith('max (900.000001 s) must not exceed memory (15 m): '),
+    );
+    // equal: the longest wait ends at the instant the failures are forgotten, so its Retry-After is exact
+    const equal = compilePolicy('p', { ...backoff, max: '15 m' });
+    assert.ok(equal.strategy === 'failureBackoff');
+    assert.equal(equal.maxUs, equal.memoryUs);
+  });
+
+  it("keeps blockCache where a refusal's Retry-After is a lower bound, and refuses it where the key may be admitted sooner", () => {
+    // only time frees a plain bucket, a window or a quota: the cache refuses exactly what Redis would
+    const exact: Record<string, object> = {
+      'a plain token bucket': { strategy: 'tokenBucket', capacity: 5, refill: { tokens: 1, every: '1 s' } },
+      'a sliding window': { strategy: 'slidingWindow', limit: 5, window: '1 m' },
+      'a quota': { strategy: 'quota', limit: 100, period: 'day' },
+    };
+    for (const [label, config] of Object.entries(exact)) {
+      assert.equal(compilePolicy('p', { ...config, blockCache: true }).blockCache, true, label);
+    }
+    // a release, clearFailures/forgiveFailure, a raised runtime rate or a settle's refund admits before it
+    const upperBound: Record<string, object> = {
+      'an in-flight limit': { strategy: 'concurrency', limit: 4, leaseTtl: '95 s' },
+      'a failure backoff': { strategy: 'failureBackoff', freeFailures: 3, base: '1 s', max: '5 m', memory: '15 m' },
+      'an adaptive token bucket': {
+        strategy: 'tokenBucket',
+        capacity: 10,
+        refill: { tokens: 2, every: '1 s' },
+        adaptive: { min: 0.5, max: 20, increaseBy: 1, decreaseFactor: 0.5, keep: '1 h' },
+      },
+      'a cost budget': {
+        strategy: 'tokenBucket',
+        capacity: 1000,
+        refill: { tokens: 1000, every: '1 h' },
+        reservation: { hold: '2 m' },
+      },
+    };
+    for (const [label, config] of Object.entries(upperBound)) {
+      assert.throws(
+        () => compilePolicy('p', { ...config, blockCache: true }),
+        (e: unknown) => e instanceof InvalidPolicyError && e.reason.startsWith('blockCache is not allowed on '),
+        label,
+      );
+      assert.equal(compilePolicy('p', { ...config, blockCache: false }).blockCache, false, label);
+    }
+  });
+
   it('rejects a policy name that could not be part of a key', () => {
     assert.throws(
       () => compilePolicy('Login IP', { strategy: 'slidingWindow', limit: 1, window: '1 s' }),

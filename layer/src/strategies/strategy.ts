@@ -76,7 +76,9 @@ export const commonEntries = {
   /**
    * Remember in the container that a key is limited until its retry time, and
    * refuse it until then without asking Redis (hot abusive keys). A new
-   * version of the policy forgets it. @default false
+   * version of the policy forgets it. Refused where the retry time is only
+   * an upper bound (in-flight, failure backoff, adaptive or reserved
+   * buckets: compilePolicy says why). @default false
    */
   blockCache: v.optional(v.boolean()),
   /** How the limit spans regions (docs/multi-region.md). @default 'home' */
