@@ -31,6 +31,7 @@ import {
   type Decision,
   enforce,
   MisconfiguredCheckError,
+  mayHaveRun,
   misconfiguredVerdict,
   type Verdict,
   verdictFor,
@@ -118,6 +119,14 @@ async function admit(accountKey: string, deviceKey: string | undefined): Promise
   } catch (error) {
     if (!(error instanceof MisconfiguredCheckError)) throw error;
     return misconfiguredVerdict(limiter, requests, error, { observer });
+  }
+  if (decision.outcome === 'degraded' && mayHaveRun(decision.reason)) {
+    // Unanswered, yet it may have run (a timeout, a lost connection): it may have counted this attempt on the
+    // device, which a browser retrying as told (503, Retry-After: 1) would then revoke in ten tries, handing
+    // the victim to the account's backoff an attacker holds. Forgiven as through a directory outage, after it
+    // (the same slot: the same connection, in order), but never out of the device's wait: a device already
+    // revoked was not counted by this attempt (its check fell to the account) and stays revoked.
+    await limiter.forgiveFailure(DEVICE, deviceKey, { ...scope, unlessWaiting: true });
   }
   const policy = decision.outcome === 'degraded' ? DEVICE : decision.binding.policy;
   const verdict = verdictFor(decision, DEVICE, performance.now() - started, policy === DEVICE ? deviceKey : accountKey);

@@ -15,7 +15,7 @@ import { DEFAULT_MAX_ABANDONED_COMMANDS, guardedRedis, type RedisAccess } from '
 import type { Guarded } from '../redis/deadline.ts';
 import type { RedisClient } from '../redis/run-script.ts';
 import { leaseOperations } from '../strategies/concurrency.ts';
-import { backoffOperations } from '../strategies/failure-backoff.ts';
+import { backoffOperations, type ForgiveOptions } from '../strategies/failure-backoff.ts';
 import { unitOf } from '../strategies/index.ts';
 import type { StrategyOperation } from '../strategies/strategy.ts';
 import { bucketOperations, type RateChange, type SettleResult } from '../strategies/token-bucket.ts';
@@ -44,6 +44,7 @@ import {
   settleInFlightCall,
 } from './in-flight-budget.ts';
 
+export type { ForgiveOptions } from '../strategies/failure-backoff.ts';
 export type { RateChange } from '../strategies/token-bucket.ts';
 
 /** One limit to check: which policy, for which key, at what cost. */
@@ -383,8 +384,13 @@ export class Limiter {
    * spend it, such as a device's keyed by a secret: forgiving on a key anyone
    * can name hands an attacker back the attempts an outage cost them.
    */
-  async forgiveFailure(policyName: string, key: string, options: CheckOptions = {}): Promise<ForgiveFailureOutcome> {
-    const answer = await this.operate(backoffOperations.forgiveFailure, policyName, key, undefined, options);
+  async forgiveFailure(
+    policyName: string,
+    key: string,
+    options: CheckOptions & ForgiveOptions = {},
+  ): Promise<ForgiveFailureOutcome> {
+    const forgive = options.unlessWaiting ? { unlessWaiting: true } : undefined;
+    const answer = await this.operate(backoffOperations.forgiveFailure, policyName, key, forgive, options);
     return answer.decided ? { decided: true, failures: answer.result } : answer;
   }
 

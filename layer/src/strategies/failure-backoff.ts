@@ -126,14 +126,18 @@ export const backoffOperations = {
     example: "'rl:{demo-bo:k}' , 1000000 8000000 2 900000000",
   } satisfies StrategyOperation<CompiledFailureBackoff, undefined, number>,
   /**
-   * lua/forgive_failure.lua: backoff; memory µs. Takes back one pending
-   * failure a counted check wrote; answers the failures left.
+   * lua/forgive_failure.lua: backoff; memory µs, and with `unlessWaiting` the
+   * policy's free failures (nothing is forgiven past them). Takes back one
+   * pending failure a counted check wrote; answers the failures left.
    */
   forgiveFailure: {
     name: 'forgiveFailure',
     strategy: 'failureBackoff',
     entry: 'forgive_failure',
-    pack: (policy, counter) => ({ keys: [counter], args: [int(policy.memoryUs)] }),
+    pack: (policy, counter, forgive) => ({
+      keys: [counter],
+      args: forgive?.unlessWaiting ? [int(policy.memoryUs), int(policy.freeFailures)] : [int(policy.memoryUs)],
+    }),
     reply(_policy, reply) {
       const failures = Number(reply);
       if (!Number.isInteger(failures) || failures < 0)
@@ -141,5 +145,16 @@ export const backoffOperations = {
       return failures;
     },
     example: "'rl:{demo-bo:k}' , 900000000",
-  } satisfies StrategyOperation<CompiledFailureBackoff, undefined, number>,
+  } satisfies StrategyOperation<CompiledFailureBackoff, ForgiveOptions | undefined, number>,
 };
+
+/** How a failure is forgiven. */
+export interface ForgiveOptions {
+  /**
+   * Not past the policy's free failures: a forgiveness never ends a wait. For
+   * an attempt whose check may or may not have run (a timeout, a lost
+   * connection): a key already waiting was not counted by it, and must not
+   * be freed by its forgiveness.
+   */
+  readonly unlessWaiting?: boolean;
+}
