@@ -209,7 +209,7 @@ describe('ratelimit (the admin CLI)', () => {
 
   it('refuses an override as the store would: over the default for a policy override, no group or strategy change, no prototype names', async () => {
     // an account lockout's max raised by a policy override; a new policy override replaces it, over the default
-    assert.equal((await ratelimit(['override', 'login-account', '{"max": "1 h"}'])).code, 0);
+    assert.equal((await ratelimit(['override', 'login-account', '{"max": "1 h", "memory": "1 h"}'])).code, 0);
     const before = readFileSync(parameters, 'utf8');
     for (const [args, message] of [
       [['override', 'login-account', '{"base": "30 m"}'], /base must not exceed max/],
@@ -225,7 +225,7 @@ describe('ratelimit (the admin CLI)', () => {
     // a per-key override lays over the policy in force, the policy override included
     assert.equal((await ratelimit(['override', 'login-account', 'someone', '{"base": "30 m"}'])).code, 0);
     // over a policy override that ends, it is written, with when it stops applying
-    assert.equal((await ratelimit(['override', 'login-account', '{"max": "1 h"}', '--for', '8h'])).code, 0);
+    assert.equal((await ratelimit(['override', 'login-account', '{"max": "1 h", "memory": "1 h"}', '--for', '8h'])).code, 0);
     const resting = await ratelimit(['override', 'login-account', 'other', '{"base": "30 m"}', '--json']);
     assert.equal(resting.code, 0, resting.stderr);
     assert.match(resting.stderr, /warning: this override fits only over the policy override, which ends \d{4}-/);
