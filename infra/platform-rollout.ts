@@ -33,6 +33,8 @@ export function policiesOf(routes: readonly Route[], id: string): string[] {
   return [...(scheduled.find((w) => w.id === id)?.policies ?? [])];
 }
 
+const isScheduled = (id: string) => scheduled.some((w) => w.id === id);
+
 export function platformRollout(
   scope: Construct,
   props: PlatformRolloutProps,
@@ -48,8 +50,11 @@ export function platformRollout(
     deploymentConfig: props.deploymentConfig,
     // A canary shifts invocations: a function run on a schedule gets one every few minutes, so 10 % of five
     // minutes would most often run no new version at all, and promote it untried. All at once instead: its
-    // next run is the new version, and its errors alarm (one failed run) pages (docs/runbook.md).
-    deploymentConfigOf: (id) => (scheduled.some((w) => w.id === id) ? 'AllAtOnce' : props.deploymentConfig),
+    // next run is the new version, and its errors alarm (one failed run) pages (docs/runbook.md). Its
+    // deployment watches no alarm: it is over before that run, so an alarm could never roll it back, and one
+    // still in alarm from the release before would only stop the deploy that carries the fix.
+    deploymentConfigOf: (id) => (isScheduled(id) ? 'AllAtOnce' : props.deploymentConfig),
+    rollsBackOnAlarms: (id) => !isScheduled(id),
     functions,
     alarmOf: (id) => props.observability.node.tryFindChild(id) as IAlarm | undefined,
   });

@@ -72,6 +72,8 @@ export interface RolloutProps {
   readonly deploymentConfig: DeploymentConfigName;
   /** A function's own traffic shift, when not `deploymentConfig` (a scheduled function's: AllAtOnce). */
   readonly deploymentConfigOf?: (functionId: string) => DeploymentConfigName;
+  /** Whether a function's deployment watches its alarms (not a scheduled one's: see platform-rollout.ts). @default true */
+  readonly rollsBackOnAlarms?: (functionId: string) => boolean;
   /** Each deployed function by id, with its alias and the policies it checks. */
   readonly functions: ReadonlyMap<string, { readonly alias: Alias; readonly policies: readonly string[] }>;
   /** The alarms by id (infra/observability.ts names them `FunctionErrors-<id>`, `DegradedOpen-<policy>`, …). */
@@ -102,9 +104,12 @@ export class Rollout {
     this.application = new LambdaApplication(scope, id, { applicationName: props.name });
     for (const [functionId, { alias, policies }] of props.functions) {
       const config = DEPLOYMENT_CONFIGS[props.deploymentConfigOf?.(functionId) ?? props.deploymentConfig];
-      const alarms = rollbackAlarmIds(functionId, policies, (a) => props.alarmOf(a) !== undefined).map(
-        (a) => props.alarmOf(a) as Alarm,
-      );
+      const watched = props.rollsBackOnAlarms?.(functionId) ?? true;
+      const alarms = watched
+        ? rollbackAlarmIds(functionId, policies, (a) => props.alarmOf(a) !== undefined).map(
+            (a) => props.alarmOf(a) as Alarm,
+          )
+        : [];
       this.groups.set(
         functionId,
         new LambdaDeploymentGroup(scope, `${id}-${functionId}`, {

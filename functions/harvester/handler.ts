@@ -30,8 +30,8 @@ export async function handler(_event: unknown, context: Pick<Context, 'getRemain
   const bySite = Object.fromEntries(reports);
   platform().observer.flush(); // the run's metrics, before the container may be frozen
   platform().logger.info('harvest run', { sites: bySite });
-  // A run in which no site could be harvested fails the invocation: Lambda's Errors is what its alarm (and its
-  // deploy's rollback) watches. One site failing among others does not: the others' run is not lost with it.
+  // A run in which no site could be harvested fails the invocation: Lambda's Errors is what its alarm watches
+  // (it pages). One site failing among others does not: the others' run is not lost with it.
   if (reports.every(([, report]) => 'error' in report)) throw new HarvestRunFailed(sites.length);
   return bySite;
 }
