@@ -6,6 +6,7 @@
 import { InvalidSettingError } from '@platform/rate-limit';
 import * as v from 'valibot';
 import { readHarvesterSettings } from '../functions/harvester/settings.ts';
+import { readMattermostUrl } from '../functions/mattermost-listener/settings.ts';
 import { DEPLOYMENT_CONFIGS, type DeploymentConfigName } from './rollout.ts';
 import { HYGIENE_ENTRIES, type HygieneContext, objectOrJson } from './stage-hygiene.ts';
 
@@ -53,7 +54,7 @@ export interface DeployContext extends HygieneContext {
   readonly mattermostUrl: string | undefined;
   /** Who the alarms e-mail (`-c alarmEmails=a@x.example,b@x.example`; each confirms the subscription). */
   readonly alarmEmails: readonly string[];
-  /** HTTPS endpoints the alarms are posted to (`-c alarmUrls=https://…`: a chat webhook, a pager). */
+  /** HTTPS endpoints the alarms are posted to (`-c alarmUrls=https://…`): endpoints that speak SNS (a pager's SNS integration; a chat webhook is refused). */
   readonly alarmUrls: readonly string[];
   /** How CodeDeploy shifts a function's alias to a new version (infra/rollout.ts). @default 'Canary10Percent5Minutes' */
   readonly deploymentConfig: DeploymentConfigName;
@@ -246,6 +247,15 @@ export function readDeployContext(get: (name: string) => unknown): DeployContext
     throw new InvalidContextError('context harvesterSource: give it with harvesterSites, or neither');
   }
   const harvester = harvesterSource && harvesterSites ? { source: harvesterSource, sites: harvesterSites } : undefined;
+  // what the deployed listener will read at its start, refused at synth by the same reader
+  if (mattermostUrl !== undefined) {
+    try {
+      readMattermostUrl(mattermostUrl);
+    } catch (error) {
+      if (!(error instanceof InvalidSettingError)) throw error;
+      throw new InvalidContextError(`context mattermostUrl: ${error.message}`);
+    }
+  }
   // what the deployed harvester will read at its start, refused at synth by the same reader
   if (harvester) {
     try {

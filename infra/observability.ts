@@ -110,7 +110,7 @@ export interface ObservabilityProps {
   readonly webAclMetricName: string;
   readonly events: IQueue;
   readonly deadLetters: IQueue;
-  /** Who is told: e-mail addresses and HTTPS endpoints (a chat webhook) subscribed to the alarm topic. */
+  /** Who is told: e-mail addresses and HTTPS endpoints that speak SNS (a pager) subscribed to the alarm topic. */
   readonly notify: { readonly emails: readonly string[]; readonly urls: readonly string[] };
 }
 

@@ -47,7 +47,7 @@ export interface ListenerLogger {
 }
 
 export interface ListenerOptions {
-  /** The server's base URL, http(s)://host[:port][/path] (server-url.ts's readMattermostUrl). */
+  /** The server's base URL, http(s)://host[:port][/path] (settings.ts's readMattermostUrl). */
   readonly url: string;
   /** The bot's access token. */
   readonly token: string;

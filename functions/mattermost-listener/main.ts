@@ -11,7 +11,7 @@ import { InvalidSettingError } from '@platform/rate-limit';
 import { closePlatform, platform } from '../shared/platform.ts';
 import { catchUpPublisher } from './catch-up-metrics.ts';
 import { MattermostListener } from './listener.ts';
-import { readMattermostUrl } from './server-url.ts';
+import { readMattermostUrl } from './settings.ts';
 
 let url: string;
 try {

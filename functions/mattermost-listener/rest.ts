@@ -1,7 +1,7 @@
 /** The two REST requests of the catch-up (`GET /api/v4/users/me/channels`, `GET /api/v4/channels/{id}/posts`). */
 import * as v from 'valibot';
 import { ChannelList, deleted, Post, PostList } from './posts.ts';
-import { serverUrl } from './server-url.ts';
+import { serverUrl } from './settings.ts';
 
 /** A request of the catch-up that should be tried again (a network failure, a 5xx, a 408 or 429, a malformed answer). */
 export class CatchUpError extends Error {}

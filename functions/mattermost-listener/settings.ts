@@ -1,5 +1,6 @@
 /**
- * The Mattermost server's base URL (`MATTERMOST_URL`) and every URL the
+ * The listener's settings: the Mattermost server's base URL (`MATTERMOST_URL`, read and
+ * checked here, also by the synth: infra/context.ts) and every URL the
  * listener builds from it. Mattermost may be installed under a sub-path
  * (https://example.com/mattermost): the API is under the base's path, not at
  * the host's root, so nothing is resolved against the base as an absolute path.

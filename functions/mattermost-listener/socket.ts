@@ -12,7 +12,7 @@ import * as v from 'valibot';
 import { WebSocket } from 'ws';
 import { jitteredBackoffMs } from './backoff.ts';
 import { Posted } from './posts.ts';
-import { serverUrl } from './server-url.ts';
+import { serverUrl } from './settings.ts';
 
 export interface SocketOptions {
   /** The server's base URL (its path kept: a sub-path install). */

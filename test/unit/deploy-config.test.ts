@@ -148,6 +148,16 @@ describe('Function: readDeployContext', () => {
     ] as const)
       assert.throws(() => readDeployContext(placed({ ...withNat, harvesterSource: source })), reason);
     assert.throws(() => readDeployContext(placed({ ...withNat, harvesterSites: 'a b' })), /harvesterSites: /);
+    // and what the listener would (its task would exit 2 and restart in a loop; a password in its task definition)
+    for (const url of ['https://bot:secret@chat.example.com', 'https://chat.example.com/?team=x'])
+      assert.throws(
+        () => readDeployContext(placed({ egress: 'nat', mattermostUrl: url })),
+        /mattermostUrl: invalid setting MATTERMOST_URL/,
+      );
+    assert.equal(
+      readDeployContext(placed({ egress: 'nat', mattermostUrl: 'https://example.com/mattermost' })).mattermostUrl,
+      'https://example.com/mattermost',
+    );
   });
 
   it('answers any context values with a context or an InvalidContextError', () => {

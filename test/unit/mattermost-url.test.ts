@@ -1,5 +1,5 @@
 /**
- * MATTERMOST_URL (functions/mattermost-listener/server-url.ts): read and
+ * MATTERMOST_URL (functions/mattermost-listener/settings.ts): read and
  * refused as a typed error, and every server URL the listener builds from it
  * (the WebSocket, the REST requests) kept under its path, for a Mattermost
  * installed under a sub-path.
@@ -13,7 +13,7 @@ import { InvalidSettingError } from '@platform/rate-limit';
 import fc from 'fast-check';
 import { WebSocketServer } from 'ws';
 import { MattermostRest } from '../../functions/mattermost-listener/rest.ts';
-import { readMattermostUrl, serverUrl } from '../../functions/mattermost-listener/server-url.ts';
+import { readMattermostUrl, serverUrl } from '../../functions/mattermost-listener/settings.ts';
 import { MattermostSocket } from '../../functions/mattermost-listener/socket.ts';
 
 const isSettingError = (error: unknown) => error instanceof InvalidSettingError && error.setting === 'MATTERMOST_URL';
