@@ -225,7 +225,10 @@ describe('ratelimit (the admin CLI)', () => {
     // a per-key override lays over the policy in force, the policy override included
     assert.equal((await ratelimit(['override', 'login-account', 'someone', '{"base": "30 m"}'])).code, 0);
     // over a policy override that ends, it is written, with when it stops applying
-    assert.equal((await ratelimit(['override', 'login-account', '{"max": "1 h", "memory": "1 h"}', '--for', '8h'])).code, 0);
+    assert.equal(
+      (await ratelimit(['override', 'login-account', '{"max": "1 h", "memory": "1 h"}', '--for', '8h'])).code,
+      0,
+    );
     const resting = await ratelimit(['override', 'login-account', 'other', '{"base": "30 m"}', '--json']);
     assert.equal(resting.code, 0, resting.stderr);
     assert.match(resting.stderr, /warning: this override fits only over the policy override, which ends \d{4}-/);
