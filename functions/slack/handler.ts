@@ -8,8 +8,10 @@
  *    addresses, where one workspace's traffic would refuse the others'.
  * 2. `url_verification`: the challenge, echoed.
  * 3. An event: per-workspace (`team_id`) and per-channel windows,
- *    all-or-nothing, scoped by the workspace. A retried `event_id` already
- *    accepted answers 200 and is neither counted nor forwarded again.
+ *    all-or-nothing, scoped by the workspace; the channel window is keyed by
+ *    the event's channel or, for one in no channel, its user (`channelKeyOf`).
+ *    A retried `event_id` already accepted answers 200 and is neither counted
+ *    nor forwarded again.
  *
  * 0. Before anything is counted: a body past 192 KiB is 413, one nested past
  *    64 levels 400, both with `X-Slack-No-Retry: 1` (WEBHOOK_BODY_BOUNDS). A
@@ -18,9 +20,10 @@
  * A refusal is 429 with Retry-After and `X-Slack-No-Retry: 1`: Slack would
  * otherwise retry at +1 min and +5 min into a channel that is over its limit;
  * the event is dropped, counted (Limited) and logged by id. The limiter down
- * is 503 without it, so Slack retries later. The per-channel limit keeps a
- * flooding channel from starving the workspace, so the app's deliveries stay
- * mostly 2xx (Slack disables subscriptions whose deliveries mostly fail).
+ * is 503 without it, so Slack retries later. The per-channel limit (per user
+ * for an event in no channel) keeps a flooding channel or user from starving
+ * the workspace, so the app's deliveries stay mostly 2xx (Slack disables
+ * subscriptions whose deliveries mostly fail).
  */
 import { header } from '@platform/rate-limit/middleware';
 import * as v from 'valibot';
@@ -39,24 +42,64 @@ const UrlVerification = v.looseObject({
 });
 
 /**
- * The channel an event names: its id, or (channel_created, channel_rename,
- * group_rename, im_created) the channel itself, an object with its id.
+ * A channel or user as an event names it: its id, or the channel or user
+ * itself, an object with its id (`channel` in channel_created,
+ * channel_rename, group_rename, im_created, shared_channel_invite_*; `user`
+ * in user_change, team_join, user_profile_changed, user_status_changed,
+ * user_huddle_changed).
  */
-const Channel = v.union([
+const IdOrObject = v.union([
   SenderId,
   v.pipe(
     v.looseObject({ id: SenderId }),
-    v.transform((channel) => channel.id),
+    v.transform((named) => named.id),
   ),
 ]);
+
+/**
+ * The fields of an event that may name its channel or its user, each an id
+ * (SenderId: a malformed one is a 400, wherever it is); the rest of the
+ * event is not read.
+ */
+const SlackEvent = v.looseObject({
+  channel: v.optional(IdOrObject),
+  channel_id: v.optional(SenderId),
+  item: v.optional(v.looseObject({ channel: v.optional(SenderId) })),
+  assistant_thread: v.optional(v.looseObject({ channel_id: v.optional(SenderId) })),
+  user: v.optional(IdOrObject),
+  user_id: v.optional(SenderId),
+});
+type SlackEvent = v.InferOutput<typeof SlackEvent>;
 
 /** An Events API delivery: only what the limits key on is read; the rest is handed on as sent. */
 const EventCallback = v.looseObject({
   type: v.literal('event_callback'),
   team_id: SenderId,
   event_id: SenderId,
-  event: v.optional(v.looseObject({ channel: v.optional(Channel) })),
+  event: v.optional(SlackEvent),
 });
+
+/**
+ * Where a user's key in the channel window starts: `/` is in no id
+ * (SenderId), so no channel's key is ever a user's.
+ */
+const USER_KEY = 'user/';
+
+/**
+ * What an event's `slack-channel` window is keyed by: its channel, where
+ * Slack puts it (`channel`, `channel_id`, `item.channel`,
+ * `assistant_thread.channel_id`, looked at in this order); for an event in
+ * no channel, its user (`user`, then `user_id`) as `user/<id>`, so no single
+ * user spends the workspace's window alone; undefined for an event naming
+ * neither (the workspace's window only). Which events put them where, and
+ * why: docs/consumers.md, "Slack" (the one place that says so).
+ */
+function channelKeyOf(event: SlackEvent | undefined): string | undefined {
+  const channel = event?.channel ?? event?.channel_id ?? event?.item?.channel ?? event?.assistant_thread?.channel_id;
+  if (channel !== undefined) return channel;
+  const user = event?.user ?? event?.user_id;
+  return user === undefined ? undefined : `${USER_KEY}${user}`;
+}
 
 /** The workspace and channel windows, decided together, as the route declares them. */
 const [[WORKSPACE, CHANNEL], [UNVERIFIED_IP]] = route.inHandler;
@@ -96,7 +139,7 @@ export const handler = routeHandler(
     const fields = parseBody(event, EventCallback);
     const team = fields.team_id;
     const id = fields.event_id;
-    const channel = fields.event?.channel;
+    const channel = channelKeyOf(fields.event);
     const payload = jsonObjectBody(event); // handed on as Slack sent it
     return acceptOnce(
       {
@@ -104,7 +147,10 @@ export const handler = routeHandler(
         id,
         scope: team,
         payload,
-        limits: [{ policy: WORKSPACE, key: team }, ...(channel ? [{ policy: CHANNEL, key: channel }] : [])],
+        limits: [
+          { policy: WORKSPACE, key: team },
+          ...(channel === undefined ? [] : [{ policy: CHANNEL, key: channel }]),
+        ],
       },
       NO_RETRY,
     );

@@ -51,6 +51,11 @@ function slackEvent(team: string, channel: string, id = `Ev${randomUUID().slice(
   return JSON.stringify({ type: 'event_callback', team_id: team, event_id: id, event: { type: 'message', channel } });
 }
 
+/** An Events API delivery of `event`, as Slack wraps every event type. */
+function slackCallback(team: string, event: Record<string, unknown>, id = `Ev${randomUUID().slice(0, 12)}`) {
+  return JSON.stringify({ type: 'event_callback', team_id: team, event_id: id, event });
+}
+
 const slack = (
   body: string,
   headers: Record<string, string> = signSlackBody(SLACK_SECRET, body),
@@ -157,6 +162,141 @@ describe('Slack webhook (POST /webhooks/slack)', () => {
     const next = await slack(slackEvent(team, 'C024BE91L'));
     assert.match(next.headers.ratelimit ?? '', /"slack-channel";r=58;/, 'the same channel as its id names');
     assert.equal(platform.events().filter((e) => e.id === id).length, 1);
+  });
+
+  it("counts a reaction in its channel's window (`item.channel`): the 61st in one channel is refused by slack-channel, another channel's message passes", async () => {
+    const team = `T${randomUUID().slice(0, 8)}`;
+    // Slack's own example of reaction_added: its channel only in `item.channel`
+    const reaction = () =>
+      slackCallback(team, {
+        type: 'reaction_added',
+        user: 'U123ABC456',
+        reaction: 'thumbsup',
+        item_user: 'U222222222',
+        item: { type: 'message', channel: 'CF', ts: '1360782400.498405', channel_type: 'channel' },
+        event_ts: '1360782804.083113',
+      });
+    const statuses: number[] = [];
+    for (let i = 0; i < 61; i++) statuses.push((await slack(reaction())).status);
+    assert.deepEqual(statuses, [...Array(60).fill(200), 429], 'the channel window of CF, 60 a minute');
+    const refused = await slack(reaction());
+    assert.equal(refused.status, 429);
+    assert.equal(refused.json().policy, 'slack-channel');
+    assert.equal(refused.headers['x-slack-no-retry'], '1');
+    const other = await slack(slackEvent(team, 'COTHER'));
+    assert.equal(other.status, 200, 'a message in another channel of the workspace is still admitted');
+    assert.match(other.headers.ratelimit ?? '', /"slack-workspace";r=239;/, '300 - 60 reactions - this message');
+    assert.match(other.headers.ratelimit ?? '', /"slack-channel";r=59;/);
+  });
+
+  it('finds the channel where each event type puts it: `channel_id`, `item.channel`, `assistant_thread.channel_id`', async () => {
+    const team = `T${randomUUID().slice(0, 8)}`;
+    const events: [string, (channel: string) => Record<string, unknown>][] = [
+      [
+        'file_shared',
+        (c) => ({ type: 'file_shared', channel_id: c, file_id: 'F1', user_id: 'U1', file: { id: 'F1' } }),
+      ],
+      ['call_rejected', (c) => ({ type: 'call_rejected', call_id: 'R1', user_id: 'U1', channel_id: c })],
+      [
+        'message_metadata_posted',
+        (c) => ({ type: 'message_metadata_posted', app_id: 'A1', user_id: 'U1', team_id: team, channel_id: c }),
+      ],
+      [
+        'pin_added',
+        (c) => ({
+          type: 'pin_added',
+          user: 'U1',
+          channel_id: c,
+          item: { type: 'message', channel: c, created_by: 'U1' },
+        }),
+      ],
+      ['reaction_removed', (c) => ({ type: 'reaction_removed', user: 'U1', item: { type: 'message', channel: c } })],
+      ['star_added (a channel)', (c) => ({ type: 'star_added', user: 'U1', item: { type: 'channel', channel: c } })],
+      [
+        'assistant_thread_started',
+        (c) => ({
+          type: 'assistant_thread_started',
+          assistant_thread: { user_id: 'U1', context: { channel_id: 'CCONTEXT' }, channel_id: c, thread_ts: '1.2' },
+        }),
+      ],
+    ];
+    for (const [index, [what, event]] of events.entries()) {
+      const channel = `CWHERE${index}`;
+      const answer = await slack(slackCallback(team, event(channel)));
+      assert.equal(answer.status, 200, `${what}: ${answer.body}`);
+      assert.match(answer.headers.ratelimit ?? '', /"slack-channel";r=59;/, `${what}: counted in its channel`);
+      const next = await slack(slackEvent(team, channel));
+      assert.match(next.headers.ratelimit ?? '', /"slack-channel";r=58;/, `${what}: the window of ${channel}`);
+    }
+  });
+
+  it("limits an event in no channel per user (user_change, team_join: `user` an object; dnd_updated: an id; file_public: `user_id`), apart from any channel's window", async () => {
+    const team = `T${randomUUID().slice(0, 8)}`;
+    const userChange = (id: string) =>
+      slackCallback(team, {
+        type: 'user_change',
+        user: { id, team_id: team, name: 'flood', profile: { status_text: 'toggling' } },
+        cache_ts: 1_700_000_000,
+        event_ts: '1700000000.000100',
+      });
+    const statuses: number[] = [];
+    for (let i = 0; i < 61; i++) statuses.push((await slack(userChange('UFLOOD'))).status);
+    assert.deepEqual(statuses, [...Array(60).fill(200), 429], 'the window of user UFLOOD, 60 a minute');
+    const refused = await slack(userChange('UFLOOD'));
+    assert.equal(refused.json().policy, 'slack-channel');
+    assert.equal(refused.headers['x-slack-no-retry'], '1');
+    for (const [what, event] of [
+      ['dnd_updated (`user` an id)', { type: 'dnd_updated', user: 'UFLOOD', dnd_status: { dnd_enabled: true } }],
+      ['file_public (`user_id`)', { type: 'file_public', file_id: 'F1', user_id: 'UFLOOD', file: { id: 'F1' } }],
+    ] as const) {
+      const answer = await slack(slackCallback(team, event));
+      assert.equal(answer.status, 429, `${what}: the same user's window`);
+      assert.equal(answer.json().policy, 'slack-channel');
+    }
+    const other = await slack(userChange('UOTHER'));
+    assert.equal(other.status, 200, 'another user of the workspace passes');
+    assert.match(other.headers.ratelimit ?? '', /"slack-channel";r=59;/);
+    const joined = await slack(slackCallback(team, { type: 'team_join', user: { id: 'UNEW', name: 'new' } }));
+    assert.match(joined.headers.ratelimit ?? '', /"slack-channel";r=59;/, "a new user's own window");
+    const sameName = await slack(slackEvent(team, 'UFLOOD'));
+    assert.equal(sameName.status, 200, "a channel whose id is the user's never shares the user's window");
+    assert.match(sameName.headers.ratelimit ?? '', /"slack-channel";r=59;/);
+    const neither = await slack(slackCallback(team, { type: 'emoji_changed', subtype: 'add', name: 'x' }));
+    assert.equal(neither.status, 200, 'an event naming neither channel nor user');
+    assert.doesNotMatch(neither.headers.ratelimit ?? '', /slack-channel/, 'counted in the workspace window only');
+    assert.match(neither.headers.ratelimit ?? '', /"slack-workspace";r=\d+;/);
+  });
+
+  it('answers 400 to a malformed channel or user wherever the event puts it, as to a malformed `channel`: nothing counted, nothing handed on', async () => {
+    const team = `T${randomUUID().slice(0, 8)}`;
+    const cases: [string, Record<string, unknown>][] = [
+      [
+        'item.channel an object',
+        { type: 'reaction_added', user: 'U1', item: { type: 'message', channel: { id: 'C1' } } },
+      ],
+      ['item.channel too long', { type: 'reaction_added', user: 'U1', item: { channel: 'C'.repeat(129) } }],
+      ["item.channel another key's state", { type: 'reaction_added', user: 'U1', item: { channel: 'C1:holds' } }],
+      ['channel_id an array', { type: 'file_shared', channel_id: ['C1'], user_id: 'U1' }],
+      ['channel_id past a safe integer', { type: 'pin_added', channel_id: 1e300, user: 'U1' }],
+      [
+        'assistant_thread.channel_id an object',
+        { type: 'assistant_thread_started', assistant_thread: { channel_id: {} } },
+      ],
+      ['user an object without its id', { type: 'user_change', user: { name: 'x' } }],
+      ['user id too long', { type: 'team_join', user: { id: 'U'.repeat(129) } }],
+      ['user id with a space', { type: 'dnd_updated', user: 'U1 U2' }],
+      ["user another key's state", { type: 'dnd_updated', user: 'U1:rate' }],
+      ['user_id an object', { type: 'file_public', user_id: { id: 'U1' } }],
+    ];
+    for (const [what, event] of cases) {
+      const id = `Ev${randomUUID().slice(0, 12)}`;
+      const answer = await slack(slackCallback(team, event, id));
+      assert.equal(answer.status, 400, `${what}: ${answer.body}`);
+      assert.equal(answer.json().error, 'bad_request');
+      assert.equal(platform.events().filter((e) => e.id === id).length, 0, `${what}: not handed on`);
+    }
+    const first = await slack(slackEvent(team, 'C1'));
+    assert.match(first.headers.ratelimit ?? '', /"slack-workspace";r=299;/, 'none of them was counted');
   });
 
   it('logs a refused event by its event_id: it is dropped (X-Slack-No-Retry), and the log is all that is left of it', async () => {
@@ -477,7 +617,27 @@ describe('Webhooks: signed hostile payloads reach the parsing', () => {
                 fc.uuid().map((u) => `Ev${u.slice(0, 8)}`),
                 hostile,
               ),
-              event: fc.oneof(fc.record({ channel: fc.oneof(fc.constant('CF'), hostile) }), hostile),
+              event: fc.oneof(
+                fc.record(
+                  {
+                    channel: fc.oneof(
+                      fc.constant('CF'),
+                      fc.record({ id: fc.oneof(fc.constant('CF'), hostile) }),
+                      hostile,
+                    ),
+                    channel_id: fc.oneof(fc.constant('CF'), hostile),
+                    item: fc.oneof(fc.record({ channel: fc.oneof(fc.constant('CF'), hostile) }), hostile),
+                    assistant_thread: fc.oneof(
+                      fc.record({ channel_id: fc.oneof(fc.constant('CF'), hostile) }),
+                      hostile,
+                    ),
+                    user: fc.oneof(fc.constant('UF'), fc.record({ id: fc.oneof(fc.constant('UF'), hostile) }), hostile),
+                    user_id: fc.oneof(fc.constant('UF'), hostile),
+                  },
+                  { requiredKeys: [] },
+                ),
+                hostile,
+              ),
             },
             { requiredKeys: [] },
           ),
@@ -487,6 +647,95 @@ describe('Webhooks: signed hostile payloads reach the parsing', () => {
       { numRuns: runs },
     );
     t.diagnostic(`${runs} signed Slack payloads, none answered 5xx`);
+  });
+
+  it('counts a signed event in the window of the channel or user it names, in the documented order, and answers 400 to any malformed one', async (t) => {
+    const runs = 150;
+    /** A field's value, and the id it names (undefined: malformed, a 400). */
+    type Field = { readonly value: unknown; readonly id: string | undefined };
+    const validId = fc.oneof(
+      fc.stringMatching(/^[A-Z0-9._-]{1,16}$/),
+      fc.nat().map(String), // Slack's ids are strings; a safe integer is taken as its digits
+    );
+    const asSent = (id: string): unknown => (/^(0|[1-9]\d{0,14})$/.test(id) ? Number(id) : id);
+    // never an id (SenderId) nor an object with one: a 400 wherever it is (an id the limiter refuses as a key, `C1:holds`,
+    // is a 400 only when it is the key: the 400 tests above)
+    const malformedId = fc.oneof(
+      fc.constantFrom<unknown>(null, true, 1.5, 1e300, '', 'C 1', 'x'.repeat(129), [], ['C1'], {}),
+      hostile.filter(
+        (value) =>
+          !(typeof value === 'string' && /^[A-Za-z0-9._:-]{1,128}$/.test(value)) &&
+          !(typeof value === 'number' && Number.isSafeInteger(value)) &&
+          !(typeof value === 'object' && value !== null && Object.hasOwn(value, 'id')),
+      ),
+    );
+    // mostly well-formed, so that about half the events are admitted and their keys compared
+    const id: fc.Arbitrary<Field> = fc.oneof(
+      { arbitrary: validId.map((v) => ({ value: asSent(v), id: v })), weight: 10 },
+      { arbitrary: malformedId.map((value) => ({ value, id: undefined })), weight: 1 },
+    );
+    /** `channel` and `user` may also be the channel or user itself, an object with its id. */
+    const idOrObject: fc.Arbitrary<Field> = fc.oneof(
+      { arbitrary: id, weight: 6 },
+      { arbitrary: validId.map((v) => ({ value: { id: asSent(v), name: 'n' }, id: v })), weight: 3 },
+      { arbitrary: malformedId.map((bad) => ({ value: { id: bad, name: 'n' }, id: undefined })), weight: 1 },
+    );
+    const seen = { refused: 0, workspaceOnly: 0, channel: 0, user: 0 };
+    type Fields = Partial<
+      Record<'channel' | 'channel_id' | 'item_channel' | 'assistant_thread_channel_id' | 'user' | 'user_id', Field>
+    >;
+    const fields: fc.Arbitrary<Fields> = fc.oneof(
+      fc.record(
+        {
+          channel: idOrObject,
+          channel_id: id,
+          item_channel: id,
+          assistant_thread_channel_id: id,
+          user: idOrObject,
+          user_id: id,
+        },
+        { requiredKeys: [] },
+      ),
+      // an event in no channel (user_change, file_public, …)
+      fc.record({ user: idOrObject, user_id: id }, { requiredKeys: [] }),
+    );
+    await fc.assert(
+      fc.asyncProperty(fields, async (f) => {
+        const team = `T${randomUUID().slice(0, 8)}`;
+        const event: Record<string, unknown> = { type: 'fuzzed_event' };
+        if (f.channel) event.channel = f.channel.value;
+        if (f.channel_id) event.channel_id = f.channel_id.value;
+        if (f.item_channel) event.item = { type: 'message', channel: f.item_channel.value };
+        if (f.assistant_thread_channel_id)
+          event.assistant_thread = { channel_id: f.assistant_thread_channel_id.value, thread_ts: '1.2' };
+        if (f.user) event.user = f.user.value;
+        if (f.user_id) event.user_id = f.user_id.value;
+        const body = slackCallback(team, event);
+        const answer = await slack(body);
+        const given = Object.values(f).filter((field) => field !== undefined);
+        if (given.some((field) => field.id === undefined)) {
+          assert.equal(answer.status, 400, `a malformed field: ${body} → ${answer.status} ${answer.body}`);
+          seen.refused++;
+          return;
+        }
+        assert.equal(answer.status, 200, `${body}: ${answer.body}`);
+        const channel = f.channel?.id ?? f.channel_id?.id ?? f.item_channel?.id ?? f.assistant_thread_channel_id?.id;
+        const user = f.user?.id ?? f.user_id?.id;
+        const key = channel ?? (user === undefined ? undefined : `user/${user}`);
+        if (key === undefined) {
+          assert.doesNotMatch(answer.headers.ratelimit ?? '', /slack-channel/, `${body}: workspace window only`);
+          seen.workspaceOnly++;
+          return;
+        }
+        seen[channel === undefined ? 'user' : 'channel']++;
+        assert.match(answer.headers.ratelimit ?? '', /"slack-channel";r=59;/, body);
+        const peeked = await sharedPlatform().limiter.peek([{ policy: 'slack-channel', key }], { scope: team });
+        assert.ok(peeked.decided, peeked.outcome);
+        assert.equal(peeked.limits[0]?.remaining, 59, `${body}: counted under ${key}`);
+      }),
+      { numRuns: runs },
+    );
+    t.diagnostic(`${runs} signed events, each counted under the key its fields name: ${JSON.stringify(seen)}`);
   });
 
   it('answers 400 to a Telegram update whose chat id the limiter refuses as a key', async () => {
