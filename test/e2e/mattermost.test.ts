@@ -29,6 +29,7 @@ import type { AcceptedEvent, EventSink } from '../../functions/shared/sink.ts';
 import { type MattermostServer, startMattermostServer } from '../../scripts/mattermost-server.ts';
 import { type RedisProcess, startRedis } from '../../scripts/redis-process.ts';
 import { clusterSettings, testRedisClient } from '../support/targets.ts';
+import { within } from '../support/within.ts';
 
 class MemorySink implements EventSink {
   readonly events: AcceptedEvent[] = [];
@@ -65,19 +66,6 @@ const undecided: Degraded = {
 
 /** A limiter whose checks `checkOnce` answers (the listener asks nothing else). */
 const limiterOf = (checkOnce: Limiter['checkOnce']) => ({ checkOnce }) as unknown as Limiter;
-
-/** Fails if `work` has not settled within `ms` (a hang, not a timing: the bound is far above what it takes). */
-async function within<T>(work: Promise<T>, ms: number, what: string): Promise<T> {
-  let timer: NodeJS.Timeout | undefined;
-  const late = new Promise<never>((_, reject) => {
-    timer = setTimeout(() => reject(new Error(`${what}: not done in ${ms} ms`)), ms);
-  });
-  try {
-    return await Promise.race([work, late]);
-  } finally {
-    clearTimeout(timer);
-  }
-}
 
 /** Resolves once `condition` holds, checking on every turn of the event loop (no fixed sleeps). */
 async function until(condition: () => boolean, timeoutMs = 10_000): Promise<number> {

@@ -22,8 +22,8 @@ import type { APIGatewayProxyResult } from 'aws-lambda';
 import { PLATFORM_POLICIES } from '../../config/catalogue.ts';
 import type { CredentialStore, Verification } from '../../functions/login/credentials.ts';
 import { FileCredentialStore } from '../../functions/login/credentials.ts';
-import { DEVICE_COOKIE } from '../../functions/login/device-cookie.ts';
 import { createPlatform, usePlatform } from '../../functions/shared/platform.ts';
+import { deviceCookieSet, loginEvent } from '../support/login-event.ts';
 import { countingCommands, pinnedLimiter, type TestClock, targets } from '../support/targets.ts';
 
 const PREFIX = '/ratelimit/test-login';
@@ -86,28 +86,17 @@ interface Attempt {
   readonly body: string;
 }
 
-let requestId = 0;
 async function attempt(from: string, who: { email: string; password: string }, cookie?: string): Promise<Attempt> {
-  const response = await handler(
-    {
-      httpMethod: 'POST',
-      path: '/auth/login',
-      resource: '/auth/login',
-      headers: { 'Content-Type': 'application/json', ...(cookie ? { Cookie: `${DEVICE_COOKIE}=${cookie}` } : {}) },
-      body: JSON.stringify(who),
-      isBase64Encoded: false,
-      requestContext: { identity: { sourceIp: from }, requestId: `r${requestId}` },
-    },
-    { awsRequestId: `req-${++requestId}`, getRemainingTimeInMillis: () => 10_000 },
-  );
+  const { event, context } = loginEvent(from, who, cookie);
+  const response = await handler(event, context);
   const body = JSON.parse(response.body) as { policy?: string };
   const headers = (response.headers ?? {}) as Record<string, string>;
-  const set = headers['Set-Cookie'];
+  const set = deviceCookieSet(headers);
   return {
     status: response.statusCode,
     ...(body.policy ? { policy: body.policy } : {}),
     retryAfterS: Number(headers['Retry-After'] ?? 0),
-    ...(set ? { cookie: set.slice(DEVICE_COOKIE.length + 1, set.indexOf(';')) } : {}),
+    ...(set ? { cookie: set } : {}),
     body: response.body,
   };
 }

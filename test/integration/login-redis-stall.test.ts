@@ -15,9 +15,9 @@ import { PolicyStore } from '@platform/rate-limit/config';
 import type { APIGatewayProxyResult } from 'aws-lambda';
 import { PLATFORM_POLICIES } from '../../config/catalogue.ts';
 import { FileCredentialStore, type Verification } from '../../functions/login/credentials.ts';
-import { DEVICE_COOKIE } from '../../functions/login/device-cookie.ts';
 import { createPlatform, usePlatform } from '../../functions/shared/platform.ts';
 import { type ProxiedNode, proxiedNode } from '../support/cut-after-run.ts';
+import { deviceCookieSet, loginEvent } from '../support/login-event.ts';
 
 const PREFIX = '/ratelimit/test-login-stall';
 const USERS = new URL('../../config/local-users.json', import.meta.url).pathname;
@@ -73,22 +73,10 @@ after(async () => {
   for (const cleanup of cleanups.reverse()) await cleanup();
 });
 
-let n = 0;
 async function attempt(from: string, who: { email: string; password: string }, cookie?: string) {
-  const response = await handler(
-    {
-      httpMethod: 'POST',
-      path: '/auth/login',
-      resource: '/auth/login',
-      headers: { 'Content-Type': 'application/json', ...(cookie ? { Cookie: `${DEVICE_COOKIE}=${cookie}` } : {}) },
-      body: JSON.stringify(who),
-      isBase64Encoded: false,
-      requestContext: { identity: { sourceIp: from }, requestId: `r${++n}` },
-    },
-    { awsRequestId: `req-${n}`, getRemainingTimeInMillis: () => 10_000 },
-  );
-  const set = ((response.headers ?? {}) as Record<string, string>)['Set-Cookie'];
-  return { status: response.statusCode, cookie: set?.slice(DEVICE_COOKIE.length + 1, set.indexOf(';')) };
+  const { event, context } = loginEvent(from, who, cookie);
+  const response = await handler(event, context);
+  return { status: response.statusCode, cookie: deviceCookieSet(response.headers) };
 }
 
 /** The device's failures as Redis holds them, once every command sent so far has run (a reply after them). */

@@ -5,6 +5,7 @@ import { after, before, describe, test } from 'node:test';
 import fc from 'fast-check';
 import { type WebSocket, WebSocketServer } from 'ws';
 import { MattermostSocket } from '../../functions/mattermost-listener/socket.ts';
+import { within } from '../support/within.ts';
 
 // The listener's socket reads whatever a server (or anything in between) sends.
 // Any text frame must be ignored or understood: a throw in the frame handler
@@ -128,19 +129,6 @@ test('arbitrary text and JSON frames are ignored or read as posts, never thrown 
     { numRuns: 50 },
   );
 });
-
-/** Fails if `work` has not settled within `ms` (a hang, not a timing: the bound is far above what it takes). */
-async function within<T>(work: Promise<T>, ms: number, what: string): Promise<T> {
-  let timer: NodeJS.Timeout | undefined;
-  const late = new Promise<never>((_, reject) => {
-    timer = setTimeout(() => reject(new Error(`${what}: not done in ${ms} ms`)), ms);
-  });
-  try {
-    return await Promise.race([work, late]);
-  } finally {
-    clearTimeout(timer);
-  }
-}
 
 const ignoring = { authenticated: () => {}, authenticationFailed: () => {}, posted: () => {} };
 
