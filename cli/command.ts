@@ -75,6 +75,17 @@ export interface CommandSpec<O extends ParseArgsOptionsConfig = ParseArgsOptions
 export const defineCommand = <const O extends ParseArgsOptionsConfig>(spec: CommandSpec<O>): CommandSpec =>
   spec as unknown as CommandSpec;
 
+/**
+ * The message for a word that names nothing the CLI knows (a command, a
+ * policy, an option): what it could have been, never the word itself. A word
+ * out of place is often a key, an API key or an email (`inspect rk_… api-key`,
+ * its arguments swapped), and the admin function logs every message the CLI
+ * writes: repeated here, it would be in CloudWatch.
+ */
+export function unknownName(kind: string, known: readonly string[]): string {
+  return `unknown ${kind} (not one of ${known.join(', ')}; what was given is not repeated: a word out of place may be a key or a secret)`;
+}
+
 /** A duration flag's value (`30s`, `8h`, `1.5m`) in ms; undefined when it is not one. */
 export function durationFlag(text: string): number | undefined {
   return parseDuration(text.replace(/^(\d+(?:\.\d+)?)(ms|s|m|h)$/, '$1 $2'));

@@ -16,7 +16,7 @@
  */
 import { type ParseArgsOptionsConfig, parseArgs } from 'node:util';
 import { InvalidCheckError, InvalidPolicyError, MisconfiguredCheckError, RateLimitError } from '@platform/rate-limit';
-import { CliError, type CommandSpec, EXIT, RedisUnavailableError, SHARED_OPTIONS } from './command.ts';
+import { CliError, type CommandSpec, EXIT, RedisUnavailableError, SHARED_OPTIONS, unknownName } from './command.ts';
 import { apiKey } from './commands/api-key.ts';
 import { inspect } from './commands/inspect.ts';
 import { override } from './commands/override.ts';
@@ -64,15 +64,39 @@ export function usage(): string {
   ].join('\n');
 }
 
+/**
+ * The command line parsed; an option no command knows is a usage error that
+ * names the options, not the word (parseArgs' own message repeats it, and a
+ * word out of place may be a secret: cli/command.ts, unknownName).
+ */
+function parsed(argv: string[]) {
+  try {
+    return parseArgs({ args: argv, allowPositionals: true, strict: true, options: OPTIONS });
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code === 'ERR_PARSE_ARGS_UNKNOWN_OPTION') {
+      const names = Object.entries(OPTIONS).map(([name, { short }]) => `--${name}${short ? ` (-${short})` : ''}`);
+      throw new CliError(EXIT.usage, unknownName('option', names));
+    }
+    throw error;
+  }
+}
+
 async function run(argv: string[], io: CliOutput): Promise<number> {
-  const { values, positionals } = parseArgs({ args: argv, allowPositionals: true, strict: true, options: OPTIONS });
+  const { values, positionals } = parsed(argv);
   const [name, ...rest] = positionals;
   if (values.help || name === undefined || name === 'help') {
     io.stdout(`${usage()}\n`);
     return name === undefined && !values.help ? EXIT.usage : EXIT.ok;
   }
   const command = COMMANDS.find((c) => c.name === name);
-  if (!command) throw new CliError(EXIT.usage, `unknown command "${name}"\n\n${usage()}`);
+  if (!command)
+    throw new CliError(
+      EXIT.usage,
+      `${unknownName(
+        'command',
+        COMMANDS.map((c) => c.name),
+      )}\n\n${usage()}`,
+    );
   const context = await openContext(
     { ssm: values.ssm === true, json: values.json === true, redis: command.redis === true },
     io,

@@ -25,12 +25,12 @@ import {
   readSettings,
   spansRegions,
 } from '@platform/rate-limit/config';
-import { authenticateFromSecret, ioredisConnection, secretReader } from '@platform/rate-limit/redis';
+import { authenticateFromSecret, guardedRedis, ioredisConnection, secretReader } from '@platform/rate-limit/redis';
 import { createRegionalLimiter } from '@platform/rate-limit/regions';
 import { PLATFORM_POLICIES } from '../config/catalogue.ts';
 import { localDataDir, localRedisPortFile, rememberedRedisPort } from '../config/local-data.ts';
 import { secretFolder } from '../config/secrets.ts';
-import { CliError, EXIT, RedisUnavailableError } from './command.ts';
+import { CliError, EXIT, RedisUnavailableError, unknownName } from './command.ts';
 
 /** Where a run writes: the terminal for `npx ratelimit`, the answer for the admin function. */
 export interface CliOutput {
@@ -38,6 +38,13 @@ export interface CliOutput {
   stderr(text: string): void;
   /** Who runs it, for the audit lines. @default the OS user */
   readonly who?: string;
+  /**
+   * The access key id the caller signed with (the admin function's caller),
+   * in each audit line beside `who`: CloudTrail traces it to the AssumeRole
+   * that issued it, whatever session name the caller chose. An identifier,
+   * not a secret (without its secret access key it signs nothing).
+   */
+  readonly accessKey?: string;
   /** Told of each write's audit record as it is logged (the admin function notifies the operators). */
   readonly onAudit?: (record: AuditRecord) => void;
 }
@@ -78,7 +85,15 @@ export function out(context: Context, human: string, data: unknown): void {
 /** One JSON line per write: who, what, before, after (never a raw key). */
 export function audit(context: Context, what: string, detail: Record<string, unknown>): void {
   const who = context.io.who ?? userInfo().username;
-  const record: AuditRecord = { audit: 'ratelimit', who, what, at: new Date().toISOString(), ...detail };
+  const { accessKey } = context.io;
+  const record: AuditRecord = {
+    audit: 'ratelimit',
+    who,
+    ...(accessKey === undefined ? {} : { accessKey }),
+    what,
+    at: new Date().toISOString(),
+    ...detail,
+  };
   context.io.stderr(`${JSON.stringify(record)}\n`);
   context.io.onAudit?.(record);
 }
@@ -179,6 +194,49 @@ export function storeNameOf(context: Context, policy: CompiledPolicy): 'home' | 
 export function storeOf(context: Context, policy: CompiledPolicy): RedisClient {
   const regional = context.redis as RedisClient;
   return storeNameOf(context, policy) === 'home' ? (context.homeRedis ?? regional) : regional;
+}
+
+/**
+ * The policy a command was given, when the store knows it; otherwise `code`
+ * (a usage error, or for `override` a refusal, as before) with a message that
+ * names the policies but not the word given: a policy position holding an API
+ * key or an email (arguments swapped) must not put it in the admin function's
+ * log, as the layer's own "unknown rate-limit policy" message would.
+ */
+export function knownPolicy(context: Context, given: string, code: number = EXIT.usage): string {
+  const names = context.store.policyNames();
+  if (!names.includes(given)) throw new CliError(code, unknownName('policy', names));
+  return given;
+}
+
+/**
+ * How long a raw command of the CLI (a counter's TTL, a strategy's fields,
+ * `reset`'s DEL) waits for its reply. A reply takes a millisecond; during a
+ * failover, or on a connection whose packets vanish, it never comes, and
+ * ioredis would wait for it for ever (the clients have no command timeout: the
+ * checks have their own deadline). Bounded, a `reset` whose DEL is not
+ * answered ends as `outcome: "unknown"`, audited and notified, long before
+ * the admin function's 30 s timeout would kill it unaudited: at worst the
+ * connection's wait (5 s), two peeks (their policy's budget) and five raw
+ * commands under this one, about 10 s.
+ */
+export const COMMAND_BUDGET_MS = 1000;
+
+/**
+ * Raw commands on the store holding a policy's counter, under that client's
+ * deadline guard (the one its checks use: '@platform/rate-limit/redis'
+ * guardedRedis): their reply by COMMAND_BUDGET_MS, or a RedisUnavailableError
+ * saying why there is none (`timeout`: sent and unanswered, it may still
+ * run; `auditedWrite` audits such a write as outcome unknown).
+ */
+export async function onStore<T>(
+  context: Context,
+  policy: CompiledPolicy,
+  work: (redis: RedisClient) => Promise<T>,
+): Promise<T> {
+  const answer = await guardedRedis(storeOf(context, policy)).within(COMMAND_BUDGET_MS, work);
+  if (!answer.ok) throw new RedisUnavailableError(answer.reason, storeNameOf(context, policy));
+  return answer.reply;
 }
 
 /** Waits for a store's connection, bounded: an operator's first command should not degrade within a 100 ms budget. */

@@ -8,7 +8,7 @@ import { readSettings } from '@platform/rate-limit/config';
 import { counterKey, type StrategyOperation, unitOf } from '@platform/rate-limit/policy';
 import { ringKey } from '@platform/rate-limit/regions';
 import { RedisUnavailableError } from './command.ts';
-import { type Context, limiterOf, storeNameOf, storeOf } from './context.ts';
+import { type Context, limiterOf, onStore, storeNameOf } from './context.ts';
 
 /** Whether a policy is decided by each region on its own store (shares, approximate) in a multi-region stage. */
 export function decidedPerRegion(context: Context, policy: CompiledPolicy): boolean {
@@ -38,15 +38,14 @@ export async function keyState(context: Context, policyName: string, key: string
     ...describe(await limiter.peek([{ policy: policyName, key }], options), storeNameOf(context, policy)),
   };
   const counter = counterKey(policy, key, scope);
-  const redis = storeOf(context, policy);
   // a policy this region decides alone (shares, approximate) keeps its state in this region's ring
-  state.ttlMs = await redis.pttl(
-    decidedPerRegion(context, policy) ? ringKey(counter, readSettings().regions.region) : counter,
-  );
+  const ttlKey = decidedPerRegion(context, policy) ? ringKey(counter, readSettings().regions.region) : counter;
+  // each raw read bounded (onStore): a store that does not answer is a RedisUnavailableError, not a hang
+  state.ttlMs = await onStore(context, policy, (redis) => redis.pttl(ttlKey));
   // what else its strategy keeps (a runtime rate and its expiry, a backoff's failures)
   const reader = {
-    pttl: (k: string) => redis.pttl(k),
-    hmget: (k: string, ...fields: string[]) => redis.hmget(k, ...fields),
+    pttl: (k: string) => onStore(context, policy, (redis) => redis.pttl(k)),
+    hmget: (k: string, ...fields: string[]) => onStore(context, policy, (redis) => redis.hmget(k, ...fields)),
     operate: async <I, O>(operation: StrategyOperation<never, I, O>, input: I) => {
       const answer = await limiter.operate(operation, policyName, key, input, options);
       return answer.decided ? answer.result : undefined;

@@ -1,6 +1,6 @@
 /** `inspect <policy> <key>`: where one key of a policy stands, without debiting it. */
 import { CliError, defineCommand, EXIT } from '../command.ts';
-import { out } from '../context.ts';
+import { knownPolicy, out } from '../context.ts';
 import { keyState, stateTable } from '../key-state.ts';
 import { keyOf, scopeOf } from '../keys.ts';
 
@@ -13,6 +13,7 @@ export const inspect = defineCommand({
   async run(context, rest, values) {
     const [policy, given] = rest;
     if (!policy) throw new CliError(EXIT.usage, 'inspect <policy> <key>');
+    knownPolicy(context, policy);
     const key = keyOf(context, given, values);
     const state = await keyState(context, policy, key, scopeOf(key, values));
     out(context, stateTable(state), state);

@@ -6,7 +6,7 @@
 import { RateLimitError } from '@platform/rate-limit';
 import { folderPrefix, overrideParameter, parseIsoTime, type ValidatedOverride } from '@platform/rate-limit/config';
 import { CliError, defineCommand, durationFlag, EXIT } from '../command.ts';
-import { audit, auditedWrite, out } from '../context.ts';
+import { audit, auditedWrite, knownPolicy, out } from '../context.ts';
 import { keyOf } from '../keys.ts';
 
 /**
@@ -17,14 +17,49 @@ import { keyOf } from '../keys.ts';
  */
 function untilOf(text: unknown, given: string, malformedCode: number, now: number): number {
   const at = typeof text === 'string' ? parseIsoTime(text) : undefined;
+  // what was given is not repeated (a word out of place may be a secret: cli/command.ts, unknownName)
   if (at === undefined)
     throw new CliError(
       malformedCode,
-      `${given} takes a real ISO 8601 time such as 2026-12-02T06:00Z, not ${JSON.stringify(text)}`,
+      `${given} takes a real ISO 8601 time such as 2026-12-02T06:00Z; what was given (${typeof text === 'string' ? `${text.length} characters` : text === null ? 'null' : typeof text}) is not one`,
     );
   if (at <= now)
     throw new CliError(EXIT.refused, `${given} ${String(text)} has passed: the override would never apply`);
   return at;
+}
+
+/**
+ * Why a text that JSON.parse refused is not JSON, and where, without any of
+ * the text: V8's own message quotes it (`Unexpected token 'a', "ann@corp.io"
+ * is not valid JSON`), and the admin function logs every message, so a key or
+ * an email typed where the JSON goes would land in its log. Where: the first
+ * character no JSON value can continue with, found as the end of the longest
+ * prefix JSON.parse still reads as a value cut short.
+ */
+export function notJsonReason(text: string): string {
+  const mayContinue = (length: number): boolean => {
+    try {
+      JSON.parse(text.slice(0, length));
+      return true;
+    } catch (error) {
+      const message = (error as Error).message;
+      if (message.includes('end of JSON input')) return true;
+      const at = /at position (\d+)/.exec(message);
+      return at !== null && Number(at[1]) >= length;
+    }
+  };
+  if (mayContinue(text.length)) return `it ends before its value is complete (${text.length} characters)`;
+  let good = 0; // a prefix that may continue (the empty one does)
+  let bad = text.length; // one that may not
+  while (bad - good > 1) {
+    const middle = Math.floor((good + bad) / 2);
+    if (mayContinue(middle)) good = middle;
+    else bad = middle;
+  }
+  const before = text.slice(0, good);
+  const line = before.split('\n').length;
+  const column = good - before.lastIndexOf('\n');
+  return `unexpected character at position ${good} (line ${line}, column ${column}) of ${text.length}`;
 }
 
 /** When an override written now ends: `--until <ISO time>` or `--for <duration>`; undefined for one that stays. */
@@ -50,6 +85,7 @@ export const override = defineCommand({
     const [given, text] = tail.length >= 2 ? [tail[0], tail[1]] : [undefined, tail[0]];
     if (!policy || text === undefined || tail.length > 2)
       throw new CliError(EXIT.usage, "override <policy> [<key> | --email <email> | --api-key <key>] '<json>'");
+    knownPolicy(context, policy, EXIT.refused); // refused (3), as the store's validation refused it
     // --email/--api-key name the key as for inspect and reset: without them this was a policy-wide override
     const keyed = given !== undefined || values.email !== undefined || values['api-key'] !== undefined;
     const key = keyed ? keyOf(context, given, values) : undefined;
@@ -58,8 +94,8 @@ export const override = defineCommand({
     let patch: unknown;
     try {
       patch = JSON.parse(text);
-    } catch (error) {
-      throw new CliError(EXIT.refused, `not JSON: ${(error as Error).message}`);
+    } catch {
+      throw new CliError(EXIT.refused, `not JSON: ${notJsonReason(text)} (the text is not repeated)`);
     }
     const isObject = typeof patch === 'object' && patch !== null && !Array.isArray(patch);
     if (until !== undefined) {

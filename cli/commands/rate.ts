@@ -1,7 +1,7 @@
 /** `rate <policy> <key> --set N | --increase | --decrease [--pause 30s]`: an adaptive bucket's runtime rate for one key, audited. */
 import type { RateChange } from '@platform/rate-limit';
 import { CliError, defineCommand, durationFlag, EXIT, RedisUnavailableError } from '../command.ts';
-import { audit, auditedWrite, limiterOf, out } from '../context.ts';
+import { audit, auditedWrite, knownPolicy, limiterOf, out } from '../context.ts';
 import { keyOf } from '../keys.ts';
 
 const USAGE = 'rate <policy> <key> --set N | --increase | --decrease [--pause 30s]';
@@ -31,6 +31,7 @@ export const rate = defineCommand({
   async run(context, rest, values) {
     const [policy, given] = rest;
     if (!policy) throw new CliError(EXIT.usage, USAGE);
+    knownPolicy(context, policy);
     const key = keyOf(context, given, values);
     const chosen = [values.set !== undefined, values.increase === true, values.decrease === true].filter(
       Boolean,

@@ -1,7 +1,7 @@
 /** `reset <policy> <key>`: forgets one key of a policy (its counter, budget holds and runtime rate), audited. */
 import { counterKey } from '@platform/rate-limit/policy';
 import { CliError, defineCommand, EXIT } from '../command.ts';
-import { audit, auditedWrite, limiterOf, out, storeOf } from '../context.ts';
+import { audit, auditedWrite, knownPolicy, limiterOf, onStore, out } from '../context.ts';
 import { decidedPerRegion, keyState, keysKeptFor, stateTable } from '../key-state.ts';
 import { keyOf, scopeOf } from '../keys.ts';
 
@@ -15,6 +15,7 @@ export const reset = defineCommand({
   async run(context, rest, values) {
     const [policy, given] = rest;
     if (!policy) throw new CliError(EXIT.usage, 'reset <policy> <key>');
+    knownPolicy(context, policy);
     const key = keyOf(context, given, values);
     const scope = scopeOf(key, values);
     const compiled = limiterOf(context).policyFor(policy, key);
@@ -27,8 +28,9 @@ export const reset = defineCommand({
     }
     const before = await keyState(context, policy, key, scope);
     const counter = counterKey(compiled, key, scope);
+    // bounded (onStore): a DEL whose reply does not come is audited (and notified) as outcome unknown, in time
     await auditedWrite(context, 'reset', { policy, key, before }, () =>
-      storeOf(context, compiled).del(...keysKeptFor(compiled, counter)),
+      onStore(context, compiled, (redis) => redis.del(...keysKeptFor(compiled, counter))),
     );
     const after = await keyState(context, policy, key, scope).catch((error: unknown) => {
       audit(context, 'reset', { policy, key, before, after: 'unread' }); // done; only its state after is not known

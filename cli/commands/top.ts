@@ -9,7 +9,7 @@ import { readFileSync } from 'node:fs';
 import { REFUSAL_LOG, type RefusalRecord } from '@platform/rate-limit/middleware';
 import { LOCAL_REFUSAL_LOG, readRefusalLog } from '../../config/refusal-log.ts';
 import { CliError, defineCommand, durationFlag, EXIT } from '../command.ts';
-import { out } from '../context.ts';
+import { knownPolicy, out } from '../context.ts';
 
 export const top = defineCommand({
   name: 'top',
@@ -19,6 +19,7 @@ export const top = defineCommand({
   async run(context, rest, values) {
     const [policy] = rest;
     if (!policy) throw new CliError(EXIT.usage, 'top <policy> [--since 1h]');
+    knownPolicy(context, policy);
     const sinceMs = durationFlag(values.since ?? '1h');
     if (sinceMs === undefined || sinceMs <= 0)
       throw new CliError(EXIT.usage, '--since takes a duration such as 1h or 15m');

@@ -10,7 +10,8 @@
  *
  * The body is `{"argv": [...]}`; the answer `{ exitCode, stdout, stderr }`
  * (the audit lines of a write in stderr, and in the function's log). The
- * audit lines name the caller Lambda authenticated (identity.ts); a call
+ * audit lines name the caller Lambda authenticated and the access key id they
+ * signed with, which CloudTrail traces to its AssumeRole (identity.ts); a call
  * that names nobody (a direct `lambda:Invoke` of a plain event) is refused
  * with a 403 and runs nothing. A direct invoke of a hand-made URL-shaped
  * event cannot be told from the URL's: only IAM keeps it out (the operator
@@ -159,6 +160,8 @@ export async function handler(
       if (!text.startsWith('{"audit":"ratelimit"')) logLine({ cli: 'stderr', ...requestId, text });
     },
     who: caller.arn,
+    // into each audit line: what CloudTrail traces to the real AssumeRole (a session name is the caller's choice)
+    accessKey: caller.accessKey,
     onAudit: (record) => {
       written.push(record);
       // the log's audit line, built from the record itself, with the request it belongs to
@@ -181,6 +184,7 @@ export async function handler(
           notified: false,
           what: notice.what,
           who: notice.who,
+          accessKey: notice.accessKey,
           reason: (error as Error).name,
           ...requestId,
         });

@@ -4,8 +4,16 @@
  * Lambda, not the caller, fills `requestContext.authorizer.iam` of a function
  * URL event; an event without it (a direct `lambda:Invoke` payload, a URL
  * without IAM auth) names nobody and is refused, so every write the function
- * makes names a person (`arn:aws:sts::<account>:assumed-role/<role>/<session>`,
- * the session being the operator's SSO name).
+ * makes names a principal (`arn:aws:sts::<account>:assumed-role/<role>/<session>`).
+ *
+ * The session name is whatever the caller passed to AssumeRole
+ * (`aws sts assume-role --role-session-name alice` says "alice", whoever runs
+ * it) unless the role's trust policy pins it (`sts:RoleSessionName`,
+ * `sts:SourceIdentity`) or IAM Identity Center issues the session (its session
+ * name is the user's). What ties a call to the real AssumeRole is the
+ * temporary access key id Lambda also hands over (`accessKey`): CloudTrail's
+ * event of the AssumeRole that issued it names who asked for it. It is kept
+ * here and goes into every audit line and notice (docs/runbook.md, "Who did it").
  */
 import * as v from 'valibot';
 
@@ -16,6 +24,14 @@ export interface Caller {
   readonly accountId: string;
   /** The principal's unique id (`AROA…:<session>`): stable across a role's renames. */
   readonly callerId: string;
+  /**
+   * The access key id the request was signed with (`ASIA…` for a role's
+   * session): CloudTrail has the AssumeRole that issued it, and so who really
+   * called, whatever session name they chose. An identifier, not a secret: an
+   * access key id without its secret access key signs nothing, so it may be
+   * logged and sent on the alarm topic.
+   */
+  readonly accessKey: string;
 }
 
 const Arn = v.pipe(v.string(), v.maxLength(2048), v.regex(/^arn:aws[a-z-]*:(iam|sts)::\d{12}:[A-Za-z0-9+=,.@_/:-]+$/));
@@ -29,6 +45,8 @@ const UrlEvent = v.object({
         userArn: Arn,
         accountId: v.pipe(v.string(), v.regex(/^\d{12}$/)),
         callerId: v.pipe(v.string(), v.minLength(1), v.maxLength(256)),
+        // IAM's AccessKeyId: 16-128 word characters (AKIA… long-term, ASIA… temporary); Lambda always gives it
+        accessKey: v.pipe(v.string(), v.regex(/^\w{16,128}$/)),
       }),
     }),
   }),
@@ -76,6 +94,6 @@ export function readAdminRequest(event: unknown): AdminRequest | Refusal {
   }
   const invocation = v.safeParse(Invocation, payload);
   if (!invocation.success) return refuse(400, 'the body must be {"argv": ["<command>", …]} (1–16 words)');
-  const { userArn, accountId, callerId } = requestContext.authorizer.iam;
-  return { refused: false, caller: { arn: userArn, accountId, callerId }, argv: invocation.output.argv };
+  const { userArn, accountId, callerId, accessKey } = requestContext.authorizer.iam;
+  return { refused: false, caller: { arn: userArn, accountId, callerId, accessKey }, argv: invocation.output.argv };
 }

@@ -4,7 +4,8 @@
  * queue, which an EventBridge pipe publishes to the stage's alarm topic
  * (infra/admin-entry.ts). SQS rather than SNS from code: the function sits in
  * isolated subnets with an SQS endpoint already there, and the SDK client is
- * the platform's. The record carries no secret and no key: a key appears as
+ * the platform's. The record carries no secret (the caller's access key id
+ * is an identifier: it signs nothing without its secret key) and no key: a key appears as
  * a digest keyed with the stage's email pepper (keyDigest), enough to match
  * two notices of one key or the audit line in the function's log, useless to
  * replay, and not reversible by whoever reads the topic: an unkeyed hash of
@@ -22,6 +23,12 @@ export interface OperationNotice {
   /** The caller's ARN: the person. */
   readonly who: string;
   readonly callerId: string;
+  /**
+   * The access key id the caller signed with: CloudTrail's AssumeRole that
+   * issued it names who really called (the session name in `who` is theirs to
+   * choose). An identifier, not a secret: without its secret key it signs nothing.
+   */
+  readonly accessKey: string;
   readonly what: string;
   readonly at: string;
   readonly policy: string | undefined;
@@ -73,6 +80,7 @@ export function noticeOf(
       ),
     who: caller.arn,
     callerId: caller.callerId,
+    accessKey: caller.accessKey,
     what: record.what,
     at: record.at,
     policy,

@@ -18,8 +18,11 @@ import { createLimiter } from '@platform/rate-limit';
 import { createPolicyStore, FileParameterSource } from '@platform/rate-limit/config';
 import { mockClient } from 'aws-sdk-client-mock';
 import fc from 'fast-check';
+import type { Redis } from 'ioredis';
+import { newApiKey } from '../../config/api-key.ts';
 import { PLATFORM_POLICIES } from '../../config/catalogue.ts';
 import { keyDigest } from '../../functions/admin/notify.ts';
+import { proxiedNode } from '../support/cut-after-run.ts';
 import { connected, targets } from '../support/targets.ts';
 
 const PATH = '/ratelimit/local';
@@ -28,6 +31,8 @@ const LOCAL_PARAMETERS = new URL('../../config/local-parameters.json', import.me
 const PEPPER = 'local-only-pepper-not-a-secret';
 const QUEUE = 'https://sqs.eu-west-1.amazonaws.com/123456789012/ratelimit-prod-operations';
 const ALICE = 'arn:aws:sts::123456789012:assumed-role/AWSReservedSSO_Operator_0123/alice@example.com';
+/** The temporary access key id Alice signed with (Lambda puts it beside her ARN): an identifier, not a secret. */
+const ACCESS_KEY = 'ASIAEXAMPLEALICE0001';
 const ssm = mockClient(SSMClient);
 const sqs = mockClient(SQSClient);
 let handler: typeof import('../../functions/admin/handler.ts').handler;
@@ -43,7 +48,12 @@ function urlEvent(argv: unknown, caller: string | null = ALICE, method = 'POST')
       ...(caller
         ? {
             authorizer: {
-              iam: { userArn: caller, accountId: '123456789012', callerId: 'AROAEXAMPLE:alice@example.com' },
+              iam: {
+                userArn: caller,
+                accountId: '123456789012',
+                callerId: 'AROAEXAMPLE:alice@example.com',
+                accessKey: ACCESS_KEY,
+              },
             },
           }
         : {}),
@@ -61,6 +71,26 @@ const stageParameters = {
     Value: typeof value === 'string' ? value : JSON.stringify(value),
   })),
 };
+
+/** Sets these variables for the rest of the test, as they were after it. */
+function withEnv(t: { after: (fn: () => unknown) => void }, values: Record<string, string>): void {
+  const saved = Object.fromEntries(Object.keys(values).map((name) => [name, process.env[name]]));
+  Object.assign(process.env, values);
+  t.after(() => {
+    for (const [name, value] of Object.entries(saved)) {
+      if (value === undefined) delete process.env[name];
+      else process.env[name] = value;
+    }
+  });
+}
+
+/** The audit lines among a text's lines. */
+const auditsIn = (text: string) =>
+  text
+    .split('\n')
+    .filter((l) => l.startsWith('{'))
+    .map((l) => JSON.parse(l) as Record<string, unknown>)
+    .filter((l) => l.audit === 'ratelimit');
 
 const answerOf = (result: { statusCode: number; body: string }) => {
   assert.equal(result.statusCode, 200, result.body);
@@ -150,6 +180,7 @@ describe('The admin function (npx ratelimit on a deployed stage, through its IAM
       .map((l) => JSON.parse(l) as Record<string, unknown>)
       .find((l) => l.audit === 'ratelimit');
     assert.equal(audit?.who, ALICE, 'the audit line names the person');
+    assert.equal(audit?.accessKey, ACCESS_KEY, 'and the access key CloudTrail traces to the real AssumeRole');
     const sent = sqs.commandCalls(SendMessageCommand);
     assert.equal(sent.length, 1);
     assert.equal(sent[0]?.args[0].input.QueueUrl, QUEUE);
@@ -157,6 +188,7 @@ describe('The admin function (npx ratelimit on a deployed stage, through its IAM
     const notice = JSON.parse(body) as Record<string, unknown>;
     assert.equal(notice.who, ALICE);
     assert.equal(notice.callerId, 'AROAEXAMPLE:alice@example.com');
+    assert.equal(notice.accessKey, ACCESS_KEY, "the session name is the caller's choice; the access key is not");
     assert.equal(notice.what, 'override');
     assert.equal(notice.policy, 'login-ip');
     assert.deepEqual(notice.change, { limit: 30 });
@@ -206,6 +238,108 @@ describe('The admin function (npx ratelimit on a deployed stage, through its IAM
       assert.doesNotMatch(refused.stderr, /"audit":"ratelimit"/, `${argv[0]}: not done, so not audited`);
     }
     assert.equal(sqs.commandCalls(SendMessageCommand).length, notices, 'nor notified');
+  });
+
+  it("audits and notifies a reset whose DEL is never answered as maybe done, long before the function's 30 s timeout", async (t) => {
+    // the stage's store: a real Redis of its own, reached through the delaying proxy, as a plain node
+    const node = await proxiedNode(t);
+    withEnv(t, {
+      REDIS_URL: `redis://127.0.0.1:${node.proxy.port}`,
+      REDIS_CLUSTER_NODES: '',
+      REDIS_AUTH_SECRET_FILE: '',
+    });
+    const ip = '203.0.113.80';
+    // a counter to reset, its scripts (check and peek) cached on the server, as on a stage that has served
+    const store = createPolicyStore({
+      defaults: PLATFORM_POLICIES,
+      source: new FileParameterSource(LOCAL_PARAMETERS),
+      prefix: PATH,
+    });
+    await store.refresh();
+    const limiter = createLimiter({ redis: node.admin, policies: store });
+    await limiter.check({ policy: 'login-ip', key: ip }, { scope: ip });
+    await limiter.peek([{ policy: 'login-ip', key: ip }], { scope: ip });
+    // Redis stalls its writes once the reset has read the counter (the peek of its state before, seen run): its
+    // reads (PTTL) still answer, its DEL is held, as in a failover or on a connection whose replies vanish
+    const monitor = await (node.admin as Redis).monitor();
+    let stalled = false;
+    monitor.on('monitor', (_time: string, args: string[]) => {
+      if (stalled || !/^eval(sha)?$/i.test(String(args[0])) || !args.some((a) => String(a).includes(ip))) return;
+      stalled = true;
+      node.admin.call('CLIENT', 'PAUSE', '120000', 'WRITE').catch(() => {});
+    });
+    const started = performance.now();
+    let answer: ReturnType<typeof answerOf> | undefined;
+    try {
+      const ran = handler(urlEvent(['reset', 'login-ip', ip, '--scope', ip]), { awsRequestId: 'req-stalled' });
+      const hung = new Promise<undefined>((resolve) => setTimeout(() => resolve(undefined), 20_000).unref());
+      const result = await Promise.race([ran, hung]);
+      assert.ok(result, 'the reset answered within 20 s (the function is killed at 30 s, unaudited)');
+      answer = answerOf(result);
+    } finally {
+      monitor.disconnect();
+      await node.admin.call('CLIENT', 'UNPAUSE');
+    }
+    const elapsedMs = performance.now() - started;
+    assert.ok(stalled, 'the reset read the counter, then its writes were held');
+    assert.ok(elapsedMs < 10_000, `answered in ${Math.round(elapsedMs)} ms: far below the 30 s timeout`);
+    assert.equal(answer.exitCode, 1, answer.stderr);
+    assert.match(answer.stderr, /Redis could not answer \(timeout\)/);
+    const [audit, ...more] = auditsIn(answer.stderr);
+    assert.equal(more.length, 0, answer.stderr);
+    assert.equal(audit?.what, 'reset');
+    assert.equal(audit?.outcome, 'unknown', 'Redis may yet run the DEL');
+    assert.equal(audit?.reason, 'timeout');
+    assert.equal(audit?.who, ALICE);
+    assert.equal(audit?.accessKey, ACCESS_KEY);
+    assert.equal(audit?.key, ip);
+    assert.equal((audit?.before as Record<string, unknown>)?.outcome, 'allowed', 'the state before, read');
+    const sent = sqs.commandCalls(SendMessageCommand);
+    assert.equal(sent.length, 1, 'the operators are told of it');
+    const notice = JSON.parse(String(sent[0]?.args[0].input.MessageBody)) as Record<string, unknown>;
+    assert.deepEqual([notice.what, notice.outcome, notice.requestId], ['reset', 'unknown', 'req-stalled']);
+    assert.match(String(notice.subject), /maybe reset login-ip/);
+  });
+
+  it('logs and answers no API key or email given where a name or the JSON goes (arguments out of place)', async (t) => {
+    const apiKey = newApiKey();
+    const email = `ann-${process.pid}@corp.io`;
+    const logged: string[] = [];
+    t.mock.method(process.stderr, 'write', (chunk: unknown) => {
+      logged.push(String(chunk));
+      return true;
+    });
+    const answers: string[] = [];
+    try {
+      for (const argv of [
+        ['inspect', apiKey, 'api-basic'], // swapped: the key where the policy goes
+        ['inspect', email, 'login-ip'],
+        ['reset', email, '203.0.113.81'],
+        ['rate', apiKey, 'site-1', '--set', '2'],
+        ['override', email, '{"limit":1}'],
+        ['override', 'login-account', email], // the email where the JSON goes
+        ['override', 'api-key', `{"capacity":${apiKey}}`],
+        [apiKey, 'api-key'], // where the command goes
+        ['inspect', 'login-ip', `--${email}`], // where an option goes
+      ]) {
+        const result = await handler(urlEvent(argv), { awsRequestId: 'req-misplaced' });
+        const answer = answerOf(result);
+        assert.ok(answer.exitCode === 2 || answer.exitCode === 3, `${argv[0]}: ${answer.exitCode} ${answer.stderr}`);
+        answers.push(result.body);
+      }
+    } finally {
+      t.mock.restoreAll();
+    }
+    const log = logged.join('');
+    // whole, or the 10 characters V8's JSON message quotes
+    for (const secret of [apiKey, apiKey.slice(0, 10), email, email.split('@')[0] as string]) {
+      const line = log.split('\n').find((l) => l.includes(secret));
+      assert.equal(line, undefined, `${secret} is in the function's log`);
+      for (const body of answers) assert.ok(!body.includes(secret), `${secret} is in an answer: ${body}`);
+    }
+    assert.match(log, /unknown policy \(not one of /, 'the refusals are logged, without the word');
+    assert.match(log, /not JSON: unexpected character at position 0 /);
+    assert.equal(sqs.commandCalls(SendMessageCommand).length, 0, 'nothing written, nobody notified');
   });
 
   it('notifies a reset with the caller, and says so when the notice could not be sent (the write stands)', async () => {

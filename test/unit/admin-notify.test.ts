@@ -19,6 +19,7 @@ const CALLER = {
   arn: 'arn:aws:sts::123456789012:assumed-role/OnCall/bob',
   accountId: '123456789012',
   callerId: 'AROAEXAMPLE:bob',
+  accessKey: 'ASIAEXAMPLEBOB000001',
 };
 
 describe('The key digest of an operator notice', () => {
@@ -46,6 +47,7 @@ describe('The key digest of an operator notice', () => {
     };
     const notice = noticeOf(record, CALLER, { requestId: 'req-1' }, PEPPER);
     assert.equal(notice.keyDigest, keyDigest('203.0.113.9', PEPPER));
+    assert.equal(notice.accessKey, CALLER.accessKey, 'the access key id CloudTrail traces to the real caller');
     assert.notEqual(notice.keyDigest, sha256Prefix('203.0.113.9'));
     assert.ok(!JSON.stringify(notice).includes('203.0.113.9'));
     assert.ok(!JSON.stringify(notice).includes(PEPPER));

@@ -78,13 +78,54 @@ describe('The CLI, one module per command (cli/commands/)', () => {
     assert.equal(none.written.stdout, `${usage()}\n`);
     const unknown = capture();
     assert.equal(await runCli(['nope'], unknown.io), 2);
-    assert.match(unknown.written.stderr, /^ratelimit: unknown command "nope"\n\nusage: ratelimit/);
+    assert.match(
+      unknown.written.stderr,
+      /^ratelimit: unknown command \(not one of policies, inspect, reset, rate, override, top, api-key; what was given is not repeated[^\n]*\)\n\nusage: ratelimit/,
+    );
+  });
+
+  it('never repeats a word that names no command, policy or option, nor a text that is not JSON (it may be a secret)', async () => {
+    // arguments out of place: an API key or an email where a name or the JSON goes
+    const apiKey = 'rk_0123456789abcdefghijABCDEFGHIJ_-';
+    const email = 'ann@corp.io';
+    for (const [argv, code, says] of [
+      [[apiKey, 'login-ip'], 2, /unknown command \(not one of policies, /],
+      [[email], 2, /unknown command/],
+      [['top', apiKey], 2, /unknown policy \(not one of [a-z0-9-]+(, [a-z0-9-]+)+; what was given is not repeated/],
+      [['top', email], 2, /unknown policy/],
+      [['override', email, '{"limit":1}'], 3, /unknown policy/],
+      [['override', apiKey, '10.0.0.1', '{"limit":1}'], 3, /unknown policy/],
+      [
+        ['override', 'login-account', email],
+        3,
+        /not JSON: unexpected character at position 0 \(line 1, column 1\) of 11/,
+      ],
+      [['override', 'login-ip', `{"limit":${apiKey}}`], 3, /not JSON: unexpected character at position 9 /],
+      [['override', 'login-ip', `["${email}"`], 3, /not JSON: it ends before its value is complete \(14 characters\)/],
+      [['override', 'login-ip', '{"limit":1}', '--until', email], 2, /--until takes a real ISO 8601 time/],
+      [['top', 'login-ip', `--${email}`], 2, /unknown option \(not one of --email, /],
+      [['top', 'login-ip', `--email=${email}`, `--${apiKey}=1`], 2, /unknown option/],
+    ] as const) {
+      const run = capture();
+      assert.equal(await runCli([...argv], run.io), code, `${argv.join(' ')}: ${run.written.stderr}`);
+      for (const secret of [apiKey, email, 'rk_0123', 'ann@'])
+        assert.ok(
+          !run.written.stdout.includes(secret) && !run.written.stderr.includes(secret),
+          `${argv.join(' ')}: ${secret} repeated in ${run.written.stderr.split('\n')[0]}`,
+        );
+      assert.match(run.written.stderr, says, argv.join(' '));
+    }
   });
 
   it("takes a command's own option and refuses one no command knows (exit 2)", async () => {
     const bogus = capture();
     assert.equal(await runCli(['top', '--bogus'], bogus.io), 2);
-    assert.match(bogus.written.stderr, /Unknown option '--bogus'/);
+    assert.match(
+      bogus.written.stderr,
+      /unknown option \(not one of --email, --api-key, --scope, --ssm, --json, --help \(-h\), /,
+    );
+    for (const option of ['--until', '--for', '--set', '--increase', '--decrease', '--pause', '--since'])
+      assert.ok(bogus.written.stderr.includes(option), `the message names ${option}`);
     const badSince = capture();
     assert.equal(await runCli(['top', 'login-ip', '--since', 'soon'], badSince.io), 2);
     assert.match(badSince.written.stderr, /--since takes a duration such as 1h or 15m/);

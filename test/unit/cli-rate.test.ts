@@ -60,7 +60,9 @@ function stubbed() {
     },
     who: 'test',
   };
-  const context = { io, json: true, prefix: '/ratelimit/local', limiter } as unknown as Context;
+  // the store knows the policy by name (the command checks the name before anything else)
+  const store = { policyNames: () => ['harvester-source'] };
+  const context = { io, json: true, prefix: '/ratelimit/local', limiter, store } as unknown as Context;
   return { context, asked, written };
 }
 
