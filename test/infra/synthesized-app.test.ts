@@ -263,7 +263,14 @@ describe('The synthesized app, run from cdk.out', () => {
       headers: { 'content-type': 'application/json' },
       requestContext: {
         http: { method: 'POST', path: '/' },
-        authorizer: { iam: { userArn: operator, accountId: place.account, callerId: 'AROAEXAMPLE:alice@example.com' } },
+        authorizer: {
+          iam: {
+            userArn: operator,
+            accountId: place.account,
+            callerId: 'AROAEXAMPLE:alice@example.com',
+            accessKey: 'ASIAEXAMPLEALICE0001',
+          },
+        },
       },
       body: JSON.stringify({ argv }),
       isBase64Encoded: false,

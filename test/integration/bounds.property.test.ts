@@ -46,6 +46,20 @@ const policyConfig = fc.oneof(
     max: duration,
     memory: duration,
   }),
+  // three durations drawn alone are in the one order a backoff takes (base ≤ max ≤ memory) a sixth of the
+  // time: these are, so its extremes get tried as often as the other strategies'
+  fc
+    .tuple(...Array.from({ length: 3 }, () => fc.integer({ min: 1, max: 604_800_000 })))
+    .map((ms) => ms.sort((a, b) => a - b).map((m) => `${m} ms`))
+    .chain(([base, max, memory]) =>
+      fc.record({
+        strategy: fc.constant('failureBackoff'),
+        freeFailures: fc.integer({ min: 0, max: 2000 }),
+        base: fc.constant(base),
+        max: fc.constant(max),
+        memory: fc.constant(memory),
+      }),
+    ),
 );
 
 function compiled(config: Record<string, unknown>): CompiledPolicy | undefined {
