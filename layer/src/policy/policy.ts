@@ -54,74 +54,13 @@ export function compilePolicy(name: string, raw: unknown): CompiledPolicy {
     blockCache: config.blockCache ?? false,
     regions: regionModeOf(name, config.strategy, failureMode, config.regions),
   };
-  const compiled = unitOf(config.strategy).compile(common, config) as CompiledPolicy;
-  assertBackoffWithinMemory(compiled);
-  assertBlockCacheExact(compiled);
+  const unit = unitOf(config.strategy);
+  const compiled = unit.compile(common, config) as CompiledPolicy;
+  // The block cache refuses a key until a refusal's Retry-After without asking Redis: only where that is a
+  // lower bound on the key's next admission (the strategy says when it is not, and why)
+  const inexact = compiled.blockCache ? unit.retryUpperBound?.(compiled as never) : undefined;
+  if (inexact) throw new InvalidPolicyError(name, `blockCache is not allowed on ${inexact[0]}: ${inexact[1]}`);
   return compiled;
-}
-
-/**
- * A backoff's wait never outlasts its memory. lua/lib/failure_backoff.lua
- * forgets the failures `memory` after the last one, whatever the wait then
- * is: a `max` above `memory` is never served (the key is admitted at
- * `memory`, its count back to 0), and the Retry-After a longer wait answers
- * (and the block cache keeps) overstates the real one. `max` equal to
- * `memory` is exact: the longest wait ends at the instant the failures are
- * forgotten, and both admit then (the next failure starts the count again).
- */
-function assertBackoffWithinMemory(policy: CompiledPolicy): void {
-  if (policy.strategy !== 'failureBackoff' || policy.maxUs <= policy.memoryUs) return;
-  const { max, memory } = policy.config;
-  throw new InvalidPolicyError(
-    policy.name,
-    `max (${max}) must not exceed memory (${memory}): failures are forgotten memory after the last one, which ends any longer wait early (admitted, the count back to 0), so max would never apply and Retry-After would overstate the real wait; make memory at least max`,
-  );
-}
-
-/**
- * The block cache refuses a key until a refusal's Retry-After without asking
- * Redis, so it is for policies whose Retry-After is a lower bound on the
- * key's next admission: a plain token bucket, a sliding window, a quota
- * (only time frees them; a changed policy is a new version, which the cache
- * forgets). Where something other than time can admit the key sooner, the
- * Retry-After is an upper bound and the cache would refuse a key Redis
- * admits: what it is and why, or undefined.
- */
-function retryIsOnlyAnUpperBound(policy: CompiledPolicy): [what: string, why: string] | undefined {
-  switch (policy.strategy) {
-    case 'concurrency':
-      return [
-        'a concurrency (in-flight) policy',
-        `a refusal's Retry-After is when the oldest lease lapses at the latest, and a release frees its slot at once, so the cache would refuse the key for up to leaseTtl (${policy.config.leaseTtl}) after a slot is free`,
-      ];
-    case 'failureBackoff':
-      return [
-        'a failureBackoff policy',
-        'clearFailures and forgiveFailure end or shorten a wait before its Retry-After, so the cache would refuse the key after Redis admits it',
-      ];
-    case 'tokenBucket':
-      if (policy.adaptive) {
-        return [
-          'an adaptive tokenBucket',
-          "a runtime rate raised by changeRate (or lapsing back to the policy's) refills it before a refusal's Retry-After, so the cache would refuse the key after Redis admits it",
-        ];
-      }
-      if (policy.config.reservation) {
-        return [
-          'a tokenBucket with reservation (a cost budget)',
-          "a settle refunds what a reservation over-estimated, before a refusal's Retry-After, so the cache would refuse the key after Redis admits it",
-        ];
-      }
-      return undefined;
-    default:
-      return undefined;
-  }
-}
-
-function assertBlockCacheExact(policy: CompiledPolicy): void {
-  if (!policy.blockCache) return;
-  const inexact = retryIsOnlyAnUpperBound(policy);
-  if (inexact) throw new InvalidPolicyError(policy.name, `blockCache is not allowed on ${inexact[0]}: ${inexact[1]}`);
 }
 
 /** Checks a whole catalogue; the first invalid policy throws. */

@@ -57,6 +57,11 @@ export const concurrency: StrategyUnit<'concurrency', typeof schema, CompiledCon
     };
   },
 
+  retryUpperBound: (policy) => [
+    'a concurrency (in-flight) policy',
+    `a refusal's Retry-After is when the oldest lease lapses at the latest, and a release frees its slot at once, so the cache would refuse the key for up to leaseTtl (${policy.config.leaseTtl}) after a slot is free`,
+  ],
+
   // lua/lib/concurrency.lua, check record: limit, lease TTL µs, lease id
   checkFields({ policy, lease }) {
     if (lease === undefined) throw new TypeError(`an in-flight limit (${policy.name}) is checked with a lease id`);

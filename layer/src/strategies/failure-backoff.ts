@@ -58,8 +58,22 @@ export const failureBackoff: StrategyUnit<'failureBackoff', typeof schema, Compi
   schema,
   quota: false,
 
+  retryUpperBound: () => [
+    'a failureBackoff policy',
+    'clearFailures and forgiveFailure end or shorten a wait before its Retry-After, so the cache would refuse the key after Redis admits it',
+  ],
+
   compile(common, config) {
     if (toUs(config.base) > toUs(config.max)) throw new InvalidPolicyError(common.name, 'base must not exceed max');
+    // The failures are forgotten `memory` after the last one (lua/lib/failure_backoff.lua), whatever the wait:
+    // a longer max would never be served (admitted at memory, the count back to 0) and Retry-After would
+    // overstate the wait. max equal to memory is exact: the longest wait ends as the failures are forgotten.
+    if (toUs(config.max) > toUs(config.memory)) {
+      throw new InvalidPolicyError(
+        common.name,
+        `max (${config.max}) must not exceed memory (${config.memory}): failures are forgotten memory after the last one, which ends any longer wait early (admitted, the count back to 0), so max would never apply and Retry-After would overstate the real wait; make memory at least max`,
+      );
+    }
     return {
       ...common,
       strategy: 'failureBackoff',

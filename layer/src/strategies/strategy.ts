@@ -78,7 +78,7 @@ export const commonEntries = {
    * refuse it until then without asking Redis (hot abusive keys). A new
    * version of the policy forgets it. Refused where the retry time is only
    * an upper bound (in-flight, failure backoff, adaptive or reserved
-   * buckets: compilePolicy says why). @default false
+   * buckets: their retryUpperBound says why). @default false
    */
   blockCache: v.optional(v.boolean()),
   /** How the limit spans regions (docs/multi-region.md). @default 'home' */
@@ -227,6 +227,14 @@ export interface StrategyUnit<Name extends string, Schema extends v.GenericSchem
   ): number;
   /** The domain numbers a check needs, computed once; throws InvalidPolicyError for what the schema cannot say. */
   compile(common: CommonSettings, config: v.InferOutput<Schema>): Compiled;
+  /**
+   * Why a refusal's Retry-After is only an upper bound on when this policy
+   * next admits the key (something other than time can admit it sooner), as
+   * what the policy is and why; the block cache, which refuses a key until
+   * that Retry-After, is then refused (compilePolicy). @default exact: only
+   * time frees a refused key
+   */
+  retryUpperBound?(policy: Compiled): readonly [what: string, why: string] | undefined;
   /**
    * Its fields of a check.lua record (after kind and cost). `extraKey` adds a
    * key of the same slot to the script's KEYS and answers its index.

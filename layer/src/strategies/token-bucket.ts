@@ -158,6 +158,22 @@ export const tokenBucket: StrategyUnit<'tokenBucket', typeof schema, CompiledTok
   quota: true,
   valueCounter: true,
 
+  retryUpperBound(policy) {
+    if (policy.adaptive) {
+      return [
+        'an adaptive tokenBucket',
+        "a runtime rate raised by changeRate (or lapsing back to the policy's) refills it before a refusal's Retry-After, so the cache would refuse the key after Redis admits it",
+      ];
+    }
+    if (policy.config.reservation) {
+      return [
+        'a tokenBucket with reservation (a cost budget)',
+        "a settle refunds what a reservation over-estimated, before a refusal's Retry-After, so the cache would refuse the key after Redis admits it",
+      ];
+    }
+    return undefined;
+  },
+
   compile(common: CommonSettings, config: TokenBucketPolicy): CompiledTokenBucket {
     const everyUs = toUs(config.refill.every);
     const exactUs = everyUs / config.refill.tokens;
